@@ -1,0 +1,158 @@
+# lockbridge build: static and shared libraries, the lockbridge tool, tests,
+# sanitizer builds, the demo and the benchmark. `make help` lists the targets.
+
+VERSION_MAJOR := 0
+VERSION_MINOR := 1
+VERSION_PATCH := 0
+VERSION       := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR    ?=
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2 -g
+DEP_CFLAGS := $(shell pkg-config --cflags hiredis libcjson 2>/dev/null)
+DEP_LIBS   := $(shell pkg-config --libs hiredis libcjson 2>/dev/null || echo -lhiredis -lcjson)
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wpointer-arith -Wformat=2 -Wvla
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -Iinclude -I. -I$(BUILD) \
+             $(DEP_CFLAGS) $(SAN) $(CFLAGS)
+LDFLAGS_ALL = $(SAN) $(LDFLAGS)
+LIBS    := $(DEP_LIBS) -lm -lpthread
+
+SONAME      := liblockbridge.so.$(VERSION_MAJOR)
+SHARED      := $(BUILD)/liblockbridge.so.$(VERSION)
+STATIC      := $(BUILD)/liblockbridge.a
+TOOL        := $(BUILD)/lockbridge
+
+# Library code: every .c of the modules except the tool's own (migrate/cli).
+LIB_SRC := $(wildcard core/*.c legacy/*.c modern/*.c migrate/*.c)
+LUA_SRC := $(sort $(wildcard */scripts/*.lua))
+GEN_SRC := $(BUILD)/gen/scripts.c
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scripts.o
+TOOL_SRC := $(wildcard migrate/cli/*.c)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+HEADERS := $(wildcard include/lockbridge/*.h)
+
+.PHONY: all lib tool install uninstall clean test unit integration interop asan tsan \
+        valgrind deps demo bench help check-deps
+
+all: lib tool $(BUILD)/lockbridge.pc
+
+lib: $(STATIC) $(SHARED)
+tool: $(TOOL)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard */internal.h) | $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/gen/scripts.o: $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(GEN_SRC): $(LUA_SRC) tools/embed-lua.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed-lua.sh lb__script_ $(LUA_SRC) > $@.tmp && mv $@.tmp $@
+
+$(STATIC): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# Only lb_* names are exported; lb__* internals stay local to the library.
+$(SHARED): $(LIB_OBJ) tools/exports.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=tools/exports.map \
+	    $(LDFLAGS_ALL) -o $@ $(LIB_OBJ) $(LIBS)
+	ln -sf liblockbridge.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $(BUILD)/liblockbridge.so
+
+$(TOOL): $(TOOL_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TOOL_OBJ) $(STATIC) $(LIBS)
+
+$(BUILD)/lockbridge.pc: tools/lockbridge.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+install: all
+	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge $(DESTDIR)$(LIBDIR) \
+	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/lockbridge/
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf liblockbridge.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblockbridge.so
+	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(BUILD)/lockbridge.pc $(DESTDIR)$(PKGCONFIGDIR)/
+
+uninstall:
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/lockbridge
+	rm -f $(DESTDIR)$(LIBDIR)/liblockbridge.* $(DESTDIR)$(BINDIR)/lockbridge \
+	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
+
+# ---- tests -----------------------------------------------------------------------
+# One binary per test file; they link the static library so internals are testable.
+TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
+TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
+HARNESS_SRC   := $(wildcard tests/harness/*.c)
+HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+
+$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) \
+	    $(CMOCKA_LIBS) $(LIBS)
+
+JAVA_SRC := $(wildcard tests/interop/java/*.java)
+$(BUILD)/java/.stamp: $(JAVA_SRC)
+	@mkdir -p $(BUILD)/java
+	javac -d $(BUILD)/java $(JAVA_SRC)
+	@touch $@
+
+test-bins: $(TEST_BINS) $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
+
+# The README's test command: builds everything and runs every suite.
+test: check-deps all test-bins
+	BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
+
+valgrind: test-bins
+	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+
+deps:
+	sh tools/deps.sh
+
+check-deps:
+	@sh tools/deps.sh --check
+
+demo: all $(BUILD)/java/.stamp
+	BUILD=$(BUILD) sh tools/demo.sh
+
+bench: all
+	$(MAKE) $(BUILD)/bench/lockbridge-bench
+	BUILD=$(BUILD) sh tools/bench.sh
+
+$(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
+
+clean:
+	rm -rf build build-asan build-tsan
+
+help:
+	@echo "make            libraries (static, shared), lockbridge tool, lockbridge.pc"
+	@echo "make deps       install build/test dependencies from Debian packages"
+	@echo "make test       build and run unit, integration and JVM interop tests"
+	@echo "make asan       the same tests under ASan+UBSan"
+	@echo "make valgrind   unit tests under valgrind"
+	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
+	@echo "make bench      benchmarks; report in docs/benchmarks.md"
+	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"

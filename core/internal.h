@@ -1,0 +1,59 @@
+/* Internal definitions shared by core/, legacy/ and later modules: the step
+ * machine's layout, allocation through the handle's allocator, reply helpers. */
+#ifndef LOCKBRIDGE_CORE_INTERNAL_H
+#define LOCKBRIDGE_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+
+struct redisReply;
+
+#define LB__ERRSTR_CAP 160
+
+/* The machine a protocol embeds in its handle. `step` is the protocol's own
+ * transition function; lb_machine_step wraps it with the script fallback. */
+struct lb_machine {
+    int (*step)(lb_machine *m, const struct redisReply *reply, const lb_now *now);
+    lb_cmd cmd;
+    const lb_script *script; /* set when cmd is an EVALSHA of this script */
+    unsigned commands;       /* commands emitted in this operation */
+    int running;             /* an operation has started and not ended */
+    char errstr[LB__ERRSTR_CAP];
+};
+
+/* Prepares `m` for a new operation driven by `step`. */
+void lb__machine_begin(lb_machine *m,
+                       int (*step)(lb_machine *, const struct redisReply *, const lb_now *));
+/* Command building: reset, then append arguments. */
+void lb__cmd_reset(lb_cmd *cmd);
+void lb__cmd_arg(lb_cmd *cmd, const char *s, size_t len);
+void lb__cmd_argz(lb_cmd *cmd, const char *s);
+/* Starts an EVALSHA of `script` with `numkeys` (as a decimal string); keys and
+ * arguments are appended after it with lb__cmd_arg. */
+void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys);
+/* Records a failure detail in m->errstr and returns `status`. */
+int lb__fail(lb_machine *m, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Classifies an error reply: LB_EWRONGTYPE for WRONGTYPE, LB_EREDIS otherwise,
+ * with the server's message copied (bounded, non-printable bytes escaped). */
+int lb__reply_error(lb_machine *m, const struct redisReply *r, const char *during);
+/* Escapes up to `max` bytes of `s` for an error message. */
+void lb__escape(char *out, size_t cap, const char *s, size_t len);
+
+/* Allocation through an optional allocator. */
+void *lb__alloc(const lb_allocator *a, size_t size);
+void lb__free(const lb_allocator *a, void *p);
+
+/* Overflow-checked int64 arithmetic: return 0 on success, -1 on overflow. */
+int lb__add64(int64_t a, int64_t b, int64_t *out);
+int lb__mul64(int64_t a, int64_t b, int64_t *out);
+
+/* Seeds for jitter: fresh bits from the OS random source, falling back to the clock. */
+uint64_t lb__random_seed(void);
+uint64_t lb__xorshift(uint64_t *state);
+
+#endif

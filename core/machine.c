@@ -1,0 +1,104 @@
+/* The step-machine runtime: command building, the EVALSHA->EVAL fallback and
+ * failure details. Protocols supply only their transition functions. */
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "core/internal.h"
+
+void lb__machine_begin(lb_machine *m,
+                       int (*step)(lb_machine *, const redisReply *, const lb_now *)) {
+    m->step = step;
+    lb__cmd_reset(&m->cmd);
+    m->script = NULL;
+    m->commands = 0;
+    m->running = 1;
+    m->errstr[0] = '\0';
+}
+
+void lb__cmd_reset(lb_cmd *cmd) { cmd->argc = 0; }
+
+void lb__cmd_arg(lb_cmd *cmd, const char *s, size_t len) {
+    /* Commands are built by our own protocol code with a fixed shape, so an
+     * overflow is a programming error; dropping the argument makes Redis answer
+     * with an arity error rather than writing past the array. */
+    if (cmd->argc >= LB_CMD_MAX_ARGS) return;
+    cmd->argv[cmd->argc] = s;
+    cmd->argvlen[cmd->argc] = len;
+    cmd->argc++;
+}
+
+void lb__cmd_argz(lb_cmd *cmd, const char *s) { lb__cmd_arg(cmd, s, strlen(s)); }
+
+void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys) {
+    lb__cmd_reset(&m->cmd);
+    lb__cmd_argz(&m->cmd, "EVALSHA");
+    lb__cmd_argz(&m->cmd, script->sha1);
+    lb__cmd_argz(&m->cmd, numkeys);
+    m->script = script;
+}
+
+int lb__fail(lb_machine *m, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->errstr, sizeof m->errstr, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void lb__escape(char *out, size_t cap, const char *s, size_t len) {
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    if (cap == 0) return;
+    for (size_t i = 0; i < len && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
+int lb__reply_error(lb_machine *m, const redisReply *r, const char *during) {
+    char msg[96];
+    lb__escape(msg, sizeof msg, r->str ? r->str : "", r->str ? (size_t)r->len : 0);
+    int status = (r->str && strstr(r->str, "WRONGTYPE")) ? LB_EWRONGTYPE : LB_EREDIS;
+    return lb__fail(m, status, "%s: %s", during, msg);
+}
+
+static int is_noscript(const redisReply *r) {
+    return r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
+    if (!m || !now || !m->step) return LB_EINVAL;
+    if (!m->running) return lb__fail(m, LB_ESTATE, "no operation is running");
+    /* The server forgot the script (restart, SCRIPT FLUSH): send the body once.
+     * The script never ran, so the protocol does not see this reply. */
+    if (m->script && is_noscript(reply) && m->cmd.argv[0][0] == 'E' &&
+        m->cmd.argvlen[0] == 7) {
+        m->cmd.argv[0] = "EVAL";
+        m->cmd.argvlen[0] = 4;
+        m->cmd.argv[1] = m->script->body;
+        m->cmd.argvlen[1] = strlen(m->script->body);
+        m->commands++;
+        return LB_STEP_SEND;
+    }
+    m->script = NULL;
+    int rc = m->step(m, reply, now);
+    if (rc == LB_STEP_SEND) m->commands++;
+    else m->running = 0;
+    return rc;
+}
+
+const lb_cmd *lb_machine_command(const lb_machine *m) { return m ? &m->cmd : NULL; }
+
+const char *lb_machine_errstr(const lb_machine *m) { return m ? m->errstr : ""; }
+
+unsigned lb_machine_commands(const lb_machine *m) { return m ? m->commands : 0; }

@@ -1,0 +1,96 @@
+/* lockbridge core: clocks, allocators, commands, step machines and the sync driver.
+ * Every lock operation is a step machine that performs no I/O; drivers do the I/O. */
+#ifndef LOCKBRIDGE_CORE_H
+#define LOCKBRIDGE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct redisReply;
+struct redisContext;
+
+/* ---- Time -------------------------------------------------------------------
+ * Protocol code never reads a clock: the driver samples one and passes the
+ * instant in. Both readings include the clock's offset. */
+typedef struct lb_now {
+    int64_t wall_us; /* microseconds since the Unix epoch */
+    int64_t mono_ns; /* nanoseconds of the host's monotonic clock */
+} lb_now;
+
+typedef struct lb_clock {
+    int64_t (*wall_us)(void *ud); /* NULL: CLOCK_REALTIME */
+    int64_t (*mono_ns)(void *ud); /* NULL: CLOCK_MONOTONIC */
+    void *ud;
+    int64_t offset_ms; /* added to both readings: a skewed host, in milliseconds */
+} lb_clock;
+
+/* Reads `clock` (NULL: the system clocks with no offset). */
+lb_now lb_clock_now(const lb_clock *clock);
+
+/* ---- Memory -------------------------------------------------------------------
+ * Every handle takes an optional allocator in its options; NULL means malloc/free. */
+typedef struct lb_allocator {
+    void *(*malloc_fn)(void *ud, size_t size);
+    void (*free_fn)(void *ud, void *ptr);
+    void *ud;
+} lb_allocator;
+
+/* ---- Commands and step machines -------------------------------------------- */
+#define LB_CMD_MAX_ARGS 8
+
+/* One Redis command as an argument vector; the strings belong to the machine
+ * that emitted it and stay valid until its next step. */
+typedef struct lb_cmd {
+    int argc;
+    const char *argv[LB_CMD_MAX_ARGS];
+    size_t argvlen[LB_CMD_MAX_ARGS];
+} lb_cmd;
+
+/* A Lua script known by body and SHA1, called with EVALSHA and re-sent with
+ * EVAL when the server answers NOSCRIPT. */
+typedef struct lb_script {
+    const char *name;
+    const char *body;
+    const char *sha1; /* 40 lowercase hex digits */
+} lb_script;
+
+typedef struct lb_machine lb_machine;
+
+/* lb_machine_step returns LB_STEP_SEND when lb_machine_command() holds the next
+ * command to send, or the operation's final status (LB_OK or a negative code).
+ * Start an operation with reply == NULL; then feed each reply in turn. A
+ * transport failure is fed as reply == NULL after the start: the machine ends
+ * with LB_EIO and its state says what is known. */
+#define LB_STEP_SEND 1
+
+int lb_machine_step(lb_machine *m, const struct redisReply *reply, const lb_now *now);
+const lb_cmd *lb_machine_command(const lb_machine *m);
+/* Detail of the last failure, or "" (never NULL). */
+const char *lb_machine_errstr(const lb_machine *m);
+/* Commands this machine has emitted since its operation started. */
+unsigned lb_machine_commands(const lb_machine *m);
+
+/* ---- Synchronous driver -----------------------------------------------------
+ * Runs `m` to completion on a blocking hiredis context, sampling `clock` before
+ * every step. Returns the machine's final status; LB_EIO if the connection
+ * failed (the context's errstr says why). */
+int lb_sync_run(struct redisContext *c, lb_machine *m, const lb_clock *clock);
+
+/* ---- Companion keys ----------------------------------------------------------
+ * Keys that travel with a lock (fencing counter, channel, census, mode) share its
+ * cluster hash slot: "{user}:1:suffix" for a key with a hash tag becomes
+ * "{user}:1:suffix", otherwise the key is wrapped: "{key}:suffix". Writes at most
+ * `cap` bytes including a NUL; returns the full length, or LB_EINVAL. */
+int lb_companion_key(const char *key, size_t keylen, const char *suffix, char *out,
+                     size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,138 @@
+/* lockbridge legacy: the SETNX/GETSET timestamp lock, spoken exactly as the
+ * deployed JVM lockers speak it, and the value codecs it writes and reads. */
+#ifndef LOCKBRIDGE_LEGACY_H
+#define LOCKBRIDGE_LEGACY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Value codecs -------------------------------------------------------------
+ * A legacy value means "valid until instant T". A codec fixes T's text form, unit
+ * and clock. Instants are int64 counts of the codec's unit on the codec's clock. */
+typedef enum lb_codec_kind {
+    LB_CODEC_MS = 0,        /* "1700000000123": epoch milliseconds (L1, L2, L4) */
+    LB_CODEC_SECONDS,       /* "1700000000": epoch seconds (R) */
+    LB_CODEC_FLOAT_SECONDS, /* "1700000000.250000": epoch seconds, fraction (L5) */
+    LB_CODEC_JSON           /* {"expiryTime":N} (L3) */
+} lb_codec_kind;
+
+typedef enum lb_unit { LB_UNIT_MS = 0, LB_UNIT_NS, LB_UNIT_US, LB_UNIT_S } lb_unit;
+
+typedef enum lb_clock_kind {
+    LB_CLOCK_EPOCH = 0, /* wall clock: comparable across hosts whose clocks agree */
+    LB_CLOCK_MONOTONIC  /* host monotonic clock: comparable on one host only */
+} lb_clock_kind;
+
+#define LB_CODEC_FIELD_MAX 64 /* bytes of a JSON field name, NUL included */
+
+typedef struct lb_codec {
+    lb_codec_kind kind;
+    lb_unit unit;        /* JSON only; the other kinds imply their unit */
+    lb_clock_kind clock; /* JSON only; the other kinds are epoch */
+    char field[LB_CODEC_FIELD_MAX]; /* JSON only; "" means "expiryTime" */
+} lb_codec;
+
+/* The longest value any codec writes, NUL included. */
+#define LB_VALUE_MAX (LB_CODEC_FIELD_MAX + 32)
+/* Values longer than this are foreign without being parsed (a megabyte value is
+ * never copied). */
+#define LB_OBSERVED_MAX 4096
+
+/* Parses a codec spec: "ms", "s", "float", "json", or
+ * "json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono" (any subset, any order).
+ * The default JSON codec is what the L3 lockers in the field write:
+ * field expiryTime, unit ns, clock mono. */
+int lb_codec_parse(lb_codec *out, const char *spec);
+/* Writes the spec of `c` (round-trips through lb_codec_parse). */
+int lb_codec_format(const lb_codec *c, char *buf, size_t cap);
+/* The current instant on the codec's clock, in its unit. */
+int64_t lb_codec_now(const lb_codec *c, const lb_now *now);
+/* The expiry written for a lock of `ttl_ms` taken at `now`: now + ttl + 1 unit
+ * (ttl rounded up to the unit), as L1 and R write it. */
+int lb_codec_expiry(const lb_codec *c, const lb_now *now, int64_t ttl_ms, int64_t *out);
+/* Encodes instant `t`; writes a NUL-terminated value, *len without the NUL. */
+int lb_codec_encode(const lb_codec *c, int64_t t, char *buf, size_t cap, size_t *len);
+/* Decodes a value strictly: anything not exactly this codec's form is
+ * LB_EFOREIGN (sign, spaces, leading zeros, overflow, trailing bytes, NULs,
+ * wrong JSON shape, duplicate field). */
+int lb_codec_decode(const lb_codec *c, const char *s, size_t len, int64_t *t);
+/* Converts a duration in milliseconds to the codec's unit (rounded up). */
+int lb_codec_ms_to_units(const lb_codec *c, int64_t ms, int64_t *out);
+
+/* ---- The lock ------------------------------------------------------------------ */
+typedef enum lb_legacy_variant {
+    LB_LEGACY_WIRE = 0, /* SETNX, GET, GETSET, DEL only: joins any legacy fleet */
+    LB_LEGACY_SCRIPTED  /* atomic takeover, release and extend through Lua */
+} lb_legacy_variant;
+
+typedef struct lb_legacy_options {
+    lb_codec codec;
+    lb_legacy_variant variant;
+    int64_t ttl_ms;            /* validity written into each value, milliseconds */
+    int nil_retries;           /* SETNX retries after a nil GET within one attempt */
+    int64_t release_margin_ms; /* wire release refuses this close to expiry, ms */
+    int64_t backoff_min_ms;    /* blocking acquire: first sleep, milliseconds */
+    int64_t backoff_max_ms;    /* blocking acquire: longest sleep, milliseconds */
+    const lb_clock *clock;     /* NULL: system clocks; must outlive the lock */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
+} lb_legacy_options;
+
+/* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
+ * margin 1 s, back-off 2 to 100 ms, system clock, malloc. */
+void lb_legacy_options_init(lb_legacy_options *o);
+
+typedef struct lb_legacy_lock lb_legacy_lock;
+
+/* Creates a handle for `key` (any bytes). *out is reset on entry. */
+int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
+                       const lb_legacy_options *o);
+void lb_legacy_lock_free(lb_legacy_lock *l);
+
+/* One attempt: LB_OK (held), LB_EBUSY, LB_EFOREIGN (the value is not ours to
+ * judge: it is left alone), LB_EWRONGTYPE, LB_EREDIS, LB_EIO, LB_EPROTO. */
+int lb_legacy_try_acquire(lb_legacy_lock *l, struct redisContext *c);
+/* Attempts until `wait_ms` has passed, sleeping a jittered back-off bounded by
+ * the holder's remaining validity. A foreign value is treated as held: the
+ * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT. */
+int lb_legacy_acquire(lb_legacy_lock *l, struct redisContext *c, int64_t wait_ms);
+/* LB_OK when our value was deleted; LB_ELOST when the key no longer held it
+ * (nothing deleted); LB_EEXPIRED when the wire variant refused to delete a lock
+ * this close to its expiry (it is left to expire). The handle is not held after. */
+int lb_legacy_release(lb_legacy_lock *l, struct redisContext *c);
+/* Scripted variant only: writes a new expiry now + ttl_ms if the key still
+ * holds our value and it has not expired by our clock. */
+int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms);
+
+/* Step machines for callers that do their own I/O. Each starts an operation on
+ * the handle (one at a time) and returns its machine; drive it with
+ * lb_machine_step: its final status is the operation's, and the handle's state
+ * (held, value, observed expiry) is updated as the operation goes. */
+lb_machine *lb_legacy_try_acquire_machine(lb_legacy_lock *l);
+lb_machine *lb_legacy_release_machine(lb_legacy_lock *l);
+lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms);
+
+/* State. */
+int lb_legacy_held(const lb_legacy_lock *l);
+/* The value this handle last wrote (NUL-terminated); "" if none. */
+const char *lb_legacy_value(const lb_legacy_lock *l, size_t *len);
+/* Our expiry instant in codec units (valid while held). */
+int64_t lb_legacy_expiry(const lb_legacy_lock *l);
+/* The holder's expiry seen by the last failed attempt, in codec units; returns 0
+ * and sets *t if one was seen. */
+int lb_legacy_observed_expiry(const lb_legacy_lock *l, int64_t *t);
+/* The foreign value seen by the last attempt, escaped for printing; "" if none. */
+const char *lb_legacy_foreign(const lb_legacy_lock *l);
+const char *lb_legacy_errstr(const lb_legacy_lock *l);
+/* Redis commands sent by this handle since it was created. */
+uint64_t lb_legacy_commands(const lb_legacy_lock *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+/* One legacy acquire attempt as a step machine: SETNX; on 0, GET; nil means
+ * released (retry SETNX, bounded); expired means take over, with GETSET on the
+ * wire or the compare-and-set script in the scripted variant. */
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "legacy/internal.h"
+
+enum { A_START, A_SETNX, A_GET, A_GETSET, A_TAKEOVER };
+
+#define LOCK_OF(m) ((lb_legacy_lock *)(void *)(m))
+
+/* Encodes a fresh value "now + ttl" into l->pending. */
+static int make_pending(lb_legacy_lock *l, const lb_now *now) {
+    if (lb_codec_expiry(&l->codec, now, l->opts.ttl_ms, &l->pending_expiry) != LB_OK ||
+        lb_codec_encode(&l->codec, l->pending_expiry, l->pending, sizeof l->pending,
+                        &l->pendinglen) != LB_OK)
+        return lb__fail(&l->m, LB_EINVAL, "cannot encode an expiry for ttl %lld ms",
+                        (long long)l->opts.ttl_ms);
+    return LB_OK;
+}
+
+static int acquired(lb_legacy_lock *l) {
+    memcpy(l->value, l->pending, l->pendinglen + 1);
+    l->valuelen = l->pendinglen;
+    l->expiry = l->pending_expiry;
+    l->held = 1;
+    return LB_OK;
+}
+
+static int send_setnx(lb_legacy_lock *l, const lb_now *now) {
+    int rc = make_pending(l, now);
+    if (rc != LB_OK) return rc;
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "SETNX");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    lb__cmd_arg(&l->m.cmd, l->pending, l->pendinglen);
+    l->state = A_SETNX;
+    return LB_STEP_SEND;
+}
+
+static int send_get(lb_legacy_lock *l) {
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "GET");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    l->state = A_GET;
+    return LB_STEP_SEND;
+}
+
+static int send_takeover(lb_legacy_lock *l, const lb_now *now) {
+    int rc = make_pending(l, now);
+    if (rc != LB_OK) return rc;
+    if (l->opts.variant == LB_LEGACY_SCRIPTED) {
+        lb__cmd_script(&l->m, &lb__script_legacy_takeover, "1");
+        lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+        lb__cmd_arg(&l->m.cmd, l->observed, l->observedlen);
+        lb__cmd_arg(&l->m.cmd, l->pending, l->pendinglen);
+        l->state = A_TAKEOVER;
+    } else {
+        lb__cmd_reset(&l->m.cmd);
+        lb__cmd_argz(&l->m.cmd, "GETSET");
+        lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+        lb__cmd_arg(&l->m.cmd, l->pending, l->pendinglen);
+        l->state = A_GETSET;
+    }
+    return LB_STEP_SEND;
+}
+
+static int on_setnx(lb_legacy_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) return acquired(l);
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 0) return send_get(l);
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "SETNX");
+    return lb__fail(&l->m, LB_EPROTO, "SETNX: unexpected reply type %d", r->type);
+}
+
+static int on_get(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
+    if (r->type == REDIS_REPLY_NIL) {
+        /* Nil rule: the key was released between SETNX and GET; it did not
+         * expire. Try SETNX again, a bounded number of times. */
+        if (l->nil_left-- > 0) return send_setnx(l, now);
+        return lb__fail(&l->m, LB_EBUSY, "key kept changing hands (nil GET %d times)",
+                        l->opts.nil_retries + 1);
+    }
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "GET");
+    if (r->type != REDIS_REPLY_STRING)
+        return lb__fail(&l->m, LB_EPROTO, "GET: unexpected reply type %d", r->type);
+    size_t len = (size_t)r->len;
+    int64_t t;
+    if (len > LB_OBSERVED_MAX || lb_codec_decode(&l->codec, r->str, len, &t) != LB_OK)
+        return lb__legacy_foreign(l, r->str, len, "GET");
+    memcpy(l->observed, r->str, len);
+    l->observedlen = len;
+    l->observed_expiry = t;
+    l->has_observed_expiry = 1;
+    if (lb_codec_now(&l->codec, now) <= t)
+        return lb__fail(&l->m, LB_EBUSY, "held until %lld", (long long)t);
+    return send_takeover(l, now);
+}
+
+/* GETSET has already written our value. We hold the lock only if what it
+ * replaced was free (nil rule), the expired value GET saw, or itself expired;
+ * otherwise a racer won the takeover and our value has overwritten its own. */
+static int on_getset(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
+    int64_t t;
+    if (r->type == REDIS_REPLY_NIL) return acquired(l);
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "GETSET");
+    if (r->type != REDIS_REPLY_STRING)
+        return lb__fail(&l->m, LB_EPROTO, "GETSET: unexpected reply type %d", r->type);
+    size_t len = (size_t)r->len;
+    if (len == l->observedlen && memcmp(r->str, l->observed, len) == 0) return acquired(l);
+    if (lb_codec_decode(&l->codec, r->str, len, &t) != LB_OK) {
+        /* Written between our GET and GETSET by a client of another format; on
+         * the wire nothing can prevent this (the scripted variant can). */
+        int rc = lb__legacy_foreign(l, r->str, len, "GETSET (our value replaced it)");
+        return rc;
+    }
+    if (lb_codec_now(&l->codec, now) > t) return acquired(l);
+    l->observed_expiry = t;
+    l->has_observed_expiry = 1;
+    return lb__fail(&l->m, LB_EBUSY,
+                    "lost the takeover race to a holder until %lld (our value overwrote its own)",
+                    (long long)t);
+}
+
+static int on_takeover(lb_legacy_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_INTEGER && (r->integer == 1 || r->integer == 2))
+        return acquired(l);
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
+        return lb__fail(&l->m, LB_EBUSY, "the expired value changed before the takeover");
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "takeover script");
+    return lb__fail(&l->m, LB_EPROTO, "takeover script: unexpected reply");
+}
+
+static int acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_legacy_lock *l = LOCK_OF(m);
+    if (l->state == A_START) {
+        if (l->held) return lb__fail(m, LB_ESTATE, "already held by this handle");
+        l->nil_left = l->opts.nil_retries;
+        l->has_observed_expiry = 0;
+        l->foreign[0] = '\0';
+        return send_setnx(l, now);
+    }
+    if (!r)
+        return lb__fail(m, LB_EIO, "connection failed during %s; if the write was applied, "
+                        "the value stays until its expiry", m->cmd.argv[0]);
+    switch (l->state) {
+    case A_SETNX: return on_setnx(l, r);
+    case A_GET: return on_get(l, r, now);
+    case A_GETSET: return on_getset(l, r, now);
+    case A_TAKEOVER: return on_takeover(l, r);
+    default: return lb__fail(m, LB_ESTATE, "bad acquire state %d", l->state);
+    }
+}
+
+lb_machine *lb_legacy_try_acquire_machine(lb_legacy_lock *l) {
+    if (!l) return NULL;
+    lb__machine_begin(&l->m, acquire_step);
+    l->state = A_START;
+    return &l->m;
+}

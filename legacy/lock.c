@@ -1,0 +1,119 @@
+/* The legacy lock handle: options, creation, state accessors and the sync
+ * wrappers that run one operation's machine on a blocking connection. */
+#include <string.h>
+
+#include "legacy/internal.h"
+
+void lb_legacy_options_init(lb_legacy_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->codec.kind = LB_CODEC_MS;
+    o->variant = LB_LEGACY_WIRE;
+    o->ttl_ms = 30000;
+    o->nil_retries = 3;
+    o->release_margin_ms = 1000;
+    o->backoff_min_ms = 2;
+    o->backoff_max_ms = 100;
+}
+
+static int validate(const lb_legacy_options *o) {
+    char spec[128];
+    if (o->ttl_ms <= 0 || o->nil_retries < 0 || o->release_margin_ms < 0) return 0;
+    if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms) return 0;
+    if (o->variant != LB_LEGACY_WIRE && o->variant != LB_LEGACY_SCRIPTED) return 0;
+    if (lb_codec_format(&o->codec, spec, sizeof spec) != LB_OK) return 0;
+    /* A JSON field set by hand must obey the same rule as a parsed spec. */
+    if (o->codec.kind == LB_CODEC_JSON) {
+        lb_codec check;
+        if (lb_codec_parse(&check, spec) != LB_OK) return 0;
+    }
+    return 1;
+}
+
+int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
+                       const lb_legacy_options *o) {
+    lb_legacy_options defaults;
+    if (!out) return LB_EINVAL;
+    *out = NULL;
+    if (!key || keylen == 0) return LB_EINVAL;
+    if (!o) {
+        lb_legacy_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!validate(o)) return LB_EINVAL;
+    lb_legacy_lock *l = lb__alloc(o->allocator, sizeof *l);
+    if (!l) return LB_ENOMEM;
+    memset(l, 0, sizeof *l);
+    l->key = lb__alloc(o->allocator, keylen + 1);
+    if (!l->key) {
+        lb__free(o->allocator, l);
+        return LB_ENOMEM;
+    }
+    memcpy(l->key, key, keylen);
+    l->key[keylen] = '\0';
+    l->keylen = keylen;
+    l->opts = *o;
+    l->codec = o->codec;
+    l->rng = lb__random_seed();
+    *out = l;
+    return LB_OK;
+}
+
+void lb_legacy_lock_free(lb_legacy_lock *l) {
+    if (!l) return;
+    const lb_allocator *a = l->opts.allocator;
+    lb__free(a, l->key);
+    lb__free(a, l);
+}
+
+int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char *during) {
+    lb__escape(l->foreign, sizeof l->foreign, s, len < 64 ? len : 64);
+    return lb__fail(&l->m, LB_EFOREIGN, "%s: value not in this client's format (%zu bytes: %s%s)",
+                    during, len, l->foreign, len > 64 ? "..." : "");
+}
+
+/* Runs the handle's current operation and keeps the machine's error detail. */
+static int run(lb_legacy_lock *l, struct redisContext *c, lb_machine *m) {
+    if (!c) return LB_EINVAL;
+    if (!m) return LB_ESTATE;
+    int rc = lb_sync_run(c, m, l->opts.clock);
+    l->commands += lb_machine_commands(m);
+    memcpy(l->errstr, m->errstr, sizeof l->errstr);
+    return rc;
+}
+
+int lb_legacy_try_acquire(lb_legacy_lock *l, struct redisContext *c) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_legacy_try_acquire_machine(l));
+}
+
+int lb_legacy_release(lb_legacy_lock *l, struct redisContext *c) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_legacy_release_machine(l));
+}
+
+int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_legacy_extend_machine(l, ttl_ms));
+}
+
+int lb_legacy_held(const lb_legacy_lock *l) { return l ? l->held : 0; }
+
+const char *lb_legacy_value(const lb_legacy_lock *l, size_t *len) {
+    if (len) *len = l ? l->valuelen : 0;
+    return l ? l->value : "";
+}
+
+int64_t lb_legacy_expiry(const lb_legacy_lock *l) { return l ? l->expiry : 0; }
+
+int lb_legacy_observed_expiry(const lb_legacy_lock *l, int64_t *t) {
+    if (!l || !t || !l->has_observed_expiry) return LB_ESTATE;
+    *t = l->observed_expiry;
+    return LB_OK;
+}
+
+const char *lb_legacy_foreign(const lb_legacy_lock *l) { return l ? l->foreign : ""; }
+
+const char *lb_legacy_errstr(const lb_legacy_lock *l) { return l ? l->errstr : ""; }
+
+uint64_t lb_legacy_commands(const lb_legacy_lock *l) { return l ? l->commands : 0; }

@@ -1,0 +1,30 @@
+/* Test harness: a real redis-server on a free loopback port, started for a test
+ * and stopped after it, with its own temporary directory. */
+#ifndef LOCKBRIDGE_TEST_REDIS_SERVER_H
+#define LOCKBRIDGE_TEST_REDIS_SERVER_H
+
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+typedef struct lbt_redis {
+    pid_t pid;
+    int port;
+    char dir[128];
+} lbt_redis;
+
+/* Starts redis-server (LB_REDIS_SERVER overrides the binary) with persistence
+ * off and any extra "--name value" arguments given as a NULL-terminated list
+ * (extra may be NULL). Returns 0 once it answers PING, -1 on failure. */
+int lbt_redis_start(lbt_redis *r, const char *const *extra);
+/* Stops the server (SIGTERM, then SIGKILL) and removes its directory. */
+void lbt_redis_stop(lbt_redis *r);
+/* Pauses (SIGSTOP) or resumes (SIGCONT) the server process. */
+void lbt_redis_pause(lbt_redis *r, int paused);
+/* A new blocking connection with a 5 s timeout; NULL on failure. */
+redisContext *lbt_redis_connect(const lbt_redis *r);
+/* Runs a command built with a printf-style format; returns the reply (caller
+ * frees) or NULL. Convenience for tests. */
+redisReply *lbt_cmd(redisContext *c, const char *fmt, ...);
+
+#endif

@@ -20,7 +20,7 @@ DEP_CFLAGS := $(shell pkg-config --cflags hiredis libcjson 2>/dev/null)
 DEP_LIBS   := $(shell pkg-config --libs hiredis libcjson 2>/dev/null || echo -lhiredis -lcjson)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wformat=2 -Wvla
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -Iinclude -I. -I$(BUILD) \
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -Iinclude -I. -Itests -I$(BUILD) \
              $(DEP_CFLAGS) $(SAN) $(CFLAGS)
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 LIBS    := $(DEP_LIBS) -lm -lpthread
@@ -97,12 +97,12 @@ uninstall:
 # One binary per test file; they link the static library so internals are testable.
 TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
-HARNESS_SRC   := $(wildcard tests/harness/*.c)
+HARNESS_SRC   := $(wildcard tests/harness/*.c tests/race/*.c)
 HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
-$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h)
+$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h tests/race/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) \
 	    $(CMOCKA_LIBS) $(LIBS)

@@ -40,7 +40,7 @@ TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 
 .PHONY: all lib tool install uninstall clean test unit integration interop asan tsan \
-        valgrind deps demo bench help check-deps
+        valgrind deps demo bench help check-deps explore
 
 all: lib tool $(BUILD)/lockbridge.pc
 
@@ -124,6 +124,11 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
+# Deeper exhaustive exploration of interleavings than `make test` runs.
+EXPLORE_DEPTH ?= 7
+explore: $(BUILD)/tests/integration/test_races
+	LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
+
 valgrind: test-bins
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -153,6 +158,7 @@ help:
 	@echo "make test       build and run unit, integration and JVM interop tests"
 	@echo "make asan       the same tests under ASan+UBSan"
 	@echo "make valgrind   unit tests under valgrind"
+	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
 	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"

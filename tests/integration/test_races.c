@@ -1,0 +1,351 @@
+/* The regression catalogue of lock races: each race of the deployed lockers,
+ * replayed step by step against a real redis-server, for lockbridge's clients
+ * (which must pass) and for the lockers that have the bug (which the harness
+ * must catch). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/redis_server.h"
+#include "race/race.h"
+
+static lbt_redis server;
+
+#define TTL 5000 /* ms; schedules jump +6000 to pass an expiry */
+
+typedef struct scenario {
+    const char *name;
+    const char *kinds[LBR_MAX_CLIENTS];
+    const char *codec;
+    const char *schedule;
+    int expect;            /* LBR_OK or LBR_VIOLATION */
+    const char *violation; /* substring expected in the report */
+    int overwrites;        /* expected GETSET overwrites (-1: not checked) */
+} scenario;
+
+static int run_scenario(const scenario *s) {
+    lbr_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.port = server.port;
+    cfg.key = "race:lock";
+    cfg.ttl_ms = TTL;
+    lb_codec_parse(&cfg.codec, s->codec ? s->codec : "ms");
+    memcpy(cfg.kinds, s->kinds, sizeof cfg.kinds);
+    lbr_world *w = lbr_world_new(&cfg);
+    assert_non_null(w);
+    int rc = lbr_run(w, s->schedule);
+    printf("  %-58s %s%s\n", s->name, rc == LBR_OK ? "ok: " : "", rc == LBR_OK ? lbr_trace(w)
+                                                                          : lbr_violation(w));
+    if (rc != s->expect) fail_msg("%s: expected %d, got %d: %s", s->name, s->expect, rc,
+                                  rc == LBR_OK ? lbr_trace(w) : lbr_violation(w));
+    if (s->violation && !strstr(lbr_violation(w), s->violation))
+        fail_msg("%s: expected a report of '%s'", s->name, s->violation);
+    if (s->overwrites >= 0 && lbr_overwrites(w) != s->overwrites)
+        fail_msg("%s: expected %d overwrites, saw %d", s->name, s->overwrites, lbr_overwrites(w));
+    lbr_world_free(w);
+    return rc;
+}
+
+static void run_table(const scenario *t, size_t n) {
+    for (size_t i = 0; i < n; i++) run_scenario(&t[i]);
+}
+#define RUN_TABLE(t) run_table(t, sizeof(t) / sizeof(t[0]))
+
+/* A holder crashes; after its expiry a contender takes the lock over. */
+static void test_crash_and_takeover(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire takes over a crashed lock", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET B:GETSET B?", LBR_OK, 0, 0},
+        {"lb-scripted takes over a crashed lock", {"lb-scripted", "lb-scripted"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET B:legacy_takeover B?", LBR_OK, 0, 0},
+        {"lb-wire takes over a crashed L1's lock", {"L1", "lb-wire"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET B:GETSET", LBR_OK, 0, 0},
+        {"lb-wire takes over a crashed L3's JSON lock", {"L3", "lb-wire"}, "json", 
+         "A:SETNX A! +6000 B:SETNX B:GET B:GETSET", LBR_OK, 0, 0},
+        {"lb-wire takes over a crashed L5's float lock", {"L5", "lb-wire"}, "float",
+         "A:SETNX A! +6000 B:SETNX B:GET B:GETSET", LBR_OK, 0, 0},
+        {"lb-scripted takes over a crashed R's seconds lock", {"R", "lb-scripted"}, "s",
+         "A:SETNX A! +7000 B:SETNX B:GET B:legacy_takeover", LBR_OK, 0, 0},
+        {"a crashed lock is not taken before its expiry", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX A! +4000 B:SETNX B:GET B:SETNX", LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* Two racers see the same expired value; both GETSET. Only the one that got the
+ * expired value back may hold; the loser's GETSET has already overwritten. */
+static void test_two_racers_take_over_one_expired_lock(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        /* The wire protocol cannot avoid the loser's overwrite: the winner no
+         * longer recognises its value and leaves it to expire (a liveness cost,
+         * not a double grant). */
+        {"lb-wire racers: one wins, loser's overwrite delays the next holder", {"lb-wire", "lb-wire", "lb-wire"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET +1 C:SETNX C:GET B:GETSET C:GETSET B:GET C? ",
+         LBR_VIOLATION, "liveness: C", 1},
+        {"lb-scripted racers: the loser writes nothing", {"lb-wire", "lb-scripted", "lb-scripted"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET C:SETNX C:GET B:legacy_takeover C:legacy_takeover "
+         "B:legacy_release C? ", LBR_OK, 0, 0},
+        {"R racers", {"R", "R", "R"}, "s",
+         "A:SETNX A! +7000 B:SETNX B:GET +1000 C:SETNX C:GET B:GETSET C:GETSET", LBR_OK, 0, 1},
+        {"naive DEL-then-SETNX racers delete each other", {"lb-wire", "naive-del-takeover",
+                                                           "naive-del-takeover"}, 0,
+         "A:SETNX A! +6000 B:SETNX B:GET C:SETNX C:GET B:DEL B:SETNX C:DEL", LBR_VIOLATION,
+         "C deleted B's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
+/* GET after a failed SETNX returns nil: the holder released in between. */
+static void test_get_nil_means_released(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire retries SETNX after a nil GET", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX B:SETNX A:GET A:DEL B:GET B:SETNX", LBR_OK, 0, 0},
+        {"lb-wire after a nil GET meets a new holder", {"lb-wire", "lb-wire", "lb-wire"}, 0,
+         "A:SETNX B:SETNX A:GET A:DEL B:GET C:SETNX B:SETNX B:GET", LBR_OK, 0, 0},
+        {"L1's catch-all DEL on a nil GET deletes a live lock", {"lb-wire", "L1", "lb-wire"}, 0,
+         "A:SETNX B:SETNX A:GET A:DEL B:GET C:SETNX B:DEL", LBR_VIOLATION,
+         "B deleted C's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
+/* GETSET returns nil: the key vanished between GET and GETSET. R's rule (and
+ * lockbridge's) says our GETSET created it: held. L4 says not held, and leaves
+ * its value in a key nobody holds. */
+static void test_getset_nil(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire holds after a nil GETSET", {"L2", "lb-wire", "lb-wire"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET A:DEL B:GETSET C:SETNX C:GET B:GET B:DEL C?",
+         LBR_OK, 0, 0},
+        {"L3 holds after a nil GETSET", {"L2", "L3", "lb-wire"}, "json",
+         "A:SETNX +6000 B:SETNX B:GET A:DEL B:GETSET C:SETNX C:GET", LBR_OK, 0, 0},
+        {"L4's nil GETSET leaves a lock nobody holds", {"L2", "L4", "lb-wire"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET A:DEL B:GETSET C?", LBR_VIOLATION,
+         "liveness: C", -1},
+    };
+    RUN_TABLE(t);
+}
+
+/* A holder outlives its timeout, a contender takes over, then the first
+ * holder releases. */
+static void test_late_release_after_takeover(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire late release finds the lock lost", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET B:GETSET A:GET B:GET B:DEL", LBR_OK, 0, 0},
+        {"lb-scripted late release finds the lock lost", {"lb-scripted", "lb-scripted"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET B:legacy_takeover A:legacy_release", LBR_OK, 0, 0},
+        {"R checks its own timeout before DEL", {"R", "lb-wire"}, "s",
+         "A:SETNX +7000 B:SETNX B:GET B:GETSET A:- B:GET B:DEL", LBR_OK, 0, 0},
+        {"L2's unconditional DEL deletes the new holder's lock", {"L2", "lb-wire"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET B:GETSET A:DEL", LBR_VIOLATION, "A deleted B's valid lock", -1},
+        {"L1 owner's unconditional DEL deletes the new holder's lock", {"L1", "lb-scripted"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET B:legacy_takeover A:DEL", LBR_VIOLATION,
+         "A deleted B's valid lock", -1},
+        {"naive unconditional DEL", {"naive-unconditional-del", "lb-wire"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET B:GETSET A:DEL", LBR_VIOLATION, "A deleted B's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
+/* A release (GET, compare, DEL) races a takeover of the same expiring lock. */
+static void test_release_racing_a_takeover(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire refuses the DEL near expiry", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX +5500 B:SETNX A:GET +600 B:GET B:GETSET", LBR_OK, 0, 0},
+        {"L5's GET-compare-DEL deletes the taker's lock", {"L5", "lb-wire"}, "float",
+         "A:SETNX +6000 B:SETNX A:GET B:GET B:GETSET A:DEL", LBR_VIOLATION,
+         "A deleted B's valid lock", -1},
+        {"lb-scripted release is atomic", {"lb-scripted", "lb-scripted"}, 0,
+         "A:SETNX +6000 B:SETNX B:GET A:legacy_release B:legacy_takeover", LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* The wire protocol's operations take two commands. The release's margin covers
+ * clock skew and a round trip; a client paused between its GET and its DEL for
+ * longer than the margin deletes whoever took the lock over meanwhile. A client
+ * paused between GET and GETSET writes a stale expiry over a fresh holder's,
+ * shortening its lock. Only atomic operations close these windows: the
+ * scripted variant passes the same schedules. */
+static void test_wire_paused_mid_operation(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire paused between GET and DEL past the margin", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX A:GET B:SETNX +7000 B:GET B:GETSET A:DEL", LBR_VIOLATION,
+         "A deleted B's valid lock", -1},
+        {"lb-wire paused less than the margin is safe", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX +3000 A:GET B:SETNX +900 A:DEL B:GET B:SETNX", LBR_OK, 0, 0},
+        {"lb-scripted paused anywhere is safe", {"lb-scripted", "lb-scripted"}, 0,
+         "A:SETNX B:SETNX +7000 B:GET B:legacy_takeover A:legacy_release B:legacy_release", LBR_OK, 0, 0},
+        {"lb-wire paused between GET and GETSET shortens a fresh lock", {"lb-wire", "lb-scripted"}, 0,
+         "B:SETNX A:SETNX +6000 A:GET B:legacy_release +3000 B:SETNX A:GETSET", LBR_VIOLATION,
+         "A overwrote B's valid lock with an earlier", -1},
+        {"lb-scripted paused between GET and takeover writes nothing", {"lb-scripted", "lb-scripted"}, 0,
+         "B:SETNX A:SETNX +6000 A:GET B:legacy_release +3000 B:SETNX A:legacy_takeover B:legacy_release",
+         LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* The protocol trusts clocks: a client whose clock runs early by more than the
+ * time left on a lock takes it over while its holder still holds it. No client
+ * can prevent this; the harness must see it, and see nothing within the skew. */
+static void test_clocks_early_and_late(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire with an early clock breaks exclusion", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX B~6000 B:SETNX B:GET B:GETSET", LBR_VIOLATION, "mutual exclusion", -1},
+        {"lb-wire with a small skew is safe", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX B~3000 B:SETNX B:GET B:SETNX", LBR_OK, 0, 0},
+        {"a late clock delays takeover of a crashed lock", {"lb-wire", "lb-wire"}, 0,
+         "A:SETNX A! B~-3000 +6000 B:SETNX B:GET B:SETNX +3000 B:GET B:GETSET", LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* INCR-based lockers: a crash between INCR and EXPIRE, and the double INCR. */
+static void test_incr_lockers(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"INCR then EXPIRE: a crash between leaves a key forever", {"naive-incr-expire",
+                                                                     "naive-incr-expire"}, 0,
+         "A:INCR A! +60000 B?", LBR_VIOLATION, "liveness: B", -1},
+        {"L1's double INCR deletes a live lock", {"L1-incr2", "L1-incr2"}, 0,
+         "A:INCR A:EXPIRE B:INCR B:INCR B:DEL", LBR_VIOLATION, "B deleted A's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
+/* L3's overwrite: the losing racer's GETSET replaces the winner's value, so the
+ * winner's release (GET, compare) no longer recognises it. */
+static void test_overwritten_timestamp(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"L3 racers: the winner cannot release", {"lb-wire", "L3", "L3", "lb-wire"}, "json",
+         "A:SETNX A! +6000 B:SETNX B:GET C:SETNX C:GET B:GETSET C:GETSET B:GET D?",
+         LBR_VIOLATION, "liveness: D", -1},
+        {"lb-scripted racers: no overwrite, the winner releases",
+         {"lb-wire", "lb-scripted", "lb-scripted", "lb-wire"}, "json",
+         "A:SETNX A! +6000 B:SETNX B:GET C:SETNX C:GET B:legacy_takeover C:legacy_takeover "
+         "B:legacy_release D?", LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* Every interleaving up to a bound. LB_EXPLORE_DEPTH raises the bound of the
+ * two-client fleets (the three-client bound is one less). */
+static int explore_depth(void) {
+    const char *d = getenv("LB_EXPLORE_DEPTH");
+    int v = d ? atoi(d) : 0;
+    return v > 0 && v < 20 ? v : 5;
+}
+
+static int all_scripted(const char *k1, const char *k2, const char *k3) {
+    return strcmp(k1, "lb-scripted") == 0 && strcmp(k2, "lb-scripted") == 0 &&
+           (!k3 || strcmp(k3, "lb-scripted") == 0);
+}
+
+static lbr_explore_result explore(const char *k1, const char *k2, const char *k3,
+                                  const char *codec, int depth) {
+    lbr_explore_config cfg;
+    lbr_explore_result res;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.world.port = server.port;
+    cfg.world.conn = lbt_redis_connect(&server);
+    assert_non_null(cfg.world.conn);
+    cfg.world.key = "race:explore";
+    /* Pauses that pass any expiry, anywhere between two operations. Inside an operation of the wire protocol (GET then GETSET, GET
+     * then DEL) a long pause defeats any GETSET locker, lockbridge's wire variant
+     * included (test_wire_paused_mid_operation shows how); fleets with a wire
+     * participant are explored without such pauses, all-scripted fleets with. */
+    cfg.world.ttl_ms = 1500;
+    cfg.world.bound_midop_pauses = !all_scripted(k1, k2, k3);
+    lb_codec_parse(&cfg.world.codec, codec);
+    cfg.world.kinds[0] = k1;
+    cfg.world.kinds[1] = k2;
+    cfg.world.kinds[2] = k3;
+    cfg.depth = depth;
+    cfg.max_crashes = 1;
+    cfg.max_jumps = 2;
+    cfg.jump_ms = 3600;
+    int rc = lbr_explore(&cfg, &res);
+    redisFree(cfg.world.conn);
+    assert_int_equal(rc, 0);
+    printf("  explored %s, depth %d: %ld schedules (%ld outside the model), %ld steps%s%s\n",
+           k3 ? "3 clients" : "2 clients", depth, res.schedules, res.pruned, res.steps,
+           res.violation ? ", counterexample: " : "", res.violation ? res.counterexample : "");
+    return res;
+}
+
+static void test_exploration_finds_no_violation_in_lockbridge_fleets(void **state) {
+    (void)state;
+    static const struct { const char *a, *b, *c, *codec; int less; } fleets[] = {
+        {"lb-wire", "lb-wire", NULL, "ms", 0},
+        {"lb-scripted", "lb-scripted", NULL, "ms", 0},
+        {"lb-wire", "lb-scripted", NULL, "json", 0},
+        {"lb-wire", "R", NULL, "s", 0},
+        {"lb-scripted", "R", NULL, "s", 0},
+        {"lb-wire", "lb-scripted", "lb-wire", "ms", 2},
+        {"lb-scripted", "lb-scripted", "R", "s", 2},
+    };
+    for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
+        printf("  fleet %s + %s%s%s (%s)\n", fleets[i].a, fleets[i].b, fleets[i].c ? " + " : "",
+               fleets[i].c ? fleets[i].c : "", fleets[i].codec);
+        lbr_explore_result r = explore(fleets[i].a, fleets[i].b, fleets[i].c, fleets[i].codec,
+                                       explore_depth() - fleets[i].less);
+        if (r.violation) fail_msg("%s", r.report);
+        assert_true(r.schedules > 100);
+    }
+}
+
+/* The explorer must be able to fail: naive fleets have known counterexamples. */
+static void test_exploration_finds_naive_lockers_violations(void **state) {
+    (void)state;
+    static const char *naive[] = {"naive-del-takeover", "naive-unconditional-del", "L2", "L1"};
+    for (size_t i = 0; i < sizeof naive / sizeof naive[0]; i++) {
+        printf("  fleet %s x2\n", naive[i]);
+        lbr_explore_result r = explore(naive[i], naive[i], NULL, "ms", 6);
+        if (!r.violation) fail_msg("no violation found for %s", naive[i]);
+        printf("    -> %s\n", r.report);
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    return lbt_redis_start(&server, NULL);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crash_and_takeover),
+        cmocka_unit_test(test_two_racers_take_over_one_expired_lock),
+        cmocka_unit_test(test_get_nil_means_released),
+        cmocka_unit_test(test_getset_nil),
+        cmocka_unit_test(test_late_release_after_takeover),
+        cmocka_unit_test(test_release_racing_a_takeover),
+        cmocka_unit_test(test_wire_paused_mid_operation),
+        cmocka_unit_test(test_clocks_early_and_late),
+        cmocka_unit_test(test_incr_lockers),
+        cmocka_unit_test(test_overwritten_timestamp),
+        cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
+        cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

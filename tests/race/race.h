@@ -1,0 +1,118 @@
+/* The deterministic race harness: several clients' step machines driven against
+ * one real redis-server in a chosen interleaving, with invariants checked after
+ * every step. Schedules are text, e.g. "A:SETNX B:SETNX B:GET +31000 A:DEL". */
+#ifndef LOCKBRIDGE_TEST_RACE_H
+#define LOCKBRIDGE_TEST_RACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "lockbridge/lockbridge.h"
+
+/* ---- Participants -------------------------------------------------------------
+ * Anything that locks through step machines: lockbridge's clients and the
+ * reference models of the deployed lockers. */
+typedef struct lbr_part lbr_part;
+struct lbr_part {
+    const char *kind;
+    lb_machine *(*acquire)(lbr_part *p);
+    lb_machine *(*release)(lbr_part *p);
+    int (*believes)(const lbr_part *p);   /* it thinks it holds the lock */
+    int64_t (*expiry)(const lbr_part *p); /* its own expiry, codec units */
+    const char *(*value)(const lbr_part *p, size_t *len); /* what it wrote */
+    void (*destroy)(lbr_part *p);
+};
+
+typedef struct lbr_part_config {
+    const char *key;
+    lb_codec codec;
+    int64_t ttl_ms;
+    const lb_clock *clock; /* the world's clock for this client */
+} lbr_part_config;
+
+/* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
+ * "L1", "L2", "L3", "L4", "L5", "R" (reference models of the deployed
+ * lockers), "naive-del-takeover", "naive-unconditional-del",
+ * "naive-incr-expire" (naive lockers the harness must catch), "L1-incr2" (the
+ * double-INCR generation of L1). NULL if unknown. */
+lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
+
+/* ---- The world ------------------------------------------------------------------ */
+#define LBR_MAX_CLIENTS 4
+
+typedef struct lbr_world lbr_world;
+
+typedef struct lbr_world_config {
+    int port;              /* the redis-server to drive */
+    redisContext *conn;    /* optional: a connection to borrow instead of port */
+    const char *key;       /* the lock key (flushed at start) */
+    lb_codec codec;        /* the fleet's value codec */
+    int64_t ttl_ms;        /* every client's lock validity */
+    const char *kinds[LBR_MAX_CLIENTS]; /* client A, B, ...; NULL ends the list */
+    int liveness_steps;    /* "A?" must acquire within this many steps (default 12) */
+    /* Models the wire protocol's assumption that a client is not paused in the
+     * middle of an operation (between its GET and GETSET, or GET and DEL) for
+     * longer than midop_pause_max_ms. When set, a "+N" that would break it makes
+     * the schedule invalid (LBR_BAD_SCHEDULE) rather than a violation. */
+    int bound_midop_pauses;
+    int64_t midop_pause_max_ms;
+} lbr_world_config;
+
+lbr_world *lbr_world_new(const lbr_world_config *cfg);
+void lbr_world_free(lbr_world *w);
+
+/* Runs a schedule. Tokens, separated by spaces:
+ *   A          client A takes one step (sends its next command, reads the reply)
+ *   A:CMD      the same, checking that the command is CMD (SETNX, GET, GETSET, DEL,
+ *              INCR, EXPIRE, SET, or a script's name, or EVAL for any script;
+ *              "-" when the operation ends without sending anything)
+ *   +N         every clock advances N milliseconds (a pause: nobody steps)
+ *   A~N        client A's clock is N milliseconds ahead of true time (may be < 0)
+ *   A!         client A crashes: it stops for good and believes nothing
+ *   A?         liveness: A, stepping alone, must hold the lock within the bound
+ *   A.         A steps until its current operation ends (nothing if idle)
+ * Returns LBR_OK, LBR_VIOLATION (lbr_violation() names it with the schedule
+ * that led to it) or LBR_BAD_SCHEDULE (a token did not match). */
+enum { LBR_OK = 0, LBR_VIOLATION = 1, LBR_BAD_SCHEDULE = -1 };
+int lbr_run(lbr_world *w, const char *schedule);
+
+/* One step of client `idx` (0 = A) with no command check; same returns. */
+int lbr_step(lbr_world *w, int idx);
+int lbr_clients(const lbr_world *w);
+int lbr_crashed(const lbr_world *w, int idx);
+
+const char *lbr_violation(const lbr_world *w); /* "" when none */
+const char *lbr_trace(const lbr_world *w);     /* the steps taken, as a schedule */
+/* Overwrites of a valid lock by a value with a later expiry (the legacy protocol's
+ * GETSET overwrite): not a violation of mutual exclusion, counted apart. */
+int lbr_overwrites(const lbr_world *w);
+/* Acquisitions completed, by all clients. */
+int lbr_acquisitions(const lbr_world *w);
+
+/* ---- Exhaustive exploration -------------------------------------------------------
+ * Every schedule of `depth` client steps over the world's clients, with at most
+ * `max_crashes` crashes and `max_jumps` clock jumps of `jump_ms` placed anywhere,
+ * each replayed from a fresh world and closed by letting every running client
+ * finish its operation, a jump past every expiry and a liveness check. Stops at the first violation and keeps its schedule. */
+typedef struct lbr_explore_config {
+    lbr_world_config world;
+    int depth;
+    int max_crashes;
+    int max_jumps;
+    int64_t jump_ms;
+} lbr_explore_config;
+
+typedef struct lbr_explore_result {
+    long schedules; /* schedules replayed */
+    long pruned;    /* schedules outside the modelled assumptions */
+    long steps;     /* tokens run in all */
+    int violation;  /* 1 if one was found */
+    char counterexample[1100]; /* the schedule that replays it */
+    char report[4608];         /* the violation as reported */
+} lbr_explore_result;
+
+int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out);
+
+#endif

@@ -1,0 +1,392 @@
+/* The race harness's world: clients on a virtual clock, a schedule interpreter
+ * and the invariants checked after every step (see race.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "race/race.h"
+
+lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
+
+/* ---- lockbridge's own clients as participants ------------------------------------ */
+
+typedef struct lbpart {
+    lbr_part part;
+    lb_legacy_lock *lock;
+} lbpart;
+
+#define LBPART(p) ((lbpart *)(void *)(p))
+
+static lb_machine *lb_acq(lbr_part *p) { return lb_legacy_try_acquire_machine(LBPART(p)->lock); }
+static lb_machine *lb_rel(lbr_part *p) { return lb_legacy_release_machine(LBPART(p)->lock); }
+static int lb_bel(const lbr_part *p) { return lb_legacy_held(LBPART(p)->lock); }
+static int64_t lb_exp(const lbr_part *p) { return lb_legacy_expiry(LBPART(p)->lock); }
+static const char *lb_val(const lbr_part *p, size_t *len) {
+    return lb_legacy_value(LBPART(p)->lock, len);
+}
+static void lb_destroy(lbr_part *p) {
+    lb_legacy_lock_free(LBPART(p)->lock);
+    free(p);
+}
+
+lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
+    int scripted = strcmp(kind, "lb-scripted") == 0;
+    if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
+    lb_legacy_options o;
+    lb_legacy_options_init(&o);
+    o.codec = cfg->codec;
+    o.ttl_ms = cfg->ttl_ms;
+    o.clock = cfg->clock;
+    o.variant = scripted ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
+    lbpart *lp = calloc(1, sizeof *lp);
+    if (!lp) return NULL;
+    if (lb_legacy_lock_new(&lp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK) {
+        free(lp);
+        return NULL;
+    }
+    lp->part = (lbr_part){kind, lb_acq, lb_rel, lb_bel, lb_exp, lb_val, lb_destroy};
+    return &lp->part;
+}
+
+/* ---- the world ---------------------------------------------------------------------- */
+
+typedef struct client {
+    lbr_part *part;
+    lb_clock clock;
+    lbr_world *w;
+    lb_machine *m; /* the running operation, NULL when idle */
+    int releasing;
+    int crashed;
+    int64_t last_step_us; /* true time of its last step */
+} client;
+
+struct lbr_world {
+    redisContext *c;
+    lbr_world_config cfg;
+    client cl[LBR_MAX_CLIENTS];
+    int n;
+    int64_t true_us; /* virtual true time, microseconds since the epoch */
+    int64_t start_us, mono_base_ns; /* the monotonic clock starts from a real reading */
+    int overwrites, acquisitions;
+    char violation[4608];
+    char trace[4096];
+};
+
+/* A client's clock: the world's true time plus the client's offset. */
+static int64_t world_wall_us(void *ud) { return ((client *)ud)->w->true_us; }
+static int64_t world_mono_ns(void *ud) {
+    const lbr_world *w = ((client *)ud)->w;
+    return w->mono_base_ns + (w->true_us - w->start_us) * 1000;
+}
+
+static void trace_add(lbr_world *w, const char *fmt, ...) {
+    size_t len = strlen(w->trace);
+    if (len + 2 >= sizeof w->trace) return;
+    if (len) w->trace[len++] = ' ';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->trace + len, sizeof w->trace - len, fmt, ap);
+    va_end(ap);
+}
+
+static int violate(lbr_world *w, const char *fmt, ...) {
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(w->violation, sizeof w->violation, "%s, after: %s", what, w->trace);
+    return LBR_VIOLATION;
+}
+
+lbr_world *lbr_world_new(const lbr_world_config *cfg) {
+    lbr_world *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->cfg = *cfg;
+    if (w->cfg.liveness_steps <= 0) w->cfg.liveness_steps = 12;
+    struct timeval tv = {5, 0};
+    w->c = cfg->conn ? cfg->conn : redisConnectWithTimeout("127.0.0.1", cfg->port, tv);
+    if (!w->c || w->c->err) goto fail;
+    redisReply *r = redisCommand(w->c, "DEL %s", cfg->key);
+    if (!r) goto fail;
+    freeReplyObject(r);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    w->true_us = w->start_us = (int64_t)ts.tv_sec * 1000000;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    w->mono_base_ns = (int64_t)ts.tv_sec * 1000000000;
+    for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
+        client *c = &w->cl[w->n];
+        c->w = w;
+        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, 0};
+        lbr_part_config pc = {cfg->key, cfg->codec, cfg->ttl_ms, &c->clock};
+        c->part = lbr_part_new(cfg->kinds[w->n], &pc);
+        if (!c->part) goto fail;
+    }
+    return w;
+fail:
+    lbr_world_free(w);
+    return NULL;
+}
+
+void lbr_world_free(lbr_world *w) {
+    if (!w) return;
+    for (int i = 0; i < w->n; i++)
+        if (w->cl[i].part) w->cl[i].part->destroy(w->cl[i].part);
+    if (w->c && w->c != w->cfg.conn) redisFree(w->c);
+    free(w);
+}
+
+/* The key's current value, read by the harness itself between steps. */
+static int observe(lbr_world *w, char *buf, size_t cap, size_t *len) {
+    redisReply *r = redisCommand(w->c, "GET %s", w->cfg.key);
+    int present = r && r->type == REDIS_REPLY_STRING;
+    *len = 0;
+    if (present) {
+        *len = (size_t)r->len < cap ? (size_t)r->len : cap;
+        memcpy(buf, r->str, *len);
+    }
+    if (r) freeReplyObject(r);
+    return present;
+}
+
+/* Holds by its own rules: believes it holds, and its own clock says the
+ * expiry it wrote has not passed. */
+static int holds_validly(const client *c) {
+    if (c->crashed || !c->part->believes(c->part)) return 0;
+    lb_now now = lb_clock_now(&c->clock);
+    return lb_codec_now(&c->w->cfg.codec, &now) <= c->part->expiry(c->part);
+}
+
+static int owner_of(const lbr_world *w, const char *v, size_t len, int except) {
+    for (int i = 0; i < w->n; i++) {
+        size_t vl;
+        const char *cv;
+        if (i == except || !holds_validly(&w->cl[i])) continue;
+        cv = w->cl[i].part->value(w->cl[i].part, &vl);
+        /* An empty value: the client owns the key whatever it holds (INCR lockers). */
+        if (vl == 0 || (vl == len && memcmp(cv, v, len) == 0)) return i;
+    }
+    return -1;
+}
+
+static int check_exclusion(lbr_world *w) {
+    int first = -1;
+    for (int i = 0; i < w->n; i++) {
+        if (!holds_validly(&w->cl[i])) continue;
+        if (first >= 0)
+            return violate(w, "mutual exclusion: %c and %c both hold the lock",
+                           'A' + first, 'A' + i);
+        first = i;
+    }
+    return LBR_OK;
+}
+
+/* No client deletes, or replaces with an earlier expiry, a valid lock it did not
+ * write. A later expiry (the GETSET loser's overwrite) is counted apart. */
+static int check_write(lbr_world *w, int idx, const char *before, size_t blen, int had,
+                       const char *after, size_t alen, int has) {
+    if (!had || (has && alen == blen && memcmp(before, after, blen) == 0)) return LBR_OK;
+    int owner = owner_of(w, before, blen, idx);
+    if (owner < 0) return LBR_OK;
+    if (!has) return violate(w, "%c deleted %c's valid lock", 'A' + idx, 'A' + owner);
+    int64_t tb, ta;
+    if (lb_codec_decode(&w->cfg.codec, before, blen, &tb) != LB_OK ||
+        lb_codec_decode(&w->cfg.codec, after, alen, &ta) != LB_OK || ta < tb)
+        return violate(w, "%c overwrote %c's valid lock with an earlier or foreign value",
+                       'A' + idx, 'A' + owner);
+    w->overwrites++;
+    return LBR_OK;
+}
+
+static const char *cmd_name(const lb_machine *m) {
+    const lb_cmd *cmd = lb_machine_command(m);
+    if (m->script) return m->script->name;
+    return cmd->argv[0];
+}
+
+static int name_matches(const lb_machine *m, const char *want) {
+    if (!want) return 1;
+    if (m->script && strcasecmp(want, "EVAL") == 0) return 1;
+    return strcasecmp(cmd_name(m), want) == 0;
+}
+
+/* Starts the client's next operation: release if it holds, else acquire. */
+static int start_op(lbr_world *w, client *c) {
+    lb_now now = lb_clock_now(&c->clock);
+    c->releasing = c->part->believes(c->part);
+    c->m = c->releasing ? c->part->release(c->part) : c->part->acquire(c->part);
+    int rc = lb_machine_step(c->m, NULL, &now);
+    if (rc != LB_STEP_SEND) c->m = NULL; /* ended without a command */
+    (void)w;
+    return rc;
+}
+
+/* Sends the client's command and feeds the reply. A script is one step: the
+ * EVAL re-sent after a NOSCRIPT reply belongs to the same step. */
+static int exchange(lbr_world *w, client *c) {
+    int rc;
+    do {
+        const lb_cmd *cmd = lb_machine_command(c->m);
+        const char *argv[LB_CMD_MAX_ARGS];
+        int was_evalsha = c->m->script && strcmp(cmd->argv[0], "EVALSHA") == 0;
+        for (int i = 0; i < cmd->argc; i++) argv[i] = cmd->argv[i];
+        redisReply *r = redisCommandArgv(w->c, cmd->argc, argv, cmd->argvlen);
+        lb_now now = lb_clock_now(&c->clock);
+        rc = lb_machine_step(c->m, r, &now);
+        if (r) freeReplyObject(r);
+        if (!(rc == LB_STEP_SEND && was_evalsha && c->m->script &&
+              strcmp(lb_machine_command(c->m)->argv[0], "EVAL") == 0))
+            break;
+    } while (1);
+    return rc;
+}
+
+static int send_and_feed(lbr_world *w, client *c, int idx) {
+    int rc = exchange(w, c);
+    if (rc == LB_STEP_SEND) return LBR_OK;
+    int was_release = c->releasing;
+    c->m = NULL;
+    if (!was_release && rc == LB_OK) w->acquisitions++;
+    if (was_release && rc == LB_ELOST) {
+        char v[LB_OBSERVED_MAX];
+        size_t vl, ol;
+        const char *ours = c->part->value(c->part, &ol);
+        if (observe(w, v, sizeof v, &vl) && vl == ol && memcmp(v, ours, ol) == 0)
+            return violate(w, "%c was told its lock was lost, but the key holds its value",
+                           'A' + idx);
+    }
+    return LBR_OK;
+}
+
+static int do_step(lbr_world *w, int idx, const char *want) {
+    client *c = &w->cl[idx];
+    if (c->crashed) return LBR_BAD_SCHEDULE;
+    if (!c->m && start_op(w, c) != LB_STEP_SEND) {
+        trace_add(w, "%c:-", 'A' + idx);
+        return want && strcmp(want, "-") != 0 ? LBR_BAD_SCHEDULE : check_exclusion(w);
+    }
+    if (!name_matches(c->m, want)) {
+        snprintf(w->violation, sizeof w->violation, "schedule: %c sends %s, not %s, after: %s",
+                 'A' + idx, cmd_name(c->m), want, w->trace);
+        return LBR_BAD_SCHEDULE;
+    }
+    trace_add(w, "%c:%s", 'A' + idx, cmd_name(c->m));
+    c->last_step_us = w->true_us;
+    char before[LB_OBSERVED_MAX], after[LB_OBSERVED_MAX];
+    size_t blen, alen;
+    int had = observe(w, before, sizeof before, &blen);
+    int rc = send_and_feed(w, c, idx);
+    if (rc != LBR_OK) return rc;
+    int has = observe(w, after, sizeof after, &alen);
+    rc = check_write(w, idx, before, blen, had, after, alen, has);
+    return rc != LBR_OK ? rc : check_exclusion(w);
+}
+
+int lbr_step(lbr_world *w, int idx) {
+    if (!w || idx < 0 || idx >= w->n) return LBR_BAD_SCHEDULE;
+    return do_step(w, idx, NULL);
+}
+
+/* Liveness: stepping alone, the client must come to hold the lock. */
+static int check_live(lbr_world *w, int idx) {
+    client *c = &w->cl[idx];
+    trace_add(w, "%c?", 'A' + idx);
+    for (int i = 0; i < w->cfg.liveness_steps; i++) {
+        if (c->part->believes(c->part) && !c->m) return LBR_OK;
+        int rc = do_step(w, idx, NULL);
+        if (rc != LBR_OK) return rc;
+    }
+    if (c->part->believes(c->part) && !c->m) return LBR_OK;
+    return violate(w, "liveness: %c could not acquire within %d steps", 'A' + idx,
+                   w->cfg.liveness_steps);
+}
+
+/* Steps the client until its current operation (if any) ends. */
+static int finish_op(lbr_world *w, int idx) {
+    client *c = &w->cl[idx];
+    if (c->crashed) return LBR_OK;
+    for (int i = 0; i < 16 && c->m; i++) {
+        int rc = do_step(w, idx, NULL);
+        if (rc != LBR_OK) return rc;
+    }
+    return c->m ? violate(w, "liveness: %c's operation did not end", 'A' + idx) : LBR_OK;
+}
+
+static int client_index(const lbr_world *w, char ch) {
+    int idx = ch - 'A';
+    return idx >= 0 && idx < w->n ? idx : -1;
+}
+
+/* A pause that the modelled assumptions exclude (see bound_midop_pauses). */
+static int pause_allowed(lbr_world *w, long long ms) {
+    if (!w->cfg.bound_midop_pauses) return 1;
+    for (int i = 0; i < w->n; i++) {
+        const client *c = &w->cl[i];
+        if (c->crashed || !c->m) continue;
+        if (w->true_us + ms * 1000 - c->last_step_us > w->cfg.midop_pause_max_ms * 1000) {
+            snprintf(w->violation, sizeof w->violation,
+                     "schedule: pauses %c mid-operation beyond %lld ms, after: %s", 'A' + i,
+                     (long long)w->cfg.midop_pause_max_ms, w->trace);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int run_token(lbr_world *w, const char *tok) {
+    char *end;
+    if (tok[0] == '+') {
+        long long ms = strtoll(tok + 1, &end, 10);
+        if (*end || ms < 0 || !pause_allowed(w, ms)) return LBR_BAD_SCHEDULE;
+        w->true_us += ms * 1000;
+        trace_add(w, "%s", tok);
+        return LBR_OK;
+    }
+    int idx = client_index(w, tok[0]);
+    if (idx < 0) return LBR_BAD_SCHEDULE;
+    switch (tok[1]) {
+    case '\0': return do_step(w, idx, NULL);
+    case ':': return do_step(w, idx, tok + 2);
+    case '!':
+        w->cl[idx].crashed = 1;
+        trace_add(w, "%s", tok);
+        return LBR_OK;
+    case '?': return check_live(w, idx);
+    case '.': return finish_op(w, idx);
+    case '~': {
+        long long ms = strtoll(tok + 2, &end, 10);
+        if (*end || end == tok + 2) return LBR_BAD_SCHEDULE;
+        w->cl[idx].clock.offset_ms = ms;
+        trace_add(w, "%s", tok);
+        return LBR_OK;
+    }
+    default: return LBR_BAD_SCHEDULE;
+    }
+}
+
+int lbr_run(lbr_world *w, const char *schedule) {
+    char buf[1024];
+    if (!w || !schedule || strlen(schedule) >= sizeof buf) return LBR_BAD_SCHEDULE;
+    strcpy(buf, schedule);
+    for (char *save = NULL, *tok = strtok_r(buf, " ", &save); tok;
+         tok = strtok_r(NULL, " ", &save)) {
+        int rc = run_token(w, tok);
+        if (rc == LBR_BAD_SCHEDULE && !w->violation[0])
+            snprintf(w->violation, sizeof w->violation, "schedule: bad token '%s' after: %s",
+                     tok, w->trace);
+        if (rc != LBR_OK) return rc;
+    }
+    return LBR_OK;
+}
+
+int lbr_clients(const lbr_world *w) { return w ? w->n : 0; }
+int lbr_crashed(const lbr_world *w, int idx) { return w->cl[idx].crashed; }
+const char *lbr_violation(const lbr_world *w) { return w->violation; }
+const char *lbr_trace(const lbr_world *w) { return w->trace; }
+int lbr_overwrites(const lbr_world *w) { return w->overwrites; }
+int lbr_acquisitions(const lbr_world *w) { return w->acquisitions; }

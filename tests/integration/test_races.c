@@ -296,6 +296,7 @@ static void test_exploration_finds_no_violation_in_lockbridge_fleets(void **stat
         {"lb-wire", "lb-scripted", NULL, "json", 0},
         {"lb-wire", "R", NULL, "s", 0},
         {"lb-scripted", "R", NULL, "s", 0},
+        {"lb-wire", "M1", NULL, "ms", 0},
         {"lb-wire", "lb-scripted", "lb-wire", "ms", 2},
         {"lb-scripted", "lb-scripted", "R", "s", 2},
     };
@@ -321,6 +322,22 @@ static void test_exploration_finds_naive_lockers_violations(void **state) {
     }
 }
 
+/* Token locks (M1's SET NX PX) on a key legacy clients also use. lockbridge
+ * reads a token as foreign, leaves it alone and waits for its TTL; L3 reads a
+ * JSON value without its field as expired and takes a live token lock over. */
+static void test_token_locks_beside_legacy_clients(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-wire leaves an M1 token alone until its TTL lapses", {"M1", "lb-wire"}, 0,
+         "A:SET B:SETNX B:GET B:SETNX B:GET +6000 B:SETNX", LBR_OK, 0, 0},
+        {"lb-scripted leaves an M1 token alone", {"M1", "lb-scripted"}, "json",
+         "A:SET B:SETNX B:GET A:EVAL B?", LBR_OK, 0, 0},
+        {"L3 takes over a live M1 token lock", {"M1", "L3"}, "json",
+         "A:SET B:SETNX B:GET B:GETSET", LBR_VIOLATION, "overwrote A's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -344,6 +361,7 @@ int main(void) {
         cmocka_unit_test(test_clocks_early_and_late),
         cmocka_unit_test(test_incr_lockers),
         cmocka_unit_test(test_overwritten_timestamp),
+        cmocka_unit_test(test_token_locks_beside_legacy_clients),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
     };

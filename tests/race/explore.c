@@ -19,9 +19,14 @@ typedef struct explorer {
 static int replay(explorer *e) {
     char full[1100], finish[32] = "";
     int live = -1;
+    /* In a fleet with lockbridge clients, liveness is asked of them only: a
+     * token-only locker (M1) cannot take over a crashed legacy holder's lock by
+     * design. A fleet of models asks its first running client. */
+    int has_lb = 0;
+    for (int i = 0; i < e->n; i++) has_lb |= strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0;
     for (int i = 0; i < e->n; i++) {
         if (e->crashed & (1 << i)) continue;
-        if (live < 0) live = i;
+        if (live < 0 && (!has_lb || strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0)) live = i;
         size_t len = strlen(finish);
         snprintf(finish + len, sizeof finish - len, " %c.", 'A' + i);
     }

@@ -369,6 +369,50 @@ static int incr2_acquire(model *md, const redisReply *r, const lb_now *now) {
     return naive_incr_acquire(md, r, now);
 }
 
+/* ---- M1: token lock, SET NX PX and a compare-and-delete script ---------------------- */
+
+static const char m1_release_script[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) "
+    "else return 0 end";
+
+static int m1_acquire(model *md, const redisReply *r, const lb_now *now) {
+    if (md->state == S_START) {
+        /* A distinct token per attempt; uniqueness is all the model needs. */
+        static unsigned counter;
+        md->pendlen = (size_t)snprintf(md->pend, sizeof md->pend,
+                                       "{\"uid\":\"m1-%p-%u\"}", (void *)md, ++counter);
+        md->pend_exp = lb_codec_now(&md->codec, now);
+        int64_t ttl;
+        lb_codec_ms_to_units(&md->codec, md->ttl_ms, &ttl);
+        md->pend_exp += ttl;
+        int n = snprintf(md->got, sizeof md->got, "%lld", (long long)md->ttl_ms);
+        send2(md, "SET", md->pend, md->pendlen, S_SETNX);
+        lb__cmd_argz(&md->m.cmd, "NX");
+        lb__cmd_argz(&md->m.cmd, "PX");
+        lb__cmd_arg(&md->m.cmd, md->got, (size_t)n);
+        return LB_STEP_SEND;
+    }
+    if (r && r->type == REDIS_REPLY_STATUS) return hold(md, 1);
+    return LB_EBUSY;
+}
+
+static int m1_release(model *md, const redisReply *r, const lb_now *now) {
+    (void)r;
+    (void)now;
+    if (md->state == S_START) {
+        lb__cmd_reset(&md->m.cmd);
+        lb__cmd_argz(&md->m.cmd, "EVAL");
+        lb__cmd_argz(&md->m.cmd, m1_release_script);
+        lb__cmd_argz(&md->m.cmd, "1");
+        lb__cmd_arg(&md->m.cmd, md->key, md->keylen);
+        lb__cmd_arg(&md->m.cmd, md->value, md->valuelen);
+        md->state = S_DEL;
+        return LB_STEP_SEND;
+    }
+    md->held = 0;
+    return LB_OK;
+}
+
 /* ---- the participant interface -------------------------------------------------- */
 
 static int model_step(lb_machine *m, const redisReply *r, const lb_now *now) {
@@ -408,6 +452,7 @@ static const struct {
     {"naive-unconditional-del", r_acquire, del_release},
     {"naive-incr-expire", naive_incr_acquire, del_release},
     {"L1-incr2", incr2_acquire, del_release},
+    {"M1", m1_acquire, m1_release},
 };
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);

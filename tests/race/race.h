@@ -33,8 +33,8 @@ typedef struct lbr_part_config {
 } lbr_part_config;
 
 /* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
- * "L1", "L2", "L3", "L4", "L5", "R" (reference models of the deployed
- * lockers), "naive-del-takeover", "naive-unconditional-del",
+ * "L1", "L2", "L3", "L4", "L5", "R", "M1" (reference models of the deployed
+ * lockers; M1's expiry is its PX ttl, read on its own clock), "naive-del-takeover", "naive-unconditional-del",
  * "naive-incr-expire" (naive lockers the harness must catch), "L1-incr2" (the
  * double-INCR generation of L1). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
@@ -68,7 +68,8 @@ void lbr_world_free(lbr_world *w);
  *   A:CMD      the same, checking that the command is CMD (SETNX, GET, GETSET, DEL,
  *              INCR, EXPIRE, SET, or a script's name, or EVAL for any script;
  *              "-" when the operation ends without sending anything)
- *   +N         every clock advances N milliseconds (a pause: nobody steps)
+ *   +N         every clock advances N milliseconds (a pause: nobody steps); the
+ *              lock key's Redis TTL, if any, is moved by as much
  *   A~N        client A's clock is N milliseconds ahead of true time (may be < 0)
  *   A!         client A crashes: it stops for good and believes nothing
  *   A?         liveness: A, stepping alone, must hold the lock within the bound

@@ -338,11 +338,25 @@ static int pause_allowed(lbr_world *w, long long ms) {
     return 1;
 }
 
+/* Redis expires keys on its own clock, which the virtual time does not move: a
+ * pause moves the lock key's TTL instead, so token locks (PX) lapse as they
+ * would have. */
+static void warp_ttl(lbr_world *w, long long ms) {
+    redisReply *r = redisCommand(w->c, "PTTL %s", w->cfg.key);
+    long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    if (left < 0) return; /* no key, or no TTL */
+    r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
+                  : redisCommand(w->c, "DEL %s", w->cfg.key);
+    if (r) freeReplyObject(r);
+}
+
 static int run_token(lbr_world *w, const char *tok) {
     char *end;
     if (tok[0] == '+') {
         long long ms = strtoll(tok + 1, &end, 10);
         if (*end || ms < 0 || !pause_allowed(w, ms)) return LBR_BAD_SCHEDULE;
+        warp_ttl(w, ms);
         w->true_us += ms * 1000;
         trace_add(w, "%s", tok);
         return LBR_OK;

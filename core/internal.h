@@ -52,6 +52,10 @@ void lb__free(const lb_allocator *a, void *p);
 int lb__add64(int64_t a, int64_t b, int64_t *out);
 int lb__mul64(int64_t a, int64_t b, int64_t *out);
 
+/* A fresh 128-bit token from the OS random source, as 32 hex digits and a NUL. */
+#define LB__TOKEN_CAP 33
+int lb__token(char out[LB__TOKEN_CAP]);
+
 /* Seeds for jitter: fresh bits from the OS random source, falling back to the clock. */
 uint64_t lb__random_seed(void);
 uint64_t lb__xorshift(uint64_t *state);

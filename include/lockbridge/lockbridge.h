@@ -13,6 +13,7 @@
 #include "lockbridge/error.h"
 #include "lockbridge/core.h"
 #include "lockbridge/legacy.h"
+#include "lockbridge/modern.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,83 @@
+/* lockbridge modern: the token lock. SET key token NX PX ttl with a 128-bit
+ * random token; release and extend are compare-then-act scripts; an optional
+ * fencing counter is incremented by the script that acquires. */
+#ifndef LOCKBRIDGE_MODERN_H
+#define LOCKBRIDGE_MODERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A token is 128 bits from the OS random source, written as 32 hex digits. */
+#define LB_TOKEN_LEN 32
+
+typedef struct lb_lock_options {
+    int64_t ttl_ms;         /* Redis TTL of the lock, milliseconds */
+    int fencing;            /* 1: acquire through a script that also returns the
+                             * next value of the key's fencing counter */
+    int64_t backoff_min_ms; /* blocking acquire: first sleep, milliseconds */
+    int64_t backoff_max_ms; /* blocking acquire: longest sleep, milliseconds */
+    const lb_clock *clock;  /* NULL: system clocks; must outlive the lock */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
+} lb_lock_options;
+
+/* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc. */
+void lb_lock_options_init(lb_lock_options *o);
+
+typedef struct lb_lock lb_lock;
+
+/* Creates a handle for `key` (any bytes; with fencing, a key whose companion
+ * name exists, see lb_companion_key). *out is reset on entry. */
+int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_options *o);
+void lb_lock_free(lb_lock *l);
+
+/* One attempt with a fresh token: LB_OK (held), LB_EBUSY (held by another:
+ * lb_lock_holder_ttl tells for how long), LB_EWRONGTYPE, LB_EREDIS, LB_EIO. */
+int lb_lock_try_acquire(lb_lock *l, struct redisContext *c);
+/* Attempts until `wait_ms` passes, sleeping a jittered back-off bounded by the
+ * holder's remaining TTL. LB_ETIMEDOUT at the deadline. */
+int lb_lock_acquire(lb_lock *l, struct redisContext *c, int64_t wait_ms);
+/* Deletes the lock if it still holds our token. LB_ELOST if it did not (it
+ * expired, or was taken after expiry: nothing is deleted). */
+int lb_lock_release(lb_lock *l, struct redisContext *c);
+/* Extends the TTL if the key still holds our token: to `ms` from now
+ * (LB_EXTEND_REPLACE) or by `ms` more (LB_EXTEND_ADD). LB_ELOST otherwise. */
+typedef enum lb_extend_mode { LB_EXTEND_REPLACE = 0, LB_EXTEND_ADD } lb_extend_mode;
+int lb_lock_extend(lb_lock *l, struct redisContext *c, int64_t ms, lb_extend_mode mode);
+/* Asks Redis whether the key still holds our token, and its remaining TTL:
+ * LB_OK with *ttl_ms set (-1 when unknown) if it does, LB_ELOST if not. */
+int lb_lock_check(lb_lock *l, struct redisContext *c, int64_t *ttl_ms);
+
+/* Deletes the key whatever it holds: for operators clearing a stuck lock. */
+int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
+
+/* Step machines for callers that do their own I/O (see lb_machine_step). */
+lb_machine *lb_lock_try_acquire_machine(lb_lock *l);
+lb_machine *lb_lock_release_machine(lb_lock *l);
+lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode);
+lb_machine *lb_lock_check_machine(lb_lock *l);
+
+/* State. */
+int lb_lock_held(const lb_lock *l);
+/* Our token (NUL-terminated, LB_TOKEN_LEN hex digits); "" before the first
+ * acquisition. */
+const char *lb_lock_token(const lb_lock *l);
+/* The fencing number of the current acquisition (fencing on, held), else 0. */
+int64_t lb_lock_fence(const lb_lock *l);
+/* The holder's remaining TTL seen by the last failed attempt, ms; -1 unknown. */
+int64_t lb_lock_holder_ttl(const lb_lock *l);
+/* Our lease by our own clock: monotonic ns at which the TTL set by the last
+ * acquire or extend lapses, counted from the moment the command was sent. */
+int64_t lb_lock_deadline_ns(const lb_lock *l);
+const char *lb_lock_errstr(const lb_lock *l);
+uint64_t lb_lock_commands(const lb_lock *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

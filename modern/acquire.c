@@ -1,0 +1,107 @@
+/* One token-lock acquire attempt as a step machine: SET NX PX with a fresh
+ * token (one round trip when free); when busy, PTTL tells the waiter how long
+ * the holder may keep it. With fencing, one script does both and INCRs the
+ * fencing counter on success. */
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "modern/internal.h"
+
+enum { A_START, A_SET, A_PTTL, A_FENCED };
+
+#define LOCK_OF(m) ((lb_lock *)(void *)(m))
+
+static int acquired(lb_lock *l, int64_t fence) {
+    l->held = 1;
+    l->fence = fence;
+    l->holder_ttl_ms = -1;
+    l->deadline_ns = l->sent_ns + l->opts.ttl_ms * 1000000;
+    return LB_OK;
+}
+
+static int busy(lb_lock *l, int64_t pttl) {
+    /* PTTL: -2 the key vanished since (released: worth an immediate retry),
+     * -1 a key without TTL (a legacy lock, or another type: held for good). */
+    l->holder_ttl_ms = pttl == -2 ? 0 : pttl;
+    if (pttl == -1) return lb__fail(&l->m, LB_EBUSY, "held by a key without TTL");
+    return lb__fail(&l->m, LB_EBUSY, "held for %lld ms more", (long long)l->holder_ttl_ms);
+}
+
+static int start(lb_lock *l, const lb_now *now) {
+    if (l->held) return lb__fail(&l->m, LB_ESTATE, "already held by this handle");
+    if (lb__token(l->token) != LB_OK)
+        return lb__fail(&l->m, LB_EIO, "the OS random source failed");
+    l->sent_ns = now->mono_ns;
+    l->fence = 0;
+    snprintf(l->ttl_arg, sizeof l->ttl_arg, "%lld", (long long)l->opts.ttl_ms);
+    if (l->opts.fencing) {
+        lb__cmd_script(&l->m, &lb__script_modern_acquire_fenced, "2");
+        lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+        lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
+        lb__cmd_arg(&l->m.cmd, l->token, LB_TOKEN_LEN);
+        lb__cmd_argz(&l->m.cmd, l->ttl_arg);
+        l->state = A_FENCED;
+        return LB_STEP_SEND;
+    }
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "SET");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    lb__cmd_arg(&l->m.cmd, l->token, LB_TOKEN_LEN);
+    lb__cmd_argz(&l->m.cmd, "NX");
+    lb__cmd_argz(&l->m.cmd, "PX");
+    lb__cmd_argz(&l->m.cmd, l->ttl_arg);
+    l->state = A_SET;
+    return LB_STEP_SEND;
+}
+
+static int on_set(lb_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_STATUS) return acquired(l, 0);
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "SET");
+    if (r->type != REDIS_REPLY_NIL) return lb__fail(&l->m, LB_EPROTO, "SET: unexpected reply");
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "PTTL");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    l->state = A_PTTL;
+    return LB_STEP_SEND;
+}
+
+static int on_pttl(lb_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "PTTL");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < -2)
+        return lb__fail(&l->m, LB_EPROTO, "PTTL: unexpected reply");
+    return busy(l, r->integer);
+}
+
+static int on_fenced(lb_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "acquire script");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return lb__fail(&l->m, LB_EPROTO, "acquire script: unexpected reply");
+    long long ok = r->element[0]->integer, v = r->element[1]->integer;
+    if (ok == 1 && v > 0) return acquired(l, v);
+    if (ok == 0 && v >= -2) return busy(l, v);
+    return lb__fail(&l->m, LB_EPROTO, "acquire script: unexpected values");
+}
+
+static int acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    if (l->state == A_START) return start(l, now);
+    if (!r)
+        return lb__fail(m, LB_EIO, "connection failed during acquire; a lock we may have "
+                        "written lapses with its TTL");
+    switch (l->state) {
+    case A_SET: return on_set(l, r);
+    case A_PTTL: return on_pttl(l, r);
+    case A_FENCED: return on_fenced(l, r);
+    default: return lb__fail(m, LB_ESTATE, "bad acquire state %d", l->state);
+    }
+}
+
+lb_machine *lb_lock_try_acquire_machine(lb_lock *l) {
+    if (!l) return NULL;
+    lb__machine_begin(&l->m, acquire_step);
+    l->state = A_START;
+    return &l->m;
+}

@@ -1,0 +1,120 @@
+/* The token lock handle: options, creation with its companion names, state
+ * accessors, and the sync wrappers that run one operation on a connection. */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "modern/internal.h"
+
+void lb_lock_options_init(lb_lock_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->ttl_ms = 30000;
+    o->backoff_min_ms = 2;
+    o->backoff_max_ms = 100;
+}
+
+static int valid_options(const lb_lock_options *o) {
+    return o->ttl_ms > 0 && o->ttl_ms <= INT64_MAX / 1000000 && o->backoff_min_ms > 0 &&
+           o->backoff_max_ms >= o->backoff_min_ms && (o->fencing == 0 || o->fencing == 1);
+}
+
+/* Allocates the companion name "suffix" of the key (see lb_companion_key). */
+static int companion(lb_lock *l, const char *suffix, char **out, size_t *len) {
+    size_t cap = l->keylen + strlen(suffix) + 4;
+    *out = lb__alloc(l->opts.allocator, cap);
+    if (!*out) return LB_ENOMEM;
+    int n = lb_companion_key(l->key, l->keylen, suffix, *out, cap);
+    if (n < 0) return n;
+    *len = (size_t)n;
+    return LB_OK;
+}
+
+int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_options *o) {
+    lb_lock_options defaults;
+    if (!out) return LB_EINVAL;
+    *out = NULL;
+    if (!key || keylen == 0) return LB_EINVAL;
+    if (!o) {
+        lb_lock_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!valid_options(o)) return LB_EINVAL;
+    lb_lock *l = lb__alloc(o->allocator, sizeof *l);
+    if (!l) return LB_ENOMEM;
+    memset(l, 0, sizeof *l);
+    l->opts = *o;
+    l->holder_ttl_ms = -1;
+    l->rng = lb__random_seed();
+    int rc = LB_ENOMEM;
+    l->key = lb__alloc(o->allocator, keylen + 1);
+    if (!l->key) goto fail;
+    memcpy(l->key, key, keylen);
+    l->key[keylen] = '\0';
+    l->keylen = keylen;
+    if ((rc = companion(l, "released", &l->channel, &l->channellen)) != LB_OK) goto fail;
+    if (o->fencing && (rc = companion(l, "fence", &l->fence_key, &l->fence_keylen)) != LB_OK)
+        goto fail;
+    *out = l;
+    return LB_OK;
+fail:
+    lb_lock_free(l);
+    return rc;
+}
+
+void lb_lock_free(lb_lock *l) {
+    if (!l) return;
+    const lb_allocator *a = l->opts.allocator;
+    lb__free(a, l->key);
+    lb__free(a, l->fence_key);
+    lb__free(a, l->channel);
+    lb__free(a, l);
+}
+
+static int run(lb_lock *l, struct redisContext *c, lb_machine *m) {
+    if (!c) return LB_EINVAL;
+    int rc = lb_sync_run(c, m, l->opts.clock);
+    l->commands += lb_machine_commands(m);
+    memcpy(l->errstr, m->errstr, sizeof l->errstr);
+    return rc;
+}
+
+int lb_lock_try_acquire(lb_lock *l, struct redisContext *c) {
+    return l ? run(l, c, lb_lock_try_acquire_machine(l)) : LB_EINVAL;
+}
+
+int lb_lock_release(lb_lock *l, struct redisContext *c) {
+    return l ? run(l, c, lb_lock_release_machine(l)) : LB_EINVAL;
+}
+
+int lb_lock_extend(lb_lock *l, struct redisContext *c, int64_t ms, lb_extend_mode mode) {
+    return l ? run(l, c, lb_lock_extend_machine(l, ms, mode)) : LB_EINVAL;
+}
+
+int lb_lock_check(lb_lock *l, struct redisContext *c, int64_t *ttl_ms) {
+    if (ttl_ms) *ttl_ms = -1;
+    if (!l) return LB_EINVAL;
+    int rc = run(l, c, lb_lock_check_machine(l));
+    if (rc == LB_OK && ttl_ms) *ttl_ms = l->check_ttl_ms;
+    return rc;
+}
+
+int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen) {
+    if (!c || !key || keylen == 0) return LB_EINVAL;
+    const char *argv[2] = {"DEL", key};
+    size_t lens[2] = {3, keylen};
+    redisReply *r = redisCommandArgv(c, 2, argv, lens);
+    if (!r) return LB_EIO;
+    int rc = r->type == REDIS_REPLY_INTEGER ? LB_OK
+             : r->type == REDIS_REPLY_ERROR ? LB_EREDIS : LB_EPROTO;
+    freeReplyObject(r);
+    return rc;
+}
+
+int lb_lock_held(const lb_lock *l) { return l ? l->held : 0; }
+const char *lb_lock_token(const lb_lock *l) { return l ? l->token : ""; }
+int64_t lb_lock_fence(const lb_lock *l) { return l && l->held ? l->fence : 0; }
+int64_t lb_lock_holder_ttl(const lb_lock *l) { return l ? l->holder_ttl_ms : -1; }
+int64_t lb_lock_deadline_ns(const lb_lock *l) { return l ? l->deadline_ns : 0; }
+const char *lb_lock_errstr(const lb_lock *l) { return l ? l->errstr : ""; }
+uint64_t lb_lock_commands(const lb_lock *l) { return l ? l->commands : 0; }

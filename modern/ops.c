@@ -1,0 +1,107 @@
+/* Token-lock release, extend and check as step machines: each is one
+ * compare-then-act script, so nothing is ever done to a key that does not hold
+ * our token. */
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "modern/internal.h"
+
+enum { O_START, O_SCRIPT };
+
+#define LOCK_OF(m) ((lb_lock *)(void *)(m))
+
+static int lost(lb_lock *l, const char *why) {
+    l->held = 0;
+    return lb__fail(&l->m, LB_ELOST, "%s", why);
+}
+
+/* The integer reply of one of our scripts, or a failure status. */
+static int script_integer(lb_lock *l, const redisReply *r, const char *what, long long *v) {
+    if (!r) return lb__fail(&l->m, LB_EIO, "connection failed during %s", what);
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, what);
+    if (r->type != REDIS_REPLY_INTEGER) return lb__fail(&l->m, LB_EPROTO, "%s: unexpected reply", what);
+    *v = r->integer;
+    return LB_OK;
+}
+
+static void begin_script(lb_lock *l, const lb_script *s) {
+    lb__cmd_script(&l->m, s, "1");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    lb__cmd_arg(&l->m.cmd, l->token, LB_TOKEN_LEN);
+    l->state = O_SCRIPT;
+}
+
+static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    long long v;
+    (void)now;
+    if (l->state == O_START) {
+        if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
+        begin_script(l, &lb__script_modern_release);
+        lb__cmd_arg(&l->m.cmd, l->channel, l->channellen);
+        return LB_STEP_SEND;
+    }
+    int rc = script_integer(l, r, "release", &v);
+    if (rc != LB_OK) return rc; /* outcome unknown: still held, the caller may retry */
+    if (v == 1) {
+        l->held = 0;
+        return LB_OK;
+    }
+    return lost(l, "the key no longer holds our token; nothing deleted");
+}
+
+static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    long long v;
+    if (l->state == O_START) {
+        if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
+        if (l->extend_ms <= 0 || l->extend_ms > INT64_MAX / 2000000)
+            return lb__fail(m, LB_EINVAL, "extend needs 0 < ms");
+        l->sent_ns = now->mono_ns;
+        begin_script(l, &lb__script_modern_extend);
+        snprintf(l->ms_arg, sizeof l->ms_arg, "%lld", (long long)l->extend_ms);
+        lb__cmd_argz(&l->m.cmd, l->ms_arg);
+        lb__cmd_argz(&l->m.cmd, l->extend_mode == LB_EXTEND_ADD ? "add" : "replace");
+        return LB_STEP_SEND;
+    }
+    int rc = script_integer(l, r, "extend", &v);
+    if (rc != LB_OK) return rc;
+    if (v <= 0) return lost(l, "the key no longer holds our token; not extended");
+    l->deadline_ns = l->sent_ns + (int64_t)v * 1000000;
+    return LB_OK;
+}
+
+static int check_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    long long v;
+    (void)now;
+    if (l->state == O_START) {
+        if (!l->token[0]) return lb__fail(m, LB_ESTATE, "never acquired");
+        begin_script(l, &lb__script_modern_check);
+        return LB_STEP_SEND;
+    }
+    int rc = script_integer(l, r, "check", &v);
+    if (rc != LB_OK) return rc;
+    if (v == -3 || v == -2) return lost(l, "the key no longer holds our token");
+    l->check_ttl_ms = v;
+    return LB_OK;
+}
+
+static lb_machine *begin(lb_lock *l, int (*step)(lb_machine *, const redisReply *, const lb_now *)) {
+    if (!l) return NULL;
+    lb__machine_begin(&l->m, step);
+    l->state = O_START;
+    return &l->m;
+}
+
+lb_machine *lb_lock_release_machine(lb_lock *l) { return begin(l, release_step); }
+lb_machine *lb_lock_check_machine(lb_lock *l) { return begin(l, check_step); }
+
+lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode) {
+    if (!l) return NULL;
+    l->extend_ms = ms;
+    l->extend_mode = mode == LB_EXTEND_ADD ? LB_EXTEND_ADD : LB_EXTEND_REPLACE;
+    return begin(l, extend_step);
+}

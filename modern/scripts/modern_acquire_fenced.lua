@@ -1,0 +1,8 @@
+-- Acquires with a fencing number: SET NX PX and, only on success, INCR the
+-- companion counter in the same script, so every holder gets a larger number
+-- than any holder before it. KEYS[1] lock, KEYS[2] counter; ARGV[1] token,
+-- ARGV[2] ttl ms. Returns {1, fence} when acquired, {0, holder's PTTL} if not.
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, redis.call('INCR', KEYS[2])}
+end
+return {0, redis.call('PTTL', KEYS[1])}

@@ -1,0 +1,9 @@
+-- Deletes the lock only if it holds our token, and tells waiters on the
+-- release channel. KEYS[1] lock; ARGV[1] token, ARGV[2] channel.
+-- Returns 1 released, 0 not ours (nothing deleted).
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+return 0

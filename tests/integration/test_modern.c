@@ -1,0 +1,291 @@
+/* The token lock against a real redis-server: acquire, release, extend, check,
+ * fencing, blocking waits, other lockers' values, faults. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/redis_server.h"
+#include "lockbridge/lockbridge.h"
+
+static lbt_redis server;
+static redisContext *conn;
+
+static lb_lock *new_lock(const char *key, int64_t ttl_ms, int fencing) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = ttl_ms;
+    o.fencing = fencing;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    return l;
+}
+
+static void cmd_ok(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(conn, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+
+/* The key's value, or "" when absent (caller frees nothing: static buffer). */
+static const char *get_value(const char *key) {
+    static char buf[256];
+    redisReply *r = redisCommand(conn, "GET %s", key);
+    assert_non_null(r);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
+    freeReplyObject(r);
+    return buf;
+}
+
+static long long pttl(const char *key) {
+    redisReply *r = redisCommand(conn, "PTTL %s", key);
+    assert_non_null(r);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:basic", 10000, 0), *b = new_lock("m:basic", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    const char *tok = lb_lock_token(a);
+    assert_int_equal(strlen(tok), LB_TOKEN_LEN);
+    assert_int_equal(strspn(tok, "0123456789abcdef"), LB_TOKEN_LEN);
+    assert_string_equal(get_value("m:basic"), tok);
+    assert_true(pttl("m:basic") > 9000);
+    assert_int_equal(lb_lock_try_acquire(b, conn), LB_EBUSY);
+    assert_true(lb_lock_holder_ttl(b) > 9000);
+    assert_string_not_equal(lb_lock_token(b), tok);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_string_equal(get_value("m:basic"), "");
+    assert_int_equal(lb_lock_try_acquire(b, conn), LB_OK);
+    assert_int_equal(lb_lock_release(b, conn), LB_OK);
+    assert_int_equal(lb_lock_release(b, conn), LB_ESTATE);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
+static void test_release_after_expiry_leaves_the_new_holder_alone(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:late", 50, 0), *b = new_lock("m:late", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, conn, 5000), LB_OK); /* after a's TTL lapses */
+    assert_int_equal(lb_lock_release(a, conn), LB_ELOST);
+    assert_false(lb_lock_held(a));
+    assert_string_equal(get_value("m:late"), lb_lock_token(b));
+    assert_int_equal(lb_lock_extend(a, conn, 1000, LB_EXTEND_REPLACE), LB_ESTATE);
+    assert_int_equal(lb_lock_release(b, conn), LB_OK);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
+static void test_extend_replaces_or_adds_to_the_ttl(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:extend", 5000, 0);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_OK);
+    long long t = pttl("m:extend");
+    assert_true(t > 19000 && t <= 20000);
+    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_ADD), LB_OK);
+    assert_true(pttl("m:extend") > 38000);
+    assert_int_equal(lb_lock_extend(a, conn, 0, LB_EXTEND_ADD), LB_EINVAL);
+    cmd_ok("SET m:extend someone-else PX 10000");
+    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_ELOST);
+    assert_string_equal(get_value("m:extend"), "someone-else");
+    assert_true(pttl("m:extend") <= 10000);
+    cmd_ok("DEL m:extend");
+    lb_lock_free(a);
+}
+
+static void test_check_reports_ownership_and_ttl(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:check", 8000, 0);
+    int64_t ttl = 0;
+    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_ESTATE);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_OK);
+    assert_true(ttl > 7000 && ttl <= 8000);
+    assert_int_equal(lb_lock_force_release(conn, "m:check", 7), LB_OK);
+    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_ELOST);
+    assert_int_equal(ttl, -1);
+    lb_lock_free(a);
+}
+
+static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:fence", 10000, 1), *b = new_lock("m:fence", 10000, 1);
+    int64_t last = 0;
+    for (int i = 0; i < 5; i++) {
+        lb_lock *l = i % 2 ? b : a;
+        assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+        assert_true(lb_lock_fence(l) > last);
+        last = lb_lock_fence(l);
+        lb_lock *other = i % 2 ? a : b;
+        assert_int_equal(lb_lock_try_acquire(other, conn), LB_EBUSY);
+        assert_true(lb_lock_holder_ttl(other) > 9000);
+        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        assert_int_equal(lb_lock_fence(l), 0);
+    }
+    /* The counter lives beside the lock, in its hash slot. */
+    assert_int_equal(atoll(get_value("{m:fence}:fence")), last);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
+static void test_scripts_survive_a_script_flush(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:flush", 10000, 1);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    cmd_ok("SCRIPT FLUSH");
+    assert_int_equal(lb_lock_extend(a, conn, 10000, LB_EXTEND_REPLACE), LB_OK);
+    cmd_ok("SCRIPT FLUSH");
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    cmd_ok("SCRIPT FLUSH");
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    lb_lock_free(a);
+}
+
+/* Other token lockers' values (M1 writes {"uid":...}) are held locks, governed
+ * by their TTL; a key without TTL is held for good and never touched. */
+static void test_other_values_are_held_locks(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:other", 10000, 0);
+    cmd_ok("SET m:other {\"uid\":\"4a7d\"} PX 150");
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_EBUSY);
+    assert_true(lb_lock_holder_ttl(a) >= 0 && lb_lock_holder_ttl(a) <= 150);
+    assert_int_equal(lb_lock_acquire(a, conn, 5000), LB_OK);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+
+    cmd_ok("SET m:other 1700000000000");
+    assert_int_equal(lb_lock_acquire(a, conn, 50), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_holder_ttl(a), -1);
+    assert_string_equal(get_value("m:other"), "1700000000000");
+    cmd_ok("DEL m:other");
+    lb_lock_free(a);
+}
+
+static void test_a_key_of_another_type_is_never_deleted(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:type", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    cmd_ok("DEL m:type");
+    cmd_ok("HSET m:type f v");
+    assert_int_equal(lb_lock_release(a, conn), LB_EWRONGTYPE);
+    int64_t ttl;
+    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_EWRONGTYPE);
+    redisReply *r = redisCommand(conn, "HGET m:type f");
+    assert_non_null(r);
+    assert_string_equal(r->str, "v");
+    freeReplyObject(r);
+    cmd_ok("DEL m:type");
+    lb_lock_free(a);
+}
+
+static void test_blocking_acquire_times_out_while_held(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:wait", 10000, 0), *b = new_lock("m:wait", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, conn, 100), LB_ETIMEDOUT);
+    assert_true(lb_lock_commands(b) >= 2);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, conn, 1000), LB_OK);
+    assert_int_equal(lb_lock_release(b, conn), LB_OK);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
+static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state) {
+    (void)state;
+    redisContext *victim = lbt_redis_connect(&server);
+    assert_non_null(victim);
+    lb_lock *a = new_lock("m:drop", 10000, 1);
+    redisReply *id = redisCommand(victim, "CLIENT ID");
+    assert_non_null(id);
+    cmd_ok("CLIENT KILL ID %lld", id->integer);
+    freeReplyObject(id);
+    assert_int_equal(lb_lock_try_acquire(a, victim), LB_EIO);
+    assert_false(lb_lock_held(a));
+    redisFree(victim);
+    lb_lock_free(a);
+}
+
+/* Fails the n-th allocation; counts what is live so leaks show. */
+typedef struct counting { int fail_at, calls, live; } counting;
+static void *count_malloc(void *ud, size_t n) {
+    counting *c = ud;
+    if (++c->calls == c->fail_at) return NULL;
+    c->live++;
+    return malloc(n);
+}
+static void count_free(void *ud, void *p) {
+    ((counting *)ud)->live--;
+    free(p);
+}
+
+static void test_every_allocation_failure_is_clean(void **state) {
+    (void)state;
+    for (int n = 1;; n++) {
+        counting cnt = {n, 0, 0};
+        lb_allocator alloc = {count_malloc, count_free, &cnt};
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fencing = 1;
+        o.allocator = &alloc;
+        lb_lock *l = (lb_lock *)&cnt; /* must be reset on entry */
+        int rc = lb_lock_new(&l, "m:alloc", 7, &o);
+        if (rc == LB_ENOMEM) {
+            assert_null(l);
+            assert_int_equal(cnt.live, 0);
+            continue;
+        }
+        assert_int_equal(rc, LB_OK);
+        assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        lb_lock_free(l);
+        assert_int_equal(cnt.live, 0);
+        assert_true(n > 3); /* handle, key and two companion names */
+        break;
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (lbt_redis_start(&server, NULL) != 0) return -1;
+    conn = lbt_redis_connect(&server);
+    return conn ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (conn) redisFree(conn);
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_writes_a_random_token_with_a_ttl),
+        cmocka_unit_test(test_release_after_expiry_leaves_the_new_holder_alone),
+        cmocka_unit_test(test_extend_replaces_or_adds_to_the_ttl),
+        cmocka_unit_test(test_check_reports_ownership_and_ttl),
+        cmocka_unit_test(test_fencing_numbers_grow_with_each_acquisition),
+        cmocka_unit_test(test_scripts_survive_a_script_flush),
+        cmocka_unit_test(test_other_values_are_held_locks),
+        cmocka_unit_test(test_a_key_of_another_type_is_never_deleted),
+        cmocka_unit_test(test_blocking_acquire_times_out_while_held),
+        cmocka_unit_test(test_a_dropped_connection_is_an_io_error_never_a_grant),
+        cmocka_unit_test(test_every_allocation_failure_is_clean),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

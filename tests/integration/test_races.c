@@ -251,9 +251,14 @@ static int explore_depth(void) {
     return v > 0 && v < 20 ? v : 5;
 }
 
+/* Clients whose every write is a single atomic command or script. */
+static int atomic_kind(const char *k) {
+    return !k || strcmp(k, "lb-scripted") == 0 || strncmp(k, "lb-modern", 9) == 0 ||
+           strcmp(k, "M1") == 0;
+}
+
 static int all_scripted(const char *k1, const char *k2, const char *k3) {
-    return strcmp(k1, "lb-scripted") == 0 && strcmp(k2, "lb-scripted") == 0 &&
-           (!k3 || strcmp(k3, "lb-scripted") == 0);
+    return atomic_kind(k1) && atomic_kind(k2) && atomic_kind(k3);
 }
 
 static lbr_explore_result explore(const char *k1, const char *k2, const char *k3,
@@ -297,6 +302,9 @@ static void test_exploration_finds_no_violation_in_lockbridge_fleets(void **stat
         {"lb-wire", "R", NULL, "s", 0},
         {"lb-scripted", "R", NULL, "s", 0},
         {"lb-wire", "M1", NULL, "ms", 0},
+        {"lb-modern", "lb-modern", NULL, "ms", 0},
+        {"lb-modern-fenced", "M1", NULL, "ms", 0},
+        {"lb-modern", "lb-modern-fenced", "M1", "ms", 2},
         {"lb-wire", "lb-scripted", "lb-wire", "ms", 2},
         {"lb-scripted", "lb-scripted", "R", "s", 2},
     };
@@ -338,6 +346,28 @@ static void test_token_locks_beside_legacy_clients(void **state) {
     RUN_TABLE(t);
 }
 
+/* lockbridge's token lock in the same races: its TTL does what the legacy
+ * timestamp did, its scripts do what compare-and-set did; and the legacy
+ * lockers that must never meet token values are caught when they do. */
+static void test_token_lock_races(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-modern: a crashed holder's lock lapses with its TTL", {"lb-modern", "lb-modern"}, 0,
+         "A:SET A! +4000 B:SET B:PTTL +2000 B:SET B:modern_release", LBR_OK, 0, 0},
+        {"lb-modern: a late release finds the lock lost", {"lb-modern", "lb-modern"}, 0,
+         "A:SET +6000 B:SET A:modern_release B:modern_release", LBR_OK, 0, 0},
+        {"lb-modern-fenced: takeover after a crash", {"lb-modern-fenced", "lb-modern-fenced"}, 0,
+         "A:modern_acquire_fenced A! +6000 B:modern_acquire_fenced B:modern_release", LBR_OK, 0, 0},
+        {"lb-modern beside M1", {"M1", "lb-modern"}, 0,
+         "A:SET B:SET B:PTTL A:EVAL B:SET", LBR_OK, 0, 0},
+        {"lb-wire leaves an lb-modern token alone", {"lb-modern", "lb-wire"}, 0,
+         "A:SET B:SETNX B:GET A:modern_release B?", LBR_OK, 0, 0},
+        {"L1 deletes a live token lock it cannot parse", {"lb-modern", "L1"}, 0,
+         "A:SET B:SETNX B:GET B:DEL", LBR_VIOLATION, "B deleted A's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -362,6 +392,7 @@ int main(void) {
         cmocka_unit_test(test_incr_lockers),
         cmocka_unit_test(test_overwritten_timestamp),
         cmocka_unit_test(test_token_locks_beside_legacy_clients),
+        cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
     };

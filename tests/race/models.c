@@ -430,7 +430,9 @@ static lb_machine *model_begin(lbr_part *p) {
 }
 
 static int model_believes(const lbr_part *p) { return PART_MODEL(p)->held; }
-static int64_t model_expiry(const lbr_part *p) { return PART_MODEL(p)->expiry; }
+static int model_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
+    return lb_codec_now(codec, now) <= PART_MODEL(p)->expiry;
+}
 static const char *model_value(const lbr_part *p, size_t *len) {
     const model *md = PART_MODEL(p);
     *len = md->valuelen;
@@ -474,7 +476,7 @@ lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg) {
         md->acq = model_kinds[i].acq;
         md->rel = model_kinds[i].rel;
         md->part = (lbr_part){md->kind, model_begin, model_begin, model_believes,
-                              model_expiry, model_value, model_destroy};
+                              model_valid, model_value, model_destroy};
         return &md->part;
     }
     return NULL;

@@ -20,7 +20,8 @@ struct lbr_part {
     lb_machine *(*acquire)(lbr_part *p);
     lb_machine *(*release)(lbr_part *p);
     int (*believes)(const lbr_part *p);   /* it thinks it holds the lock */
-    int64_t (*expiry)(const lbr_part *p); /* its own expiry, codec units */
+    /* Its lock has not expired by its own rules and its own clock. */
+    int (*valid)(const lbr_part *p, const lb_codec *codec, const lb_now *now);
     const char *(*value)(const lbr_part *p, size_t *len); /* what it wrote */
     void (*destroy)(lbr_part *p);
 };
@@ -33,6 +34,7 @@ typedef struct lbr_part_config {
 } lbr_part_config;
 
 /* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
+ * "lb-modern", "lb-modern-fenced" (lockbridge's token lock),
  * "L1", "L2", "L3", "L4", "L5", "R", "M1" (reference models of the deployed
  * lockers; M1's expiry is its PX ttl, read on its own clock), "naive-del-takeover", "naive-unconditional-del",
  * "naive-incr-expire" (naive lockers the harness must catch), "L1-incr2" (the

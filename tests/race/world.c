@@ -24,7 +24,9 @@ typedef struct lbpart {
 static lb_machine *lb_acq(lbr_part *p) { return lb_legacy_try_acquire_machine(LBPART(p)->lock); }
 static lb_machine *lb_rel(lbr_part *p) { return lb_legacy_release_machine(LBPART(p)->lock); }
 static int lb_bel(const lbr_part *p) { return lb_legacy_held(LBPART(p)->lock); }
-static int64_t lb_exp(const lbr_part *p) { return lb_legacy_expiry(LBPART(p)->lock); }
+static int lb_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
+    return lb_codec_now(codec, now) <= lb_legacy_expiry(LBPART(p)->lock);
+}
 static const char *lb_val(const lbr_part *p, size_t *len) {
     return lb_legacy_value(LBPART(p)->lock, len);
 }
@@ -33,8 +35,52 @@ static void lb_destroy(lbr_part *p) {
     free(p);
 }
 
+/* lockbridge's token lock: valid until the lease it computed on its own
+ * monotonic clock, from the moment it sent the acquire. */
+typedef struct tokpart {
+    lbr_part part;
+    lb_lock *lock;
+} tokpart;
+
+#define TOKPART(p) ((tokpart *)(void *)(p))
+
+static lb_machine *tok_acq(lbr_part *p) { return lb_lock_try_acquire_machine(TOKPART(p)->lock); }
+static lb_machine *tok_rel(lbr_part *p) { return lb_lock_release_machine(TOKPART(p)->lock); }
+static int tok_bel(const lbr_part *p) { return lb_lock_held(TOKPART(p)->lock); }
+static int tok_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
+    (void)codec;
+    return now->mono_ns <= lb_lock_deadline_ns(TOKPART(p)->lock);
+}
+static const char *tok_val(const lbr_part *p, size_t *len) {
+    const char *t = lb_lock_token(TOKPART(p)->lock);
+    *len = strlen(t);
+    return t;
+}
+static void tok_destroy(lbr_part *p) {
+    lb_lock_free(TOKPART(p)->lock);
+    free(p);
+}
+
+static lbr_part *token_part_new(const char *kind, const lbr_part_config *cfg, int fenced) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = cfg->ttl_ms;
+    o.fencing = fenced;
+    o.clock = cfg->clock;
+    tokpart *tp = calloc(1, sizeof *tp);
+    if (!tp) return NULL;
+    if (lb_lock_new(&tp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK) {
+        free(tp);
+        return NULL;
+    }
+    tp->part = (lbr_part){kind, tok_acq, tok_rel, tok_bel, tok_valid, tok_val, tok_destroy};
+    return &tp->part;
+}
+
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     int scripted = strcmp(kind, "lb-scripted") == 0;
+    if (strcmp(kind, "lb-modern") == 0) return token_part_new(kind, cfg, 0);
+    if (strcmp(kind, "lb-modern-fenced") == 0) return token_part_new(kind, cfg, 1);
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -48,7 +94,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
         free(lp);
         return NULL;
     }
-    lp->part = (lbr_part){kind, lb_acq, lb_rel, lb_bel, lb_exp, lb_val, lb_destroy};
+    lp->part = (lbr_part){kind, lb_acq, lb_rel, lb_bel, lb_valid, lb_val, lb_destroy};
     return &lp->part;
 }
 
@@ -159,7 +205,7 @@ static int observe(lbr_world *w, char *buf, size_t cap, size_t *len) {
 static int holds_validly(const client *c) {
     if (c->crashed || !c->part->believes(c->part)) return 0;
     lb_now now = lb_clock_now(&c->clock);
-    return lb_codec_now(&c->w->cfg.codec, &now) <= c->part->expiry(c->part);
+    return c->part->valid(c->part, &c->w->cfg.codec, &now);
 }
 
 static int owner_of(const lbr_world *w, const char *v, size_t len, int except) {

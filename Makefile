@@ -101,11 +101,13 @@ HARNESS_SRC   := $(wildcard tests/harness/*.c tests/race/*.c)
 HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+# The asynchronous driver's tests run on libevent's loop.
+EVENT_LIBS  := $(shell pkg-config --libs libevent 2>/dev/null || echo -levent)
 
 $(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h tests/race/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) \
-	    $(CMOCKA_LIBS) $(LIBS)
+	    $(CMOCKA_LIBS) $(EVENT_LIBS) $(LIBS)
 
 JAVA_SRC := $(wildcard tests/interop/java/*.java)
 $(BUILD)/java/.stamp: $(JAVA_SRC)

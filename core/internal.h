@@ -21,6 +21,11 @@ struct lb_machine {
     const lb_script *script; /* set when cmd is an EVALSHA of this script */
     unsigned commands;       /* commands emitted in this operation */
     int running;             /* an operation has started and not ended */
+    /* Set while the asynchronous driver runs this machine. */
+    struct redisAsyncContext *ac;
+    const lb_clock *clock;
+    lb_done_fn done;
+    void *done_ud;
     char errstr[LB__ERRSTR_CAP];
 };
 

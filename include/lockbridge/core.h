@@ -82,6 +82,21 @@ unsigned lb_machine_commands(const lb_machine *m);
  * failed (the context's errstr says why). */
 int lb_sync_run(struct redisContext *c, lb_machine *m, const lb_clock *clock);
 
+/* ---- Asynchronous driver ----------------------------------------------------
+ * Runs `m` on a redisAsyncContext attached to any hiredis event-loop adapter:
+ * each reply is fed to the machine from hiredis's callback, with `clock`
+ * sampled then, and the next command sent at once. `done` is called exactly
+ * once, with the final status (LB_EIO if the context disconnects or is freed
+ * meanwhile), possibly before lb_async_run returns when the operation ends
+ * without sending anything; it may free the handle that owns `m`. Returns LB_OK
+ * when `done` will be (or was) called; LB_EINVAL or LB_ESTATE (this machine is
+ * already in flight) without calling it. One operation per machine at a time;
+ * any number of machines per context. */
+struct redisAsyncContext;
+typedef void (*lb_done_fn)(lb_machine *m, int status, void *ud);
+int lb_async_run(struct redisAsyncContext *ac, lb_machine *m, const lb_clock *clock,
+                 lb_done_fn done, void *ud);
+
 /* ---- Companion keys ----------------------------------------------------------
  * Keys that travel with a lock (fencing counter, channel, census, mode) share its
  * cluster hash slot: "{user}:1:suffix" for a key with a hash tag becomes

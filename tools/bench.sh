@@ -62,16 +62,17 @@ cat <<'EOF'
 
 Other processes (builds and test suites of other engineers) may have shared this
 machine during the run, and the benchmark's own clients, the server and the loopback
-all share its CPUs. Absolute times are therefore noisy; the ratios are measured side
-by side in the same run, on the same connection, and are the figures to compare.
+all share its CPUs. Absolute times are therefore noisy; the ratios, measured side by
+side in the same run (the uncontended rows on one connection, interleaved), are the
+figures to compare.
 
 ## How it measures
 
 - A temporary `redis-server` is started by the test harness on a free loopback port
   (persistence off) and stopped at the end. Times come from `CLOCK_MONOTONIC`.
 - Uncontended: one connection. Every row is warmed up first (this also loads the
-  scripts: the first `EVALSHA` meets `NOSCRIPT`), then the rows are measured in 20
-  interleaved rounds, each round starting at a different row, so that a noisy moment
+  scripts: the first `EVALSHA` meets `NOSCRIPT`), then the rows are measured in interleaved
+  rounds (the table's title gives the counts), each round starting at a different row, so that a noisy moment
   hits every row alike. Each sample is one `PING`, or one acquire plus one release of a
   free key. Median and p99 are nearest-rank; `x_ping_median` is the row's median over
   the `PING` median of the same run.

@@ -41,8 +41,14 @@ int64_t lb_codec_now(const lb_codec *c, const lb_now *now) {
 
 int lb_codec_ms_to_units(const lb_codec *c, int64_t ms, int64_t *out) {
     int64_t per_s = unit_per_s(codec_unit(c));
+    *out = 0;
     if (ms < 0) return LB_EINVAL;
-    if (per_s >= 1000) return lb__mul64(ms, per_s / 1000, out) ? LB_EINVAL : LB_OK;
+    if (per_s >= 1000) {
+        int64_t units;
+        if (lb__mul64(ms, per_s / 1000, &units)) return LB_EINVAL;
+        *out = units;
+        return LB_OK;
+    }
     *out = ms / (1000 / per_s) + (ms % (1000 / per_s) != 0); /* round up */
     return LB_OK;
 }
@@ -56,6 +62,7 @@ int64_t lb__codec_units_to_ms(const lb_codec *c, int64_t units) {
 
 int lb_codec_expiry(const lb_codec *c, const lb_now *now, int64_t ttl_ms, int64_t *out) {
     int64_t ttl, t;
+    *out = 0;
     if (lb_codec_ms_to_units(c, ttl_ms, &ttl) != LB_OK) return LB_EINVAL;
     if (lb__add64(lb_codec_now(c, now), ttl, &t) || lb__add64(t, 1, &t)) return LB_EINVAL;
     *out = t;
@@ -102,6 +109,7 @@ int lb_codec_encode(const lb_codec *c, int64_t t, char *buf, size_t cap, size_t 
     int n;
     if (!c || !buf || !len) return LB_EINVAL;
     *len = 0;
+    if (cap > 0) buf[0] = '\0';
     if (t < 0) return LB_EINVAL;
     switch (c->kind) {
     case LB_CODEC_MS:
@@ -116,14 +124,18 @@ int lb_codec_encode(const lb_codec *c, int64_t t, char *buf, size_t cap, size_t 
     default:
         return LB_EINVAL;
     }
-    if (n < 0 || (size_t)n >= cap) return LB_EINVAL;
+    if (n < 0 || (size_t)n >= cap) {
+        if (cap > 0) buf[0] = '\0';
+        return LB_EINVAL;
+    }
     *len = (size_t)n;
     return LB_OK;
 }
 
 int lb_codec_decode(const lb_codec *c, const char *s, size_t len, int64_t *t) {
     if (!c || !t || (!s && len)) return LB_EINVAL;
-    if (len > LB_OBSERVED_MAX) return LB_EFOREIGN;
+    *t = 0;
+    if (len == 0 || len > LB_OBSERVED_MAX) return LB_EFOREIGN;
     switch (c->kind) {
     case LB_CODEC_MS:
     case LB_CODEC_SECONDS: return lb__parse_decimal(s, len, t);

@@ -15,8 +15,12 @@ const char *lb__json_field(const lb_codec *c) {
 }
 
 int lb__json_encode(const lb_codec *c, int64_t t, char *buf, size_t cap, size_t *len) {
+    if (!memchr(c->field, '\0', sizeof c->field)) return LB_EINVAL; /* set by hand, unterminated */
     int n = snprintf(buf, cap, "{\"%s\":%lld}", lb__json_field(c), (long long)t);
-    if (n < 0 || (size_t)n >= cap) return LB_EINVAL;
+    if (n < 0 || (size_t)n >= cap) {
+        if (cap > 0) buf[0] = '\0';
+        return LB_EINVAL;
+    }
     *len = (size_t)n;
     return LB_OK;
 }
@@ -191,6 +195,7 @@ static int read_value(reader *r, int depth) {
  * fraction, exponent or leading zero. With duplicates, which one a reader
  * honours depends on its parser, so the value's meaning is not ours to decide. */
 int lb__json_decode(const lb_codec *c, const char *s, size_t len, int64_t *t) {
+    if (!memchr(c->field, '\0', sizeof c->field)) return LB_EINVAL;
     reader r = {s, s + len, lb__json_field(c), 0, NULL, 0};
     skip_ws(&r);
     if (r.p >= r.end || *r.p != '{' || read_object(&r, 1)) return LB_EFOREIGN;

@@ -80,17 +80,24 @@ int lb_codec_parse(lb_codec *out, const char *spec) {
 int lb_codec_format(const lb_codec *c, char *buf, size_t cap) {
     int n;
     if (!c || !buf) return LB_EINVAL;
+    if (cap > 0) buf[0] = '\0';
     switch (c->kind) {
     case LB_CODEC_MS: n = snprintf(buf, cap, "ms"); break;
     case LB_CODEC_SECONDS: n = snprintf(buf, cap, "s"); break;
     case LB_CODEC_FLOAT_SECONDS: n = snprintf(buf, cap, "float"); break;
     case LB_CODEC_JSON:
-        if ((unsigned)c->unit > LB_UNIT_S || (unsigned)c->clock > LB_CLOCK_MONOTONIC)
+        /* A field name set by hand may lack its terminator: never read past it. */
+        if ((unsigned)c->unit > LB_UNIT_S || (unsigned)c->clock > LB_CLOCK_MONOTONIC ||
+            !memchr(c->field, '\0', sizeof c->field))
             return LB_EINVAL;
         n = snprintf(buf, cap, "json:field=%s,unit=%s,clock=%s", lb__json_field(c),
                      unit_names[c->unit], clock_names[c->clock]);
         break;
     default: return LB_EINVAL;
     }
-    return (n < 0 || (size_t)n >= cap) ? LB_EINVAL : LB_OK;
+    if (n < 0 || (size_t)n >= cap) {
+        if (cap > 0) buf[0] = '\0';
+        return LB_EINVAL;
+    }
+    return LB_OK;
 }

@@ -107,6 +107,7 @@ const char *lb_legacy_value(const lb_legacy_lock *l, size_t *len) {
 int64_t lb_legacy_expiry(const lb_legacy_lock *l) { return l ? l->expiry : 0; }
 
 int lb_legacy_observed_expiry(const lb_legacy_lock *l, int64_t *t) {
+    if (t) *t = 0;
     if (!l || !t || !l->has_observed_expiry) return LB_ESTATE;
     *t = l->observed_expiry;
     return LB_OK;

@@ -1,0 +1,362 @@
+/* `lockbridge contend`: N clients, each on its own connection and lock handle,
+ * increment a shared counter under one legacy lock for S seconds; the summary
+ * counts lost updates, lost locks and Redis commands per acquisition. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "migrate/cli/cli.h"
+#include "migrate/cli/latency.h"
+
+#define CLIENTS_MAX 1024
+#define SECONDS_MAX 604800           /* a week */
+#define CS_SLEEP_MS_MAX 3600000      /* an hour, milliseconds */
+#define ABANDON_EVERY_MAX 1000000000 /* acquisitions */
+#define WAIT_MS_DEFAULT 10000        /* per blocking acquire, milliseconds */
+/* Client threads only run the library and hiredis: a small stack, in bytes,
+ * keeps a thousand of them cheap. */
+#define CLIENT_STACK_BYTES (256 * 1024)
+
+static const lb__cli_optdef opts[] = {
+    LB__CLI_LOCK_OPTDEFS, {"--clients", 1}, {"--seconds", 1}, {"--counter-key", 1},
+    {"--cs-sleep-ms", 1}, {"--abandon-every", 1}, {NULL, 0}};
+
+static const char help[] =
+    "usage: lockbridge contend KEY --clients N --seconds S --counter-key C\n"
+    "                              [--cs-sleep-ms X] [--abandon-every K]\n"
+    "                              [--mode legacy] [--codec SPEC] [--variant wire|scripted]\n"
+    "                              [--ttl-ms N] [--wait-ms N] [--clock-offset-ms N]\n"
+    "                              [--release-margin-ms N]\n"
+    "\n"
+    "N clients, each with its own connection and lock, loop for S seconds: acquire\n"
+    "KEY, GET C, sleep X ms, SET C to the value read plus one, release. Prints one\n"
+    "\"summary\" JSON line. lost_updates is meaningful only when this process is alone\n"
+    "on the counter; drivers running several processes compare the sum of their\n"
+    "acquisitions with counter_end - counter_start themselves.\n"
+    "\n"
+    "  --clients N             client threads, 1..1024\n"
+    "  --seconds S             run time, whole seconds; attempts under way finish\n"
+    "  --counter-key C         the shared counter (absent counts as 0)\n"
+    "  --cs-sleep-ms X         sleep inside the critical section, ms (default 0)\n"
+    "  --abandon-every K       every K-th acquisition of a client is never released,\n"
+    "                          as by a crashed holder (default 0: never)\n"
+    "  --wait-ms N             per blocking acquire, ms (default 10000)\n"
+    "  --mode, --codec, --variant, --ttl-ms, --clock-offset-ms, --release-margin-ms:\n"
+    "                          as for `lockbridge hold`\n"
+    "\n"
+    "Exit: 0 the run completed (lost updates included: this measures); 1 usage;\n"
+    "4 connection or Redis error (the summary is still printed when the run began).\n";
+
+typedef struct shared {
+    const lb__cli_lockopts *lo;
+    const char *key;
+    const char *counter;
+    int64_t cs_sleep_ms;
+    int64_t abandon_every;
+    atomic_int stop;
+} shared;
+
+typedef struct client {
+    shared *sh;
+    pthread_t thread;
+    int started;
+    redisContext *c;
+    lb_legacy_lock *l;
+    uint64_t acquisitions, acquire_errors, lost_locks, abandoned;
+    uint64_t commands; /* of lock handles already dropped */
+    lb__cli_latency latency;
+    int failed;
+    char error[256];
+} client;
+
+/* Marks the client failed; the first failure is the one worth reporting. */
+static int fail(client *cl, const char *what, const char *detail) {
+    if (!cl->failed) snprintf(cl->error, sizeof cl->error, "%s: %s", what, detail);
+    cl->failed = 1;
+    return -1;
+}
+
+/* Reads the counter: absent is 0; anything but a decimal int64 is an error. */
+static int read_counter(redisContext *c, const char *key, int64_t *v, char *err, size_t cap) {
+    *v = 0;
+    redisReply *r = redisCommand(c, "GET %s", key);
+    int rc = -1;
+    if (!r) snprintf(err, cap, "GET counter: %s", c->errstr);
+    else if (r->type == REDIS_REPLY_NIL) rc = 0;
+    else if (r->type == REDIS_REPLY_STRING && lb__cli_parse_i64(r->str, (size_t)r->len, v) == 0)
+        rc = 0;
+    else if (r->type == REDIS_REPLY_ERROR) {
+        char msg[128];
+        lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
+        snprintf(err, cap, "GET counter: %s", msg);
+    } else snprintf(err, cap, "the counter key does not hold a decimal integer");
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+static int critical_section(client *cl) {
+    int64_t v;
+    char err[200];
+    if (read_counter(cl->c, cl->sh->counter, &v, err, sizeof err) != 0)
+        return fail(cl, "critical section", err);
+    if (v == INT64_MAX) return fail(cl, "critical section", "the counter would overflow");
+    if (cl->sh->cs_sleep_ms > 0) lb__cli_sleep_ms(cl->sh->cs_sleep_ms);
+    redisReply *r = redisCommand(cl->c, "SET %s %lld", cl->sh->counter, (long long)(v + 1));
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : fail(cl, "SET counter", r ? "refused" : cl->c->errstr);
+}
+
+/* A crashed holder: the handle is dropped with the lock still written, and a
+ * fresh handle takes its place for the next acquisition. */
+static int abandon(client *cl) {
+    cl->abandoned++;
+    cl->commands += lb_legacy_commands(cl->l);
+    lb_legacy_lock_free(cl->l);
+    cl->l = NULL;
+    int rc = lb_legacy_lock_new(&cl->l, cl->sh->key, strlen(cl->sh->key), &cl->sh->lo->legacy);
+    return rc == LB_OK ? 0 : fail(cl, "new lock handle", lb_strerror(rc));
+}
+
+static int release(client *cl) {
+    int rc = lb_legacy_release(cl->l, cl->c);
+    if (rc == LB_OK) return 0;
+    if (rc == LB_ELOST || rc == LB_EEXPIRED) {
+        cl->lost_locks++;
+        return 0;
+    }
+    return fail(cl, "release", lb_legacy_errstr(cl->l));
+}
+
+/* Busy, timeout and foreign mean "not this time"; anything else means this
+ * client cannot go on (the connection is gone, or Redis refuses the lock). */
+static int acquire(client *cl) {
+    double t0 = lb__cli_mono_ms();
+    int rc = lb_legacy_acquire(cl->l, cl->c, cl->sh->lo->wait_ms);
+    if (rc == LB_OK) {
+        lb__cli_latency_add(&cl->latency, lb__cli_mono_ms() - t0);
+        cl->acquisitions++;
+        return 1;
+    }
+    cl->acquire_errors++;
+    if (rc == LB_EBUSY || rc == LB_ETIMEDOUT || rc == LB_EFOREIGN) return 0;
+    return fail(cl, "acquire", lb_legacy_errstr(cl->l));
+}
+
+static void *client_main(void *arg) {
+    client *cl = arg;
+    shared *sh = cl->sh;
+    while (!atomic_load(&sh->stop)) {
+        int got = acquire(cl);
+        if (got < 0) break;
+        if (got == 0) continue;
+        if (critical_section(cl) != 0) {
+            release(cl);
+            break;
+        }
+        int drop = sh->abandon_every > 0 &&
+                   cl->acquisitions % (uint64_t)sh->abandon_every == 0;
+        if ((drop ? abandon(cl) : release(cl)) != 0) break;
+    }
+    return NULL;
+}
+
+/* ---- Setup, run and summary ---------------------------------------------------- */
+typedef struct totals {
+    uint64_t acquisitions, acquire_errors, lost_locks, abandoned, commands;
+    int failed;
+    const char *first_error;
+    lb__cli_latency latency;
+} totals;
+
+static void add_up(totals *t, client *cls, int n) {
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < n; i++) {
+        client *cl = &cls[i];
+        t->acquisitions += cl->acquisitions;
+        t->acquire_errors += cl->acquire_errors;
+        t->lost_locks += cl->lost_locks;
+        t->abandoned += cl->abandoned;
+        t->commands += cl->commands + lb_legacy_commands(cl->l);
+        lb__cli_latency_merge(&t->latency, &cl->latency);
+        if (cl->failed && !t->failed++) t->first_error = cl->error;
+    }
+}
+
+static void add_latency(cJSON *o, const lb__cli_latency *lat) {
+    cJSON *ms = cJSON_AddObjectToObject(o, "acquire_ms");
+    if (!ms) return;
+    if (lat->count == 0) {
+        cJSON_AddNullToObject(ms, "p50");
+        cJSON_AddNullToObject(ms, "p99");
+        cJSON_AddNullToObject(ms, "max");
+        return;
+    }
+    lb__cli_add_ms(ms, "p50", lb__cli_latency_quantile(lat, 0.50));
+    lb__cli_add_ms(ms, "p99", lb__cli_latency_quantile(lat, 0.99));
+    lb__cli_add_ms(ms, "max", lat->max_ms);
+}
+
+static void add_counter(cJSON *o, int64_t c0, int64_t c1, uint64_t acquisitions) {
+    int64_t delta, lost;
+    lb__cli_add_i64(o, "counter_start", c0);
+    lb__cli_add_i64(o, "counter_end", c1);
+    /* Values come from Redis: a counter rewritten by someone else may be anything. */
+    if (__builtin_sub_overflow(c1, c0, &delta) ||
+        __builtin_sub_overflow((int64_t)acquisitions, delta, &lost)) {
+        cJSON_AddNullToObject(o, "counter_delta");
+        cJSON_AddNullToObject(o, "lost_updates");
+        return;
+    }
+    lb__cli_add_i64(o, "counter_delta", delta);
+    lb__cli_add_i64(o, "lost_updates", lost);
+}
+
+static void summary(const shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
+                    int64_t c1, double elapsed_ms, int interrupted, const totals *t) {
+    cJSON *o = lb__cli_event("summary"), *per;
+    if (!o) {
+        lb__cli_emit(o);
+        return;
+    }
+    lb__cli_add_str(o, "mode", "legacy");
+    lb__cli_add_str(o, "key", sh->key);
+    lb__cli_add_str(o, "codec", sh->lo->codec_spec);
+    lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
+    lb__cli_add_i64(o, "clients", n);
+    lb__cli_add_i64(o, "seconds", seconds);
+    lb__cli_add_i64(o, "acquisitions", (int64_t)t->acquisitions);
+    add_counter(o, c0, c1, t->acquisitions);
+    lb__cli_add_i64(o, "acquire_errors", (int64_t)t->acquire_errors);
+    lb__cli_add_i64(o, "lost_locks", (int64_t)t->lost_locks);
+    lb__cli_add_i64(o, "abandoned", (int64_t)t->abandoned);
+    add_latency(o, &t->latency);
+    if ((per = cJSON_AddArrayToObject(o, "per_client")) != NULL)
+        for (int i = 0; i < n; i++)
+            cJSON_AddItemToArray(per, cJSON_CreateNumber((double)cls[i].acquisitions));
+    lb__cli_add_i64(o, "commands", (int64_t)t->commands);
+    if (t->acquisitions > 0)
+        cJSON_AddNumberToObject(o, "commands_per_acquisition",
+                                (double)t->commands / (double)t->acquisitions);
+    else
+        cJSON_AddNullToObject(o, "commands_per_acquisition");
+    lb__cli_add_ms(o, "elapsed_ms", elapsed_ms);
+    lb__cli_add_bool(o, "interrupted", interrupted);
+    lb__cli_add_i64(o, "failed_clients", t->failed);
+    if (t->first_error) lb__cli_add_str(o, "first_error", t->first_error);
+    lb__cli_emit(o);
+}
+
+static void teardown(client *cls, int n) {
+    for (int i = 0; i < n; i++) {
+        lb_legacy_lock_free(cls[i].l);
+        if (cls[i].c) redisFree(cls[i].c);
+    }
+    free(cls);
+}
+
+/* Every connection is made before any thread starts, so that a refused
+ * connection fails the command before the counter is touched. */
+static int setup(const lb__cli_args *a, shared *sh, client *cls, int n) {
+    char err[512];
+    for (int i = 0; i < n; i++) {
+        cls[i].sh = sh;
+        if (!(cls[i].c = lb__cli_connect(&a->conn, err, sizeof err)))
+            return lb__cli_error(a, sh->key, LB_EIO, err);
+        int rc = lb_legacy_lock_new(&cls[i].l, sh->key, strlen(sh->key), &sh->lo->legacy);
+        if (rc != LB_OK) return lb__cli_error(a, sh->key, rc, lb_strerror(rc));
+    }
+    return 0;
+}
+
+static int start(const lb__cli_args *a, shared *sh, client *cls, int n) {
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) rc = pthread_attr_setstacksize(&attr, CLIENT_STACK_BYTES);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        rc = pthread_create(&cls[i].thread, &attr, client_main, &cls[i]);
+        cls[i].started = rc == 0;
+    }
+    pthread_attr_destroy(&attr);
+    if (rc == 0) return 0;
+    atomic_store(&sh->stop, 1);
+    for (int i = 0; i < n; i++)
+        if (cls[i].started) pthread_join(cls[i].thread, NULL);
+    return lb__cli_error(a, sh->key, LB_ENOMEM, "cannot start client threads");
+}
+
+static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
+    char err[512];
+    int64_t c0, c1;
+    redisContext *ctl = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!ctl) return lb__cli_error(a, sh->key, LB_EIO, err);
+    client *cls = calloc((size_t)n, sizeof *cls);
+    int code = cls ? LB__CLI_EXIT_OK : lb__cli_error(a, sh->key, LB_ENOMEM, "out of memory");
+    if (code == LB__CLI_EXIT_OK && read_counter(ctl, sh->counter, &c0, err, sizeof err) != 0)
+        code = lb__cli_error(a, sh->key, LB_EREDIS, err);
+    if (code == LB__CLI_EXIT_OK) code = setup(a, sh, cls, n);
+    /* Client threads inherit the blocked signals: only this thread takes them. */
+    if (code == LB__CLI_EXIT_OK) lb__cli_block_signals();
+    double t0 = lb__cli_mono_ms();
+    if (code == LB__CLI_EXIT_OK) code = start(a, sh, cls, n);
+    if (code == LB__CLI_EXIT_OK) {
+        int interrupted = lb__cli_wait_signal(seconds * 1000);
+        atomic_store(&sh->stop, 1);
+        for (int i = 0; i < n; i++) pthread_join(cls[i].thread, NULL);
+        double elapsed = lb__cli_mono_ms() - t0;
+        if (read_counter(ctl, sh->counter, &c1, err, sizeof err) != 0) {
+            code = lb__cli_error(a, sh->key, LB_EREDIS, err);
+        } else {
+            totals t;
+            add_up(&t, cls, n);
+            summary(sh, cls, n, seconds, c0, c1, elapsed, interrupted, &t);
+            code = t.failed ? LB__CLI_EXIT_REDIS : LB__CLI_EXIT_OK;
+        }
+    }
+    if (cls) teardown(cls, n);
+    redisFree(ctl);
+    return code;
+}
+
+static const char *opt(const lb__cli_args *a, const char *name) {
+    int i = lb__cli_opt_index(opts, name);
+    return i >= 0 ? a->opt[i] : NULL;
+}
+
+static int read_int(const lb__cli_args *a, const char *name, int required, int64_t min,
+                    int64_t max, int64_t *out) {
+    const char *v = opt(a, name);
+    *out = 0;
+    if (!v && required) return lb__cli_usage(a, "%s is required", name), -1;
+    return v ? lb__cli_int(a, name, v, min, max, out) : 0;
+}
+
+static int run(const lb__cli_args *a) {
+    lb__cli_lockopts lo;
+    shared sh;
+    int64_t clients, seconds;
+    memset(&sh, 0, sizeof sh);
+    sh.key = a->pos[0];
+    sh.counter = opt(a, "--counter-key");
+    if (a->npos != 1) return lb__cli_usage(a, "expects exactly one KEY");
+    if (sh.key[0] == '\0') return lb__cli_usage(a, "KEY must not be empty");
+    if (!sh.counter || sh.counter[0] == '\0')
+        return lb__cli_usage(a, "--counter-key is required and must not be empty");
+    if (strcmp(sh.counter, sh.key) == 0)
+        return lb__cli_usage(a, "--counter-key must differ from KEY");
+    if (lb__cli_lockopts_read(&lo, a, opts, WAIT_MS_DEFAULT) != 0 ||
+        read_int(a, "--clients", 1, 1, CLIENTS_MAX, &clients) != 0 ||
+        read_int(a, "--seconds", 1, 1, SECONDS_MAX, &seconds) != 0 ||
+        read_int(a, "--cs-sleep-ms", 0, 0, CS_SLEEP_MS_MAX, &sh.cs_sleep_ms) != 0 ||
+        read_int(a, "--abandon-every", 0, 0, ABANDON_EVERY_MAX, &sh.abandon_every) != 0)
+        return LB__CLI_EXIT_USAGE;
+    sh.lo = &lo;
+    atomic_init(&sh.stop, 0);
+    return contend(a, &sh, (int)clients, seconds);
+}
+
+const lb__cli_command lb__cli_cmd_contend = {
+    "contend", "many clients increment a counter under one lock; JSON summary",
+    help, opts, 1, run};

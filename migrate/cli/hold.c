@@ -1,0 +1,147 @@
+/* `lockbridge hold`: acquire one legacy lock, report it, hold it for a while,
+ * release it and report whether it was still ours. */
+#include <string.h>
+
+#include "migrate/cli/cli.h"
+
+static const lb__cli_optdef opts[] = {LB__CLI_LOCK_OPTDEFS, {"--hold-ms", 1}, {NULL, 0}};
+
+static const char help[] =
+    "usage: lockbridge hold KEY [--mode legacy] [--codec SPEC] [--variant wire|scripted]\n"
+    "                           [--ttl-ms N] [--wait-ms N] [--hold-ms N]\n"
+    "                           [--clock-offset-ms N] [--release-margin-ms N]\n"
+    "\n"
+    "Acquires the legacy timestamp lock at KEY, prints an \"acquired\" JSON line, holds\n"
+    "the lock, releases it and prints a \"released\" line.\n"
+    "\n"
+    "  --mode legacy           lock protocol (only legacy in this version)\n"
+    "  --codec SPEC            value format: ms (default), s, float, json,\n"
+    "                          json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono\n"
+    "  --variant wire|scripted wire: SETNX/GET/GETSET/DEL only (default);\n"
+    "                          scripted: atomic takeover and release in Lua\n"
+    "  --ttl-ms N              validity written into the value, ms (default 30000)\n"
+    "  --wait-ms N             how long to keep trying, ms (default 0: one attempt)\n"
+    "  --hold-ms N             how long to hold before releasing, ms (default 0);\n"
+    "                          SIGINT or SIGTERM ends the hold early\n"
+    "  --clock-offset-ms N     shift this client's clock, ms (default 0)\n"
+    "  --release-margin-ms N   wire release refuses this close to expiry, ms\n"
+    "                          (default 1000)\n"
+    "\n"
+    "Exit: 0 released while still ours; 1 usage; 2 not acquired in time;\n"
+    "3 the key holds a value not in this format or another Redis type (left alone);\n"
+    "4 connection or Redis error; 5 the lock was lost (or had expired) by release.\n"
+    "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
+
+/* Exit code and reason for an acquire that did not succeed. */
+static int classify(int rc, int64_t wait_ms, const char **reason) {
+    switch (rc) {
+    case LB_EBUSY: *reason = "busy"; return LB__CLI_EXIT_NOT_ACQUIRED;
+    case LB_ETIMEDOUT:
+        *reason = wait_ms > 0 ? "timeout" : "busy";
+        return LB__CLI_EXIT_NOT_ACQUIRED;
+    case LB_EFOREIGN: *reason = "foreign"; return LB__CLI_EXIT_FOREIGN;
+    case LB_EWRONGTYPE: *reason = "wrongtype"; return LB__CLI_EXIT_FOREIGN;
+    default: *reason = "error"; return LB__CLI_EXIT_REDIS;
+    }
+}
+
+static int report_not_acquired(const lb__cli_args *a, const char *key, lb_legacy_lock *l,
+                               int rc, int64_t wait_ms, double waited_ms) {
+    const char *reason;
+    int code = classify(rc, wait_ms, &reason);
+    if (code == LB__CLI_EXIT_REDIS) return lb__cli_error(a, key, rc, lb_legacy_errstr(l));
+    cJSON *o = lb__cli_event("not_acquired");
+    int64_t holder;
+    if (!o) return lb__cli_emit(o), code;
+    lb__cli_add_str(o, "key", key);
+    lb__cli_add_str(o, "reason", reason);
+    lb__cli_add_str(o, "status", lb_err_name(rc));
+    if (lb_legacy_observed_expiry(l, &holder) == LB_OK && code == LB__CLI_EXIT_NOT_ACQUIRED)
+        lb__cli_add_i64(o, "holder_expiry", holder);
+    if (rc == LB_EFOREIGN) lb__cli_add_str(o, "foreign_value", lb_legacy_foreign(l));
+    if (code == LB__CLI_EXIT_FOREIGN) lb__cli_add_bool(o, "left_alone", 1);
+    lb__cli_add_ms(o, "waited_ms", waited_ms);
+    lb__cli_add_str(o, "detail", lb_legacy_errstr(l));
+    lb__cli_emit(o);
+    return code;
+}
+
+static void report_acquired(const char *key, const lb_legacy_lock *l,
+                            const lb__cli_lockopts *lo, double waited_ms) {
+    size_t len;
+    const char *value = lb_legacy_value(l, &len);
+    cJSON *o = lb__cli_event("acquired");
+    if (o) {
+        lb__cli_add_str(o, "key", key);
+        lb__cli_add_bytes(o, "value", value, len);
+        lb__cli_add_str(o, "codec", lo->codec_spec);
+        lb__cli_add_str(o, "variant", lb__cli_variant_name(lo->legacy.variant));
+        lb__cli_add_i64(o, "expiry", lb_legacy_expiry(l));
+        lb__cli_add_ms(o, "waited_ms", waited_ms);
+    }
+    lb__cli_emit(o);
+}
+
+/* A release that found the lock lost, or refused to delete it this close to its
+ * expiry, still means the holder could not count on it to the end. */
+static int release_exit(int rc) {
+    if (rc == LB_OK) return LB__CLI_EXIT_OK;
+    if (rc == LB_ELOST || rc == LB_EEXPIRED || rc == LB_EWRONGTYPE) return LB__CLI_EXIT_LOST;
+    return LB__CLI_EXIT_REDIS;
+}
+
+static int report_released(const char *key, lb_legacy_lock *l, int rc, int interrupted) {
+    cJSON *o = lb__cli_event("released");
+    if (o) {
+        lb__cli_add_str(o, "key", key);
+        lb__cli_add_bool(o, "still_ours", rc == LB_OK);
+        lb__cli_add_str(o, "status", lb_err_name(rc));
+        lb__cli_add_bool(o, "interrupted", interrupted);
+        if (rc != LB_OK) lb__cli_add_str(o, "detail", lb_legacy_errstr(l));
+    }
+    lb__cli_emit(o);
+    return release_exit(rc);
+}
+
+static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *lo,
+                int64_t hold_ms, redisContext *c) {
+    lb_legacy_lock *l = NULL;
+    int rc = lb_legacy_lock_new(&l, key, strlen(key), &lo->legacy);
+    if (rc != LB_OK) return lb__cli_error(a, key, rc, lb_strerror(rc));
+    double t0 = lb__cli_mono_ms();
+    rc = lb_legacy_acquire(l, c, lo->wait_ms);
+    double waited = lb__cli_mono_ms() - t0;
+    int code;
+    if (rc != LB_OK) {
+        code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited);
+    } else {
+        report_acquired(key, l, lo, waited);
+        /* From here on an interrupt ends the hold early and still releases. */
+        lb__cli_block_signals();
+        int interrupted = lb__cli_wait_signal(hold_ms);
+        code = report_released(key, l, lb_legacy_release(l, c), interrupted);
+    }
+    lb_legacy_lock_free(l);
+    return code;
+}
+
+static int run(const lb__cli_args *a) {
+    lb__cli_lockopts lo;
+    int64_t hold_ms = 0;
+    const char *hold_opt = a->opt[lb__cli_opt_index(opts, "--hold-ms")];
+    if (a->npos != 1) return lb__cli_usage(a, "expects exactly one KEY");
+    if (a->pos[0][0] == '\0') return lb__cli_usage(a, "KEY must not be empty");
+    if (lb__cli_lockopts_read(&lo, a, opts, 0) != 0) return LB__CLI_EXIT_USAGE;
+    if (hold_opt && lb__cli_int(a, "--hold-ms", hold_opt, 0, LB__CLI_MS_MAX, &hold_ms) != 0)
+        return LB__CLI_EXIT_USAGE;
+    char err[512];
+    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!c) return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    int code = hold(a, a->pos[0], &lo, hold_ms, c);
+    redisFree(c);
+    return code;
+}
+
+const lb__cli_command lb__cli_cmd_hold = {
+    "hold", "acquire a lock, hold it, release it; JSON lines on stdout",
+    help, opts, 1, run};

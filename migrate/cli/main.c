@@ -1,0 +1,100 @@
+/* The lockbridge tool's entry point: the command table, global help and version,
+ * and dispatch to one command. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "migrate/cli/cli.h"
+
+static int run_help(const lb__cli_args *a);
+
+static const lb__cli_command help_command = {
+    "help", "show help for a command", "usage: lockbridge help [COMMAND]\n", NULL, 1,
+    run_help};
+
+/* New commands join here; `lockbridge --help` lists them in this order. */
+static const lb__cli_command *const commands[] = {
+    &lb__cli_cmd_hold, &lb__cli_cmd_contend, &help_command, NULL};
+
+static const lb__cli_command *lookup(const char *name) {
+    for (int i = 0; commands[i]; i++)
+        if (strcmp(commands[i]->name, name) == 0) return commands[i];
+    return NULL;
+}
+
+static void general_help(FILE *f) {
+    fprintf(f, "usage: lockbridge [connection options] COMMAND [ARGS] [options]\n\n"
+               "Redis locks for fleets moving from timestamp locks to token locks.\n\n"
+               "Commands:\n");
+    for (int i = 0; commands[i]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\nConnection options (before or after the command):\n"
+               "  -h HOST        server host (default 127.0.0.1)\n"
+               "  -p PORT        server port (default 6379)\n"
+               "  -s SOCKET      Unix socket path (used instead of -h and -p)\n"
+               "  -a PASSWORD    AUTH with this password\n"
+               "  --user NAME    AUTH as this ACL user (needs -a)\n"
+               "  -n DB          SELECT this database\n"
+               "  --help         this help; `lockbridge COMMAND --help` for a command\n"
+               "  --version      print the library version\n");
+}
+
+static int run_help(const lb__cli_args *a) {
+    if (a->npos == 0) {
+        general_help(stdout);
+        return LB__CLI_EXIT_OK;
+    }
+    const lb__cli_command *cmd = lookup(a->pos[0]);
+    if (!cmd) {
+        char shown[64];
+        lb__cli_printable(shown, sizeof shown, a->pos[0], strlen(a->pos[0]));
+        return lb__cli_usage(a, "no command \"%s\"", shown);
+    }
+    fputs(cmd->help, stdout);
+    return LB__CLI_EXIT_OK;
+}
+
+static int dispatch(lb__cli_args *a, const lb__cli_command *cmd, int argc, char **argv) {
+    char prog[64];
+    snprintf(prog, sizeof prog, "lockbridge %s", cmd->name);
+    a->prog = prog;
+    if (lb__cli_parse(a, argc, argv, cmd->opts, cmd->max_pos, 0, NULL) != 0)
+        return LB__CLI_EXIT_USAGE;
+    if (a->help) {
+        fputs(cmd->help, stdout);
+        return LB__CLI_EXIT_OK;
+    }
+    if (a->version) {
+        printf("lockbridge %s\n", lb_version());
+        return LB__CLI_EXIT_OK;
+    }
+    if (a->conn.user && !a->conn.password) return lb__cli_usage(a, "--user needs -a PASSWORD");
+    return cmd->run(a);
+}
+
+int main(int argc, char **argv) {
+    lb__cli_args a;
+    int used;
+    /* A server that closes the connection must surface as an I/O error from
+     * hiredis, not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    lb__cli_args_init(&a, "lockbridge");
+    if (argc < 1) return LB__CLI_EXIT_USAGE;
+    if (lb__cli_parse(&a, argc - 1, argv + 1, NULL, 0, 1, &used) != 0)
+        return LB__CLI_EXIT_USAGE;
+    int rest = argc - 1 - used;
+    if (rest == 0) {
+        if (a.version) printf("lockbridge %s\n", lb_version());
+        else if (a.help) general_help(stdout);
+        else return lb__cli_usage(&a, "missing COMMAND");
+        return LB__CLI_EXIT_OK;
+    }
+    const char *name = argv[1 + used];
+    const lb__cli_command *cmd = lookup(name);
+    if (!cmd) {
+        char shown[64];
+        lb__cli_printable(shown, sizeof shown, name, strlen(name));
+        return lb__cli_usage(&a, "unknown command \"%s\"", shown);
+    }
+    return dispatch(&a, cmd, rest - 1, argv + 2 + used);
+}

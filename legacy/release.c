@@ -107,6 +107,9 @@ lb_machine *lb_legacy_release_machine(lb_legacy_lock *l) {
 static int extend_start(lb_legacy_lock *l, const lb_now *now) {
     if (l->opts.variant != LB_LEGACY_SCRIPTED)
         return lb__fail(&l->m, LB_EINVAL, "extend needs the scripted variant");
+    if (l->extend_ttl_ms <= 0)
+        return lb__fail(&l->m, LB_EINVAL, "extend ttl must be positive (got %lld ms)",
+                        (long long)l->extend_ttl_ms);
     if (!l->held) return lb__fail(&l->m, LB_ESTATE, "not held by this handle");
     if (lb_codec_now(&l->codec, now) > l->expiry) {
         l->held = 0;
@@ -151,6 +154,5 @@ lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms) {
     lb__machine_begin(&l->m, extend_step);
     l->state = E_START;
     l->extend_ttl_ms = ttl_ms;
-    if (ttl_ms <= 0) l->m.step = NULL; /* lb_machine_step answers LB_EINVAL */
     return &l->m;
 }

@@ -27,6 +27,7 @@ static int acquired(lb_legacy_lock *l) {
     l->valuelen = l->pendinglen;
     l->expiry = l->pending_expiry;
     l->held = 1;
+    l->has_observed_expiry = 0; /* it describes a holder, and we are the holder now */
     return LB_OK;
 }
 

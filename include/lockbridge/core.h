@@ -99,7 +99,7 @@ int lb_async_run(struct redisAsyncContext *ac, lb_machine *m, const lb_clock *cl
 
 /* ---- Companion keys ----------------------------------------------------------
  * Keys that travel with a lock (fencing counter, channel, census, mode) share its
- * cluster hash slot: "{user}:1:suffix" for a key with a hash tag becomes
+ * cluster hash slot: a key with a hash tag, "{user}:1", becomes
  * "{user}:1:suffix", otherwise the key is wrapped: "{key}:suffix". Writes at most
  * `cap` bytes including a NUL; returns the full length, or LB_EINVAL. */
 int lb_companion_key(const char *key, size_t keylen, const char *suffix, char *out,

@@ -60,7 +60,11 @@ int lb_codec_expiry(const lb_codec *c, const lb_now *now, int64_t ttl_ms, int64_
 int lb_codec_encode(const lb_codec *c, int64_t t, char *buf, size_t cap, size_t *len);
 /* Decodes a value strictly: anything not exactly this codec's form is
  * LB_EFOREIGN (sign, spaces, leading zeros, overflow, trailing bytes, NULs,
- * wrong JSON shape, duplicate field). */
+ * wrong JSON shape, duplicate field). The JSON form is one JSON object in
+ * which the field appears once as a plain non-negative integer (exact to
+ * INT64_MAX; no fraction, exponent or sign); other members and JSON's
+ * insignificant whitespace are allowed, as the JVM lockers' readers allow them.
+ * *t is reset on entry. */
 int lb_codec_decode(const lb_codec *c, const char *s, size_t len, int64_t *t);
 /* Converts a duration in milliseconds to the codec's unit (rounded up). */
 int lb_codec_ms_to_units(const lb_codec *c, int64_t ms, int64_t *out);

@@ -1,6 +1,7 @@
 /* Real time for the tool's commands: a monotonic reading for measuring waits,
  * plain sleeps, and waits that SIGINT or SIGTERM end early. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -37,15 +38,15 @@ void lb__cli_block_signals(void) {
 }
 
 /* The signals are blocked, so one that arrives at any moment stays pending
- * until sigtimedwait takes it: there is no window in which it is missed. */
+ * until sigtimedwait takes it: there is no window in which it is missed. A
+ * zero wait only takes a signal already pending. */
 int lb__cli_wait_signal(int64_t ms) {
     sigset_t set;
     stop_signals(&set);
     double deadline = lb__cli_mono_ms() + (double)ms;
     for (;;) {
         double left = deadline - lb__cli_mono_ms();
-        if (left <= 0) return 0;
-        struct timespec ts = ts_ms((int64_t)left + 1);
+        struct timespec ts = ts_ms(left > 0 ? (int64_t)ceil(left) : 0);
         int sig = sigtimedwait(&set, NULL, &ts);
         if (sig == SIGINT || sig == SIGTERM) return 1;
         if (sig == -1 && errno == EAGAIN) return 0;

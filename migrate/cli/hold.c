@@ -20,7 +20,8 @@ static const char help[] =
     "  --variant wire|scripted wire: SETNX/GET/GETSET/DEL only (default);\n"
     "                          scripted: atomic takeover and release in Lua\n"
     "  --ttl-ms N              validity written into the value, ms (default 30000)\n"
-    "  --wait-ms N             how long to keep trying, ms (default 0: one attempt)\n"
+    "  --wait-ms N             how long to keep trying, ms (default 0: one attempt);\n"
+    "                          SIGINT or SIGTERM ends the wait between attempts\n"
     "  --hold-ms N             how long to hold before releasing, ms (default 0);\n"
     "                          SIGINT or SIGTERM ends the hold early\n"
     "  --clock-offset-ms N     shift this client's clock, ms (default 0)\n"
@@ -33,11 +34,11 @@ static const char help[] =
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 /* Exit code and reason for an acquire that did not succeed. */
-static int classify(int rc, int64_t wait_ms, const char **reason) {
+static int classify(int rc, int64_t wait_ms, int interrupted, const char **reason) {
     switch (rc) {
     case LB_EBUSY: *reason = "busy"; return LB__CLI_EXIT_NOT_ACQUIRED;
     case LB_ETIMEDOUT:
-        *reason = wait_ms > 0 ? "timeout" : "busy";
+        *reason = interrupted ? "interrupted" : wait_ms > 0 ? "timeout" : "busy";
         return LB__CLI_EXIT_NOT_ACQUIRED;
     case LB_EFOREIGN: *reason = "foreign"; return LB__CLI_EXIT_FOREIGN;
     case LB_EWRONGTYPE: *reason = "wrongtype"; return LB__CLI_EXIT_FOREIGN;
@@ -46,9 +47,9 @@ static int classify(int rc, int64_t wait_ms, const char **reason) {
 }
 
 static int report_not_acquired(const lb__cli_args *a, const char *key, lb_legacy_lock *l,
-                               int rc, int64_t wait_ms, double waited_ms) {
+                               int rc, int64_t wait_ms, double waited_ms, int interrupted) {
     const char *reason;
-    int code = classify(rc, wait_ms, &reason);
+    int code = classify(rc, wait_ms, interrupted, &reason);
     if (code == LB__CLI_EXIT_REDIS) return lb__cli_error(a, key, rc, lb_legacy_errstr(l));
     cJSON *o = lb__cli_event("not_acquired");
     int64_t holder;
@@ -103,22 +104,43 @@ static int report_released(const char *key, lb_legacy_lock *l, int rc, int inter
     return release_exit(rc);
 }
 
+/* The wait is cut into slices so that an interrupt is noticed between attempts
+ * rather than by killing the process in the middle of one, which could leave a
+ * freshly written lock behind until its expiry. Each slice restarts the
+ * library's back-off, so slices are long enough to reach its longest sleep,
+ * milliseconds. */
+#define WAIT_SLICE_MS 1000
+
+static int acquire(lb_legacy_lock *l, redisContext *c, int64_t wait_ms, int *interrupted) {
+    double deadline = lb__cli_mono_ms() + (double)wait_ms;
+    *interrupted = 0;
+    for (;;) {
+        double left = deadline - lb__cli_mono_ms();
+        int64_t slice = left <= 0 ? 0 : left < WAIT_SLICE_MS ? (int64_t)left : WAIT_SLICE_MS;
+        int rc = lb_legacy_acquire(l, c, slice);
+        if ((rc != LB_ETIMEDOUT && rc != LB_EFOREIGN) || lb__cli_mono_ms() >= deadline)
+            return rc;
+        if ((*interrupted = lb__cli_wait_signal(0)) != 0) return rc;
+    }
+}
+
 static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *lo,
                 int64_t hold_ms, redisContext *c) {
     lb_legacy_lock *l = NULL;
     int rc = lb_legacy_lock_new(&l, key, strlen(key), &lo->legacy);
     if (rc != LB_OK) return lb__cli_error(a, key, rc, lb_strerror(rc));
+    /* From here on SIGINT and SIGTERM end the wait or the hold, never an
+     * operation half done; a lock taken is always released. */
+    lb__cli_block_signals();
+    int interrupted, code;
     double t0 = lb__cli_mono_ms();
-    rc = lb_legacy_acquire(l, c, lo->wait_ms);
+    rc = acquire(l, c, lo->wait_ms, &interrupted);
     double waited = lb__cli_mono_ms() - t0;
-    int code;
     if (rc != LB_OK) {
-        code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited);
+        code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited, interrupted);
     } else {
         report_acquired(key, l, lo, waited);
-        /* From here on an interrupt ends the hold early and still releases. */
-        lb__cli_block_signals();
-        int interrupted = lb__cli_wait_signal(hold_ms);
+        interrupted = lb__cli_wait_signal(hold_ms);
         code = report_released(key, l, lb_legacy_release(l, c), interrupted);
     }
     lb_legacy_lock_free(l);

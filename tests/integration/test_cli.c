@@ -1,0 +1,832 @@
+/* The lockbridge tool run as a child process against a real redis-server: hold
+ * and contend outcomes and exit codes, JSON output, argument errors, connection
+ * options. The tool is $LB_TOOL, or $BUILD/lockbridge (BUILD defaults to build). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "harness/redis_server.h"
+#include "lockbridge/lockbridge.h"
+
+static lbt_redis server;
+static redisContext *conn;
+static char port[16];
+static char tool[512];
+
+/* ---- Running the tool ------------------------------------------------------------ */
+#define LBT_MAX_ARGS 32
+/* A tool that has not answered in this long is stuck: the test fails rather
+ * than hangs. It bounds a hang only; no outcome depends on it (milliseconds). */
+#define LBT_STUCK_MS 30000
+
+typedef struct lbt_proc {
+    pid_t pid;
+    int out_fd, err_fd;
+    char out[1 << 16];
+    size_t outlen;
+    char err[1 << 13];
+    size_t errlen;
+} lbt_proc;
+
+static lbt_proc proc;
+
+static void lbt_spawn(lbt_proc *p, const char *const *args) {
+    const char *argv[LBT_MAX_ARGS + 2];
+    int n = 0, out[2], err[2];
+    argv[n++] = tool;
+    for (int i = 0; args[i]; i++) {
+        assert_true(n < LBT_MAX_ARGS);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    memset(p, 0, sizeof *p);
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    p->out_fd = out[0];
+    p->err_fd = err[0];
+}
+
+/* Reads whatever is ready on one pipe; closes it at end of file. */
+static void drain(int *fd, char *buf, size_t cap, size_t *len) {
+    char tmp[4096];
+    ssize_t n = read(*fd, tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+        close(*fd);
+        *fd = -1;
+        return;
+    }
+    assert_true(*len + (size_t)n < cap);
+    memcpy(buf + *len, tmp, (size_t)n);
+    *len += (size_t)n;
+    buf[*len] = '\0';
+}
+
+/* One round of reading both pipes; fails the test if nothing comes for too long. */
+static void pump(lbt_proc *p) {
+    struct pollfd fds[2] = {{p->out_fd, POLLIN, 0}, {p->err_fd, POLLIN, 0}};
+    int rc = poll(fds, 2, LBT_STUCK_MS);
+    if (rc < 0 && errno == EINTR) return;
+    assert_true(rc > 0);
+    if (p->out_fd >= 0 && fds[0].revents) drain(&p->out_fd, p->out, sizeof p->out, &p->outlen);
+    if (p->err_fd >= 0 && fds[1].revents) drain(&p->err_fd, p->err, sizeof p->err, &p->errlen);
+}
+
+/* Waits until the tool has printed `lines` complete lines on stdout. */
+static void lbt_wait_lines(lbt_proc *p, int lines) {
+    for (;;) {
+        int seen = 0;
+        for (size_t i = 0; i < p->outlen; i++) seen += p->out[i] == '\n';
+        if (seen >= lines) return;
+        assert_true(p->out_fd >= 0);
+        pump(p);
+    }
+}
+
+/* Collects the rest of the output; returns the exit code. */
+static int lbt_finish(lbt_proc *p) {
+    int status;
+    while (p->out_fd >= 0 || p->err_fd >= 0) pump(p);
+    assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static int lbt_run(const char *const *args) {
+    lbt_spawn(&proc, args);
+    return lbt_finish(&proc);
+}
+
+/* ---- Reading its output -------------------------------------------------------------- */
+#define LBT_MAX_LINES 8
+
+typedef struct lbt_lines {
+    int n;
+    cJSON *line[LBT_MAX_LINES];
+} lbt_lines;
+
+/* Parses every stdout line as JSON; each must be valid. */
+static void lbt_parse(const lbt_proc *p, lbt_lines *out) {
+    char copy[sizeof p->out];
+    memcpy(copy, p->out, p->outlen + 1);
+    memset(out, 0, sizeof *out);
+    char *save = NULL;
+    for (char *s = strtok_r(copy, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
+        assert_true(out->n < LBT_MAX_LINES);
+        out->line[out->n] = cJSON_Parse(s);
+        if (!out->line[out->n]) fail_msg("not JSON: %s", s);
+        out->n++;
+    }
+}
+
+static void lbt_lines_free(lbt_lines *l) {
+    for (int i = 0; i < l->n; i++) cJSON_Delete(l->line[i]);
+    l->n = 0;
+}
+
+static const char *str_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(v)) fail_msg("field %s is not a string", name);
+    return v->valuestring;
+}
+
+static double num_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v)) fail_msg("field %s is not a number", name);
+    return v->valuedouble;
+}
+
+static int bool_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsBool(v)) fail_msg("field %s is not a boolean", name);
+    return cJSON_IsTrue(v);
+}
+
+/* The tool writes each byte as one code point; cJSON decodes those to UTF-8.
+ * Maps the code points back to bytes; fails on any above U+00FF. */
+static size_t latin1_bytes(const char *utf8, char *out, size_t cap) {
+    size_t n = 0;
+    for (const unsigned char *s = (const unsigned char *)utf8; *s; n++) {
+        assert_true(n < cap);
+        if (*s < 0x80) {
+            out[n] = (char)*s++;
+        } else {
+            assert_true(s[0] == 0xc2 || s[0] == 0xc3);
+            out[n] = (char)(((s[0] & 0x03) << 6) | (s[1] & 0x3f));
+            s += 2;
+        }
+    }
+    return n;
+}
+
+/* ---- Redis helpers ----------------------------------------------------------------- */
+static long long int_reply(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(conn, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void cmd_ok(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(conn, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+
+/* The key's value as a string; "" when absent. */
+static const char *get_value(const char *key) {
+    static char buf[256];
+    redisReply *r = redisCommand(conn, "GET %s", key);
+    assert_non_null(r);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
+    freeReplyObject(r);
+    return buf;
+}
+
+static int64_t wall_ms(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static lb_legacy_lock *library_holder(const char *key) {
+    lb_legacy_lock *l = NULL;
+    assert_int_equal(lb_legacy_lock_new(&l, key, strlen(key), NULL), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(l, conn), LB_OK);
+    return l;
+}
+
+/* ---- hold ---------------------------------------------------------------------------- */
+static void test_hold_prints_json_lines_and_deletes_its_key(void **state) {
+    (void)state;
+    int64_t before = wall_ms();
+    const char *args[] = {"-p", port, "hold", "cli:hold", "--ttl-ms", "20000",
+                          "--hold-ms", "10", NULL};
+    assert_int_equal(lbt_run(args), 0);
+    int64_t after = wall_ms();
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[0], "event"), "acquired");
+    assert_string_equal(str_of(l.line[0], "key"), "cli:hold");
+    assert_string_equal(str_of(l.line[0], "codec"), "ms");
+    assert_string_equal(str_of(l.line[0], "variant"), "wire");
+    double expiry = num_of(l.line[0], "expiry");
+    assert_true(expiry >= (double)(before + 20000) && expiry <= (double)(after + 20001));
+    char expect[32];
+    snprintf(expect, sizeof expect, "%.0f", expiry);
+    assert_string_equal(str_of(l.line[0], "value"), expect);
+    assert_true(num_of(l.line[0], "waited_ms") >= 0);
+    assert_string_equal(str_of(l.line[1], "event"), "released");
+    assert_string_equal(str_of(l.line[1], "key"), "cli:hold");
+    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(str_of(l.line[1], "status"), "LB_OK");
+    assert_int_equal(int_reply("EXISTS %s", "cli:hold"), 0);
+    assert_int_equal(proc.errlen, 0);
+    lbt_lines_free(&l);
+}
+
+/* Every codec and variant writes a value that decodes, by the codec the tool
+ * reports, to the expiry it reports. */
+static void test_hold_value_matches_its_expiry_in_every_codec(void **state) {
+    (void)state;
+    static const struct {
+        const char *codec, *variant;
+    } cases[] = {
+        {"ms", "scripted"},
+        {"s", "wire"},
+        {"float", "scripted"},
+        {"json", "wire"},
+        {"json:field=until,unit=ms,clock=epoch", "scripted"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"hold", "cli:codec", "-p", port, "--codec", cases[i].codec,
+                              "--variant", cases[i].variant, NULL};
+        assert_int_equal(lbt_run(args), 0);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 2);
+        lb_codec c;
+        int64_t t;
+        const char *value = str_of(l.line[0], "value");
+        assert_int_equal(lb_codec_parse(&c, str_of(l.line[0], "codec")), LB_OK);
+        assert_int_equal(lb_codec_decode(&c, value, strlen(value), &t), LB_OK);
+        /* Raw JSON digits: compared as text, since a nanosecond instant does not
+         * survive a double. */
+        char expect[32], *raw = strstr(proc.out, "\"expiry\":");
+        assert_non_null(raw);
+        snprintf(expect, sizeof expect, "\"expiry\":%lld,", (long long)t);
+        assert_memory_equal(raw, expect, strlen(expect));
+        assert_string_equal(str_of(l.line[0], "variant"), cases[i].variant);
+        assert_true(bool_of(l.line[1], "still_ours"));
+        assert_int_equal(int_reply("EXISTS %s", "cli:codec"), 0);
+        lbt_lines_free(&l);
+    }
+}
+
+static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) {
+    (void)state;
+    lb_legacy_lock *other = library_holder("cli:held");
+    char theirs[64];
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    static const struct {
+        const char *wait_ms, *reason;
+    } cases[] = {{"0", "busy"}, {"30", "timeout"}};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {"hold", "cli:held", "--wait-ms", cases[i].wait_ms, "-p", port,
+                              NULL};
+        assert_int_equal(lbt_run(args), 2);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
+        assert_string_equal(str_of(l.line[0], "reason"), cases[i].reason);
+        assert_string_equal(str_of(l.line[0], "status"), "LB_ETIMEDOUT");
+        assert_true(num_of(l.line[0], "holder_expiry") == (double)lb_legacy_expiry(other));
+        assert_string_equal(get_value("cli:held"), theirs);
+        lbt_lines_free(&l);
+    }
+    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    lb_legacy_lock_free(other);
+}
+
+static void test_hold_on_a_foreign_value_exits_3_and_leaves_it(void **state) {
+    (void)state;
+    static const struct {
+        const char *value;
+        size_t len;
+    } cases[] = {
+        {"not-a-timestamp", 15},
+        {"{\"uid\":\"4f1c\"}", 14},
+        {"\x00\xff\xfe\"\\", 5},
+        {"1700000000000 ", 14},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cmd_ok("SET %s %b", "cli:foreign", cases[i].value, cases[i].len);
+        const char *args[] = {"-p", port, "hold", "cli:foreign", "--wait-ms", "20", NULL};
+        assert_int_equal(lbt_run(args), 3);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
+        assert_string_equal(str_of(l.line[0], "reason"), "foreign");
+        assert_string_equal(str_of(l.line[0], "status"), "LB_EFOREIGN");
+        assert_true(bool_of(l.line[0], "left_alone"));
+        redisReply *r = redisCommand(conn, "GET %s", "cli:foreign");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_int_equal(r->len, cases[i].len);
+        assert_memory_equal(r->str, cases[i].value, cases[i].len);
+        freeReplyObject(r);
+        lbt_lines_free(&l);
+    }
+    cmd_ok("DEL %s", "cli:foreign");
+}
+
+static void test_hold_on_a_hash_exits_3_and_leaves_it(void **state) {
+    (void)state;
+    cmd_ok("HSET %s f v", "cli:hash");
+    const char *args[] = {"-p", port, "hold", "cli:hash", NULL};
+    assert_int_equal(lbt_run(args), 3);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(str_of(l.line[0], "reason"), "wrongtype");
+    assert_string_equal(str_of(l.line[0], "status"), "LB_EWRONGTYPE");
+    assert_int_equal(int_reply("HLEN %s", "cli:hash"), 1);
+    cmd_ok("DEL %s", "cli:hash");
+    lbt_lines_free(&l);
+}
+
+/* Keys are bytes: control bytes, quotes and bytes that are not UTF-8 still make
+ * valid JSON, and decoding gives back the exact bytes. */
+static void test_hold_prints_any_key_bytes_as_valid_json(void **state) {
+    (void)state;
+    static const char key[] = "cli:\xff\x01\"\\\xc3\xa9\n";
+    const char *args[] = {"-p", port, "hold", key, NULL};
+    assert_int_equal(lbt_run(args), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    char bytes[64];
+    for (int i = 0; i < 2; i++) {
+        size_t n = latin1_bytes(str_of(l.line[i], "key"), bytes, sizeof bytes);
+        assert_int_equal(n, sizeof key - 1);
+        assert_memory_equal(bytes, key, n);
+    }
+    assert_int_equal(int_reply("EXISTS %b", key, sizeof key - 1), 0);
+    lbt_lines_free(&l);
+}
+
+/* The tool holds until signalled; meanwhile the key is overwritten, as by a
+ * contender that judged the lock expired: the release finds it lost. */
+static void test_hold_reports_a_lock_lost_while_held_and_exits_5(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:lost", "--hold-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    assert_int_equal(int_reply("EXISTS %s", "cli:lost"), 1);
+    cmd_ok("SET %s %s", "cli:lost", "1");
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    assert_int_equal(lbt_finish(&proc), 5);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[1], "event"), "released");
+    assert_false(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(str_of(l.line[1], "status"), "LB_ELOST");
+    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_string_equal(get_value("cli:lost"), "1");
+    cmd_ok("DEL %s", "cli:lost");
+    lbt_lines_free(&l);
+}
+
+static void test_hold_interrupted_by_sigint_still_releases(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:sigint", "--hold-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    assert_int_equal(kill(proc.pid, SIGINT), 0);
+    assert_int_equal(lbt_finish(&proc), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_int_equal(int_reply("EXISTS %s", "cli:sigint"), 0);
+    lbt_lines_free(&l);
+}
+
+/* SETNX calls the server has answered so far. */
+static long long setnx_calls(void) {
+    redisReply *r = redisCommand(conn, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    const char *at = strstr(r->str, "cmdstat_setnx:calls=");
+    long long n = at ? atoll(at + strlen("cmdstat_setnx:calls=")) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **state) {
+    (void)state;
+    lb_legacy_lock *other = library_holder("cli:waiting");
+    char theirs[64];
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    long long before = setnx_calls();
+    const char *args[] = {"-p", port, "hold", "cli:waiting", "--wait-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    /* Once the tool has attempted, it is in its wait loop with signals held. */
+    for (int i = 0; setnx_calls() == before; i++) {
+        assert_true(i < LBT_STUCK_MS);
+        usleep(1000);
+    }
+    assert_int_equal(kill(proc.pid, SIGINT), 0);
+    assert_int_equal(lbt_finish(&proc), 2);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
+    assert_string_equal(str_of(l.line[0], "reason"), "interrupted");
+    assert_string_equal(get_value("cli:waiting"), theirs);
+    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    lb_legacy_lock_free(other);
+    lbt_lines_free(&l);
+}
+
+/* A wire release refuses to delete a lock within the release margin of its
+ * expiry: a ttl shorter than the margin is always "too close". */
+static void test_hold_too_close_to_expiry_exits_5_with_eexpired(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:close", "--ttl-ms", "500", NULL};
+    assert_int_equal(lbt_run(args), 5);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_false(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(str_of(l.line[1], "status"), "LB_EEXPIRED");
+    assert_int_equal(int_reply("EXISTS %s", "cli:close"), 1); /* left to expire */
+    cmd_ok("DEL %s", "cli:close");
+    lbt_lines_free(&l);
+}
+
+/* A client whose clock runs an hour late sees a 30 s lock as long expired and
+ * takes it over, as such a host would. */
+static void test_clock_offset_makes_a_late_client_take_over(void **state) {
+    (void)state;
+    lb_legacy_lock *other = library_holder("cli:skew");
+    int64_t before = wall_ms();
+    const char *args[] = {"-p", port, "hold", "cli:skew", "--clock-offset-ms", "3600000",
+                          "--hold-ms", "0", NULL};
+    assert_int_equal(lbt_run(args), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_true(num_of(l.line[0], "expiry") >= (double)(before + 3600000 + 30000));
+    assert_int_equal(lb_legacy_release(other, conn), LB_ELOST);
+    lb_legacy_lock_free(other);
+    lbt_lines_free(&l);
+}
+
+/* ---- Arguments ------------------------------------------------------------------------- */
+static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
+    (void)state;
+    static const char *const cases[][12] = {
+        {"hold", "cli:args", "--ttl-ms", "abc"},
+        {"hold", "cli:args", "--ttl-ms", "10x"},
+        {"hold", "cli:args", "--ttl-ms", ""},
+        {"hold", "cli:args", "--ttl-ms", " 5"},
+        {"hold", "cli:args", "--ttl-ms", "+5"},
+        {"hold", "cli:args", "--ttl-ms", "0"},
+        {"hold", "cli:args", "--wait-ms", "-1"},
+        {"hold", "cli:args", "--hold-ms", "-5"},
+        {"hold", "cli:args", "--ttl-ms", "9223372036854775808"},
+        {"hold", "cli:args", "--wait-ms", "99999999999999999999"},
+        {"hold", "cli:args", "--ttl-ms"},
+        {"hold", "cli:args", "--ttl-ms", "1", "--ttl-ms", "2"},
+        {"hold", "cli:args", "--no-such-option"},
+        {"hold", "cli:args", "--help=yes"},
+        {"hold"},
+        {"hold", "cli:args", "extra"},
+        {"hold", ""},
+        {"hold", "cli:args", "--codec", "xml"},
+        {"hold", "cli:args", "--codec", "json:unit=fortnights"},
+        {"hold", "cli:args", "--mode", "sideways"},
+        {"hold", "cli:args", "--mode", "compat"},
+        {"hold", "cli:args", "--mode", "modern"},
+        {"hold", "cli:args", "--variant", "magic"},
+        {"hold", "cli:args", "-p", "0"},
+        {"hold", "cli:args", "-p", "65536"},
+        {"hold", "cli:args", "-n", "-1"},
+        {"hold", "cli:args", "--user", "alice"},
+        {"no-such-command"},
+        {"--bogus", "hold", "cli:args"},
+        {NULL},
+        {"contend", "cli:args", "--seconds", "1", "--counter-key", "cli:argc"},
+        {"contend", "cli:args", "--clients", "0", "--seconds", "1", "--counter-key", "c"},
+        {"contend", "cli:args", "--clients", "1025", "--seconds", "1", "--counter-key", "c"},
+        {"contend", "cli:args", "--clients", "2", "--counter-key", "cli:argc"},
+        {"contend", "cli:args", "--clients", "2", "--seconds", "1"},
+        {"contend", "cli:args", "--clients", "2", "--seconds", "1", "--counter-key",
+         "cli:args"},
+        {"contend", "cli:args", "--clients", "2", "--seconds", "1", "--counter-key", "c",
+         "--abandon-every", "-3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16];
+        int n = 0;
+        for (int j = 0; cases[i][j]; j++) args[n++] = cases[i][j];
+        args[n++] = "-p";
+        args[n++] = port;
+        args[n] = NULL;
+        int rc = lbt_run(args);
+        if (rc != 1) fail_msg("case %zu (%s %s): exit %d", i, args[0], args[1], rc);
+        assert_int_equal(proc.outlen, 0);
+        char *nl = strchr(proc.err, '\n');
+        assert_non_null(nl);
+        assert_int_equal((size_t)(nl - proc.err) + 1, proc.errlen); /* one line */
+        assert_non_null(strstr(proc.err, "--help"));
+    }
+    assert_int_equal(int_reply("EXISTS %s", "cli:args"), 0);
+}
+
+static void test_help_and_version_exit_0(void **state) {
+    (void)state;
+    static const char *const cases[][4] = {
+        {"--help"}, {"help"}, {"help", "hold"}, {"hold", "--help"}, {"contend", "--help"},
+        {"--help", "contend"},
+    };
+    static const char *const expect[] = {"hold", "contend", "usage: lockbridge hold",
+                                         "usage: lockbridge hold", "usage: lockbridge contend",
+                                         "usage: lockbridge contend"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(lbt_run(cases[i]), 0);
+        assert_non_null(strstr(proc.out, expect[i]));
+    }
+    const char *version[] = {"--version", NULL};
+    assert_int_equal(lbt_run(version), 0);
+    assert_non_null(strstr(proc.out, lb_version()));
+}
+
+/* ---- Connections ----------------------------------------------------------------------- */
+static void test_connection_refused_exits_4(void **state) {
+    (void)state;
+    /* A port bound without listening refuses connections for as long as we hold it. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    char closed[16];
+    snprintf(closed, sizeof closed, "%d", ntohs(a.sin_port));
+    const char *hold[] = {"hold", "cli:refused", "-p", closed, NULL};
+    const char *contend[] = {"contend", "cli:refused", "-p", closed, "--clients", "2",
+                             "--seconds", "1", "--counter-key", "cli:refused:n", NULL};
+    const char *const *cases[] = {hold, contend};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(lbt_run(cases[i]), 4);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(str_of(l.line[0], "event"), "error");
+        assert_string_equal(str_of(l.line[0], "status"), "LB_EIO");
+        assert_true(proc.errlen > 0);
+        lbt_lines_free(&l);
+    }
+    close(fd);
+}
+
+static void test_select_chooses_the_database(void **state) {
+    (void)state;
+    cmd_ok("SELECT 3");
+    lb_legacy_lock *other = library_holder("cli:db");
+    cmd_ok("SELECT 0");
+    const char *in_db3[] = {"-n", "3", "-p", port, "hold", "cli:db", NULL};
+    const char *in_db0[] = {"-p", port, "hold", "cli:db", NULL};
+    assert_int_equal(lbt_run(in_db3), 2);
+    assert_int_equal(lbt_run(in_db0), 0);
+    cmd_ok("SELECT 3");
+    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    cmd_ok("SELECT 0");
+    lb_legacy_lock_free(other);
+}
+
+/* A second server whose clients must authenticate. The harness waits for an
+ * unauthenticated PING, so the password is set once the server answers; from
+ * then on it behaves as if started with --requirepass. */
+static lbt_redis secure;
+
+static int start_secure(void **state) {
+    (void)state;
+    if (lbt_redis_start(&secure, NULL) != 0) return -1;
+    redisContext *c = lbt_redis_connect(&secure);
+    if (!c) return -1;
+    redisReply *acl = redisCommand(c, "ACL SETUSER alice on >wonderland ~cli:* +@all");
+    redisReply *pass = redisCommand(c, "CONFIG SET requirepass s3cret");
+    int ok = acl && acl->type == REDIS_REPLY_STATUS && pass && pass->type == REDIS_REPLY_STATUS;
+    if (acl) freeReplyObject(acl);
+    if (pass) freeReplyObject(pass);
+    redisFree(c);
+    return ok ? 0 : -1;
+}
+
+static int stop_secure(void **state) {
+    (void)state;
+    lbt_redis_stop(&secure);
+    return 0;
+}
+
+static void test_auth_with_password_and_acl_user(void **state) {
+    (void)state;
+    char p[16];
+    snprintf(p, sizeof p, "%d", secure.port);
+    static const struct {
+        const char *args[8];
+        int exit;
+    } cases[] = {
+        {{"-a", "s3cret", "hold", "cli:auth"}, 0},
+        {{"hold", "cli:auth", "--user", "alice", "-a", "wonderland"}, 0},
+        {{"hold", "cli:auth"}, 4},
+        {{"-a", "wrong", "hold", "cli:auth"}, 4},
+        {{"--user", "alice", "-a", "s3cret", "hold", "cli:auth"}, 4},
+        {{"--user", "alice", "-a", "wonderland", "hold", "other:key"}, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[12];
+        int n = 0;
+        for (int j = 0; cases[i].args[j]; j++) args[n++] = cases[i].args[j];
+        args[n++] = "-p";
+        args[n++] = p;
+        args[n] = NULL;
+        int rc = lbt_run(args);
+        if (rc != cases[i].exit) fail_msg("case %zu: exit %d: %s", i, rc, proc.err);
+    }
+}
+
+/* ---- contend -------------------------------------------------------------------------- */
+typedef struct lbt_summary {
+    double acquisitions, delta, lost_updates, abandoned, per_client_sum, floor_thirds;
+    double counter_end;
+    int per_client_n;
+} lbt_summary;
+
+static void run_contend(const char *const *extra, lbt_summary *s) {
+    const char *args[32];
+    int n = 0;
+    const char *base[] = {"contend", "cli:contend", "-p", port, "--clients", "4",
+                          "--seconds", "1", "--counter-key", "cli:counter", NULL};
+    for (int i = 0; base[i]; i++) args[n++] = base[i];
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    memset(s, 0, sizeof *s);
+    int rc = lbt_run(args);
+    if (rc != 0) fail_msg("contend exit %d: %s", rc, proc.err);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    cJSON *o = l.line[0];
+    assert_string_equal(str_of(o, "event"), "summary");
+    assert_string_equal(str_of(o, "mode"), "legacy");
+    assert_int_equal((int)num_of(o, "clients"), 4);
+    assert_int_equal((int)num_of(o, "failed_clients"), 0);
+    s->acquisitions = num_of(o, "acquisitions");
+    s->delta = num_of(o, "counter_delta");
+    s->lost_updates = num_of(o, "lost_updates");
+    s->abandoned = num_of(o, "abandoned");
+    s->counter_end = num_of(o, "counter_end");
+    assert_true(s->delta == s->counter_end - num_of(o, "counter_start"));
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(o, "per_client"), *it;
+    assert_true(cJSON_IsArray(per));
+    cJSON_ArrayForEach(it, per) {
+        s->per_client_n++;
+        s->per_client_sum += it->valuedouble;
+        s->floor_thirds += (double)((long long)it->valuedouble / 3);
+    }
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "acquire_ms");
+    if (s->acquisitions > 0) {
+        assert_true(num_of(ms, "p50") <= num_of(ms, "p99"));
+        assert_true(num_of(ms, "p99") <= num_of(ms, "max"));
+        assert_true(num_of(o, "commands") >= s->acquisitions);
+    }
+    lbt_lines_free(&l);
+}
+
+static void test_contend_counts_every_update_in_both_variants(void **state) {
+    (void)state;
+    static const char *const variants[] = {"wire", "scripted"};
+    for (int i = 0; i < 2; i++) {
+        const char *extra[] = {"--variant", variants[i], NULL};
+        lbt_summary s;
+        run_contend(extra, &s);
+        assert_true(s.acquisitions > 0);
+        assert_true(s.lost_updates == 0);
+        assert_true(s.delta == s.acquisitions);
+        assert_int_equal(s.per_client_n, 4);
+        assert_true(s.per_client_sum == s.acquisitions);
+        char end[32];
+        snprintf(end, sizeof end, "%.0f", s.counter_end);
+        assert_string_equal(get_value("cli:counter"), end);
+        assert_int_equal(int_reply("EXISTS %s", "cli:contend"), 0);
+    }
+}
+
+/* Abandoned locks are taken over once their timestamp passes; the wire variant
+ * needs a release margin under the short ttl, or every release is refused. */
+static void test_contend_survives_abandoned_locks(void **state) {
+    (void)state;
+    static const char *const variants[][4] = {{"scripted", "1000"}, {"wire", "20"}};
+    for (int i = 0; i < 2; i++) {
+        const char *extra[] = {"--variant", variants[i][0], "--release-margin-ms",
+                               variants[i][1], "--abandon-every", "3", "--ttl-ms", "200",
+                               NULL};
+        lbt_summary s;
+        run_contend(extra, &s);
+        assert_true(s.acquisitions > 0);
+        assert_true(s.lost_updates == 0);
+        assert_true(s.delta == s.acquisitions);
+        assert_true(s.abandoned > 0);
+        assert_true(s.abandoned == s.floor_thirds);
+    }
+    cmd_ok("DEL %s", "cli:contend");
+}
+
+static void test_contend_refuses_a_counter_that_is_not_a_number(void **state) {
+    (void)state;
+    cmd_ok("SET %s %s", "cli:badcounter", "twelve");
+    const char *args[] = {"contend", "cli:contend", "-p", port, "--clients", "2",
+                          "--seconds", "1", "--counter-key", "cli:badcounter", NULL};
+    assert_int_equal(lbt_run(args), 4);
+    assert_string_equal(get_value("cli:badcounter"), "twelve");
+    assert_int_equal(int_reply("EXISTS %s", "cli:contend"), 0);
+    cmd_ok("DEL %s", "cli:badcounter");
+}
+
+/* ---- Fixture -------------------------------------------------------------------------- */
+static int setup(void **state) {
+    (void)state;
+    const char *t = getenv("LB_TOOL"), *build = getenv("BUILD");
+    if (t) snprintf(tool, sizeof tool, "%s", t);
+    else snprintf(tool, sizeof tool, "%s/lockbridge", build && *build ? build : "build");
+    if (access(tool, X_OK) != 0) {
+        fprintf(stderr, "test_cli: no tool at %s (set LB_TOOL or BUILD)\n", tool);
+        return -1;
+    }
+    if (lbt_redis_start(&server, NULL) != 0) return -1;
+    snprintf(port, sizeof port, "%d", server.port);
+    conn = lbt_redis_connect(&server);
+    return conn ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (conn) redisFree(conn);
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hold_prints_json_lines_and_deletes_its_key),
+        cmocka_unit_test(test_hold_value_matches_its_expiry_in_every_codec),
+        cmocka_unit_test(test_hold_on_a_held_key_exits_2_and_leaves_the_holder),
+        cmocka_unit_test(test_hold_on_a_foreign_value_exits_3_and_leaves_it),
+        cmocka_unit_test(test_hold_on_a_hash_exits_3_and_leaves_it),
+        cmocka_unit_test(test_hold_prints_any_key_bytes_as_valid_json),
+        cmocka_unit_test(test_hold_reports_a_lock_lost_while_held_and_exits_5),
+        cmocka_unit_test(test_hold_interrupted_by_sigint_still_releases),
+        cmocka_unit_test(test_hold_interrupted_while_waiting_exits_2_holding_nothing),
+        cmocka_unit_test(test_hold_too_close_to_expiry_exits_5_with_eexpired),
+        cmocka_unit_test(test_clock_offset_makes_a_late_client_take_over),
+        cmocka_unit_test(test_bad_arguments_exit_1_with_a_one_line_message),
+        cmocka_unit_test(test_help_and_version_exit_0),
+        cmocka_unit_test(test_connection_refused_exits_4),
+        cmocka_unit_test(test_select_chooses_the_database),
+        cmocka_unit_test_setup_teardown(test_auth_with_password_and_acl_user, start_secure,
+                                        stop_secure),
+        cmocka_unit_test(test_contend_counts_every_update_in_both_variants),
+        cmocka_unit_test(test_contend_survives_abandoned_locks),
+        cmocka_unit_test(test_contend_refuses_a_counter_that_is_not_a_number),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

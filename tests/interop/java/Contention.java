@@ -141,6 +141,9 @@ final class Contention {
             if (!held) break;
             st.acquireMs.add((System.nanoTime() - t0) / 1e6);
             if (criticalSection(st, conn[0])) st.acquisitions++;
+            /* A holder still in its critical section after its validity: anyone
+             * may take the lock over meanwhile, by the protocol's own rule. */
+            if (locker.expired()) events.disrupt("overran_validity");
             if (cfg.abandonEvery > 0 && st.acquireMs.size() % cfg.abandonEvery == 0) {
                 /* A crashed holder: no release, and its successor process starts
                  * with no memory of the lock. */

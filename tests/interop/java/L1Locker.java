@@ -3,6 +3,8 @@
 final class L1Locker extends TryLocker {
     /** Set only when SETNX won, never on the GETSET path (as in the field). */
     private boolean owner;
+    /** The timestamp this client wrote when it acquired (instrumentation). */
+    private long heldUntil;
 
     L1Locker(LockerEnv env) {
         super(env);
@@ -13,9 +15,10 @@ final class L1Locker extends TryLocker {
         Resp r = env.redis;
         try {
             /* Value: now_ms + timeout_ms + 1. SETNX won: the thread owns it. */
-            String v = Long.toString(System.currentTimeMillis() + env.timeoutMs + 1);
-            if (r.integer("SETNX", env.key, v) == 1) {
+            long v = System.currentTimeMillis() + env.timeoutMs + 1;
+            if (r.integer("SETNX", env.key, Long.toString(v)) == 1) {
                 owner = true;
+                heldUntil = v;
                 return true;
             }
             /* GET, parsed as a signed 64-bit decimal: a nil reply or any other
@@ -25,16 +28,21 @@ final class L1Locker extends TryLocker {
             if (now > t) {
                 /* Expired: GETSET a new timestamp; acquired if the old value is
                  * itself expired. This path does not mark the thread as owner. */
-                String v2 = Long.toString(now + env.timeoutMs + 1);
-                long old = Long.parseLong(r.bulk("GETSET", env.key, v2));
-                return now > old;
+                long v2 = now + env.timeoutMs + 1;
+                long old = Long.parseLong(r.bulk("GETSET", env.key, Long.toString(v2)));
+                if (now > old) {
+                    env.events.add("takeover");
+                    heldUntil = v2;
+                    return true;
+                }
+                env.events.disrupt("takeover_lost_value_overwritten");
             }
             return false;
         } catch (Exception e) {
             /* The one handler for everything (nil GET racing a release, nil
              * GETSET, a foreign format, I/O): DEL the key and report "not
              * acquired". Whoever holds the lock at this instant loses it. */
-            env.events.add("catch_all_del");
+            env.events.disrupt("catch_all_del");
             r.integer("DEL", env.key);
             return false;
         }
@@ -47,6 +55,7 @@ final class L1Locker extends TryLocker {
             /* Owner: DEL unconditionally, even if the lock expired and was taken
              * over by someone else meanwhile. */
             owner = false;
+            if (expired()) env.events.disrupt("owner_del_after_expiry");
             r.integer("DEL", env.key);
             return;
         }
@@ -59,5 +68,10 @@ final class L1Locker extends TryLocker {
         } else {
             env.events.add("unlock_left_unexpired");
         }
+    }
+
+    @Override
+    public boolean expired() {
+        return System.currentTimeMillis() > heldUntil;
     }
 }

@@ -7,6 +7,8 @@ final class L2Locker implements Locker {
     private static final long ACQUIRE_TIMEOUT_MS = 10_000;
 
     private final LockerEnv env;
+    /** The expiry written by the last lock(), epoch ms (instrumentation). */
+    private long heldUntil;
 
     L2Locker(LockerEnv env) {
         this.env = env;
@@ -19,6 +21,7 @@ final class L2Locker implements Locker {
          * use this instant, however long the wait. */
         final long frozen = System.currentTimeMillis();
         final String v = Long.toString(frozen + env.timeoutMs);
+        heldUntil = frozen + env.timeoutMs;
         try {
             /* The deadline is compared with the frozen clock, so it never fires. */
             while (frozen < frozen + ACQUIRE_TIMEOUT_MS) {
@@ -29,7 +32,11 @@ final class L2Locker implements Locker {
                     /* Expired by the frozen clock: GETSET; acquired if the old
                      * value parses and is older than the frozen clock. A nil
                      * reply throws in the parse, see the handler below. */
-                    if (Long.parseLong(r.bulk("GETSET", env.key, v)) < frozen) return true;
+                    if (Long.parseLong(r.bulk("GETSET", env.key, v)) < frozen) {
+                        env.events.add("takeover");
+                        return true;
+                    }
+                    env.events.disrupt("takeover_lost_value_overwritten");
                 }
                 /* "100 ns": Thread.sleep rounds it up to a whole millisecond. */
                 Thread.sleep(0, 100);
@@ -38,7 +45,7 @@ final class L2Locker implements Locker {
         } catch (Exception e) {
             /* lock() swallows every exception and returns normally: the caller
              * goes on as if it held the lock (nil GETSET, foreign value, I/O). */
-            env.events.add("swallowed_exception_proceeds");
+            env.events.disrupt("swallowed_exception_proceeds");
             return true;
         }
     }
@@ -46,6 +53,12 @@ final class L2Locker implements Locker {
     @Override
     public void release() throws Exception {
         /* Unconditional DEL, whoever holds the key now. */
+        if (expired()) env.events.disrupt("del_after_expiry");
         env.redis.integer("DEL", env.key);
+    }
+
+    @Override
+    public boolean expired() {
+        return System.currentTimeMillis() > heldUntil;
     }
 }

@@ -52,10 +52,11 @@ final class L3Locker implements Locker {
              * value has overwritten the winner's (which no longer recognises
              * its lock). */
             if (old == null || old.isEmpty() || old.equals(cur)) {
+                env.events.add("takeover");
                 ownExpiry = e2;
                 return true;
             }
-            env.events.add("takeover_lost_value_overwritten");
+            env.events.disrupt("takeover_lost_value_overwritten");
         }
         return false;
     }
@@ -79,9 +80,15 @@ final class L3Locker implements Locker {
         Resp r = env.redis;
         String cur = r.bulk("GET", env.key);
         if (cur != null && JsonExpiry.read(cur) == ownExpiry) {
+            if (expired()) env.events.disrupt("del_after_expiry");
             r.integer("DEL", env.key);
         } else {
             env.events.add("release_not_own_expiry");
         }
+    }
+
+    @Override
+    public boolean expired() {
+        return System.nanoTime() > ownExpiry;
     }
 }

@@ -49,10 +49,11 @@ final class L5Locker extends TryLocker {
             /* GETSET nil counts as acquired; so does an old value that is itself
              * expired. */
             if (old == null || pythonFloat(old) < now) {
+                env.events.add("takeover");
                 mine = v;
                 return true;
             }
-            env.events.add("takeover_lost_value_overwritten");
+            env.events.disrupt("takeover_lost_value_overwritten");
         }
         return false;
     }
@@ -62,7 +63,16 @@ final class L5Locker extends TryLocker {
         /* GET, compare with our value, DEL: not atomic. */
         Resp r = env.redis;
         String cur = r.bulk("GET", env.key);
-        if (cur != null && cur.equals(mine)) r.integer("DEL", env.key);
-        else env.events.add("release_not_ours");
+        if (cur != null && cur.equals(mine)) {
+            if (expired()) env.events.disrupt("del_after_expiry");
+            r.integer("DEL", env.key);
+        } else {
+            env.events.add("release_not_ours");
+        }
+    }
+
+    @Override
+    public boolean expired() {
+        return mine == null || now() > pythonFloat(mine);
     }
 }

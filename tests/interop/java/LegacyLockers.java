@@ -159,9 +159,7 @@ public final class LegacyLockers {
             ms.addAll(st.acquireMs);
             if (st.lastError != null) lastError = st.lastError;
             if (per.length() > 1) per.append(',');
-            per.append("{\"acquisitions\":").append(st.acquisitions)
-               .append(",\"acquire_errors\":").append(st.acquireErrors)
-               .append(",\"abandoned\":").append(st.abandoned).append('}');
+            per.append(st.acquisitions);
         }
         per.append(']');
         Collections.sort(ms);
@@ -186,6 +184,7 @@ public final class LegacyLockers {
         b.append(",\"per_client\":").append(per);
         b.append(",\"commands\":").append(commands);
         b.append(",\"commands_per_acquisition\":").append(fmt(acq == 0 ? 0 : (double) commands / acq));
+        b.append(",\"disruptions\":").append(res.events.disruptions());
         b.append(",\"events\":{");
         boolean first = true;
         for (Map.Entry<String, Long> e : res.events.snapshot().entrySet()) {

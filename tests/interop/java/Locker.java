@@ -11,4 +11,10 @@ interface Locker {
 
     /** Releases the lock the way the locker does. */
     void release() throws Exception;
+
+    /**
+     * Whether the lock this client holds has expired by the locker's own
+     * clock and rule: instrumentation for the harness, not part of any locker.
+     */
+    boolean expired();
 }

@@ -10,8 +10,25 @@ final class LockerEnv {
     static final class Events {
         private final ConcurrentHashMap<String, LongAdder> counts = new ConcurrentHashMap<>();
 
+        private final LongAdder disruptions = new LongAdder();
+
         void add(String name) {
             counts.computeIfAbsent(name, k -> new LongAdder()).increment();
+        }
+
+        /**
+         * An event after which another client's live lock may be gone or
+         * overwritten, or a client may be in the critical section without a
+         * valid lock: deletes and overwrites of values that may be someone
+         * else's, proceeding without the lock, holding past the validity.
+         */
+        void disrupt(String name) {
+            add(name);
+            disruptions.increment();
+        }
+
+        long disruptions() {
+            return disruptions.sum();
         }
 
         Map<String, Long> snapshot() {

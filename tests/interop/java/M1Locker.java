@@ -17,6 +17,8 @@ final class M1Locker implements Locker {
 
     private final LockerEnv env;
     private String token;
+    /** When our PX lapses at the latest, epoch ms (instrumentation). */
+    private long heldUntil;
 
     M1Locker(LockerEnv env) {
         this.env = env;
@@ -29,8 +31,12 @@ final class M1Locker implements Locker {
         token = "{\"uid\":\"" + UUID.randomUUID() + "\"}";
         for (;;) {
             if (env.stopped()) return false;
+            long sent = System.currentTimeMillis();
             Object ok = env.redis.call("SET", env.key, token, "NX", "PX", Long.toString(env.timeoutMs));
-            if ("OK".equals(ok)) return true;
+            if ("OK".equals(ok)) {
+                heldUntil = sent + env.timeoutMs;
+                return true;
+            }
             LockerEnv.sleepMs(env.retrySleepMs);
         }
     }
@@ -48,5 +54,10 @@ final class M1Locker implements Locker {
             }
             LockerEnv.sleepMs(RELEASE_RETRY_MS);
         }
+    }
+
+    @Override
+    public boolean expired() {
+        return System.currentTimeMillis() > heldUntil;
     }
 }

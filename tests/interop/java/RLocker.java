@@ -42,10 +42,11 @@ final class RLocker extends TryLocker {
              * expired (nil counts: our GETSET created the key). */
             String old = r.bulk("GETSET", env.key, Long.toString(v));
             if (old == null || now > Long.parseLong(old)) {
+                env.events.add("takeover");
                 mine = v;
                 return true;
             }
-            env.events.add("takeover_lost_value_overwritten");
+            env.events.disrupt("takeover_lost_value_overwritten");
             return false;
         }
     }
@@ -56,5 +57,11 @@ final class RLocker extends TryLocker {
          * timeout): later, the key may belong to whoever took it over. */
         if (unixTime() <= mine - 1) env.redis.integer("DEL", env.key);
         else env.events.add("release_skipped_timeout_passed");
+    }
+
+    /** Expired as contenders judge it: now_s > the value. */
+    @Override
+    public boolean expired() {
+        return unixTime() > mine;
     }
 }

@@ -23,7 +23,7 @@ static int read_mode(const lb__cli_args *a, const char *mode) {
     if (strcmp(mode, "compat") == 0 || strcmp(mode, "modern") == 0)
         lb__cli_usage(a, "--mode %s is not available in this version (only legacy)", shown);
     else
-        lb__cli_usage(a, "unknown --mode \"%s\" (legacy, compat or modern)", shown);
+        lb__cli_usage(a, "unknown --mode \"%s\" (this version has legacy only)", shown);
     return -1;
 }
 

@@ -364,7 +364,9 @@ static void test_supported_pair_with_crashed_holders(void **state) {
              * Java side, or found lost by lockbridge at release) can explain
              * a lost update next to a correct locker. */
             if (r.java.overran == 0 && r.lb.lost_locks == 0) assert_int_equal(r.lost, 0);
-            else printf("interop %-3s stall evidence: lost=%lld\n", p->kind, (long long)r.lost);
+            else printf("interop %-3s lost=%lld beside java_overran=%lld lb_lost_locks=%lld: "
+                        "checked by the attribution rule only\n", p->kind, (long long)r.lost,
+                        (long long)r.java.overran, (long long)r.lb.lost_locks);
         }
     }
 }

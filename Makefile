@@ -47,7 +47,9 @@ all: lib tool $(BUILD)/lockbridge.pc
 lib: $(STATIC) $(SHARED)
 tool: $(TOOL)
 
-$(BUILD)/obj/%.o: %.c $(HEADERS) $(wildcard */internal.h) | $(GEN_SRC)
+# Every object depends on every project header: coarse, but never stale.
+LOCAL_HEADERS := $(wildcard */internal.h migrate/cli/*.h tests/harness/*.h tests/race/*.h)
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(LOCAL_HEADERS) | $(GEN_SRC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
@@ -99,6 +101,8 @@ TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 HARNESS_SRC   := $(wildcard tests/harness/*.c tests/race/*.c)
 HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
+# Keep harness objects between runs (they are only prerequisites of pattern rules).
+.SECONDARY: $(HARNESS_OBJ)
 TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # The asynchronous driver's tests run on libevent's loop.
@@ -143,7 +147,7 @@ check-deps:
 demo: all $(BUILD)/java/.stamp
 	BUILD=$(BUILD) sh tools/demo.sh
 
-bench: all
+bench: $(STATIC) $(TOOL)
 	$(MAKE) $(BUILD)/bench/lockbridge-bench
 	BUILD=$(BUILD) sh tools/bench.sh
 

@@ -57,6 +57,13 @@ void lb__free(const lb_allocator *a, void *p);
 int lb__add64(int64_t a, int64_t b, int64_t *out);
 int lb__mul64(int64_t a, int64_t b, int64_t *out);
 
+/* Real time for blocking drivers (core/wait.c): monotonic milliseconds, a
+ * sleep restarted after signals, and a deadline `wait_ms` from now that
+ * saturates at INT64_MAX. */
+int64_t lb__mono_ms(void);
+void lb__sleep_ms(int64_t ms);
+int64_t lb__deadline_ms(int64_t wait_ms);
+
 /* A fresh 128-bit token from the OS random source, as 32 hex digits and a NUL. */
 #define LB__TOKEN_CAP 33
 int lb__token(char out[LB__TOKEN_CAP]);

@@ -1,21 +1,7 @@
 /* Blocking legacy acquire: attempts with a jittered back-off until a deadline.
  * Real time is read here, in the driver layer, never inside the step machine. */
-#include <errno.h>
-#include <time.h>
 
 #include "legacy/internal.h"
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
 
 /* The next sleep: uniform in [min, cap], where cap doubles after each busy
  * attempt up to backoff_max_ms. Jitter keeps contenders from attempting in
@@ -37,14 +23,14 @@ static int64_t next_sleep(lb_legacy_lock *l, int64_t *cap, const lb_now *now) {
 
 int lb_legacy_acquire(lb_legacy_lock *l, struct redisContext *c, int64_t wait_ms) {
     if (!l || !c || wait_ms < 0) return LB_EINVAL;
-    int64_t deadline = mono_ms() + wait_ms, cap = l->opts.backoff_min_ms;
+    int64_t deadline = lb__deadline_ms(wait_ms), cap = l->opts.backoff_min_ms;
     for (;;) {
         int rc = lb_legacy_try_acquire(l, c);
         if (rc != LB_EBUSY && rc != LB_EFOREIGN) return rc;
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - lb__mono_ms();
         if (left <= 0) return rc == LB_EFOREIGN ? LB_EFOREIGN : LB_ETIMEDOUT;
         lb_now now = lb_clock_now(l->opts.clock);
         int64_t ms = next_sleep(l, &cap, &now);
-        sleep_ms(ms < left ? ms : left);
+        lb__sleep_ms(ms < left ? ms : left);
     }
 }

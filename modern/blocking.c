@@ -2,22 +2,8 @@
  * deadline. The sleep never outlasts the holder's remaining TTL, so a lock that
  * simply expires (or is released by a client that publishes nothing) is taken
  * within one back-off step. Real time is read here, in the driver layer. */
-#include <errno.h>
-#include <time.h>
 
 #include "modern/internal.h"
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
-    }
-}
 
 /* Uniform in [min, cap], cap doubling to backoff_max_ms; no longer than the
  * holder's TTL (+1 ms) when known. */
@@ -31,13 +17,13 @@ static int64_t next_sleep(lb_lock *l, int64_t *cap) {
 
 int lb_lock_acquire(lb_lock *l, struct redisContext *c, int64_t wait_ms) {
     if (!l || !c || wait_ms < 0) return LB_EINVAL;
-    int64_t deadline = mono_ms() + wait_ms, cap = l->opts.backoff_min_ms;
+    int64_t deadline = lb__deadline_ms(wait_ms), cap = l->opts.backoff_min_ms;
     for (;;) {
         int rc = lb_lock_try_acquire(l, c);
         if (rc != LB_EBUSY) return rc;
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - lb__mono_ms();
         if (left <= 0) return LB_ETIMEDOUT;
         int64_t ms = next_sleep(l, &cap);
-        sleep_ms(ms < left ? ms : left);
+        lb__sleep_ms(ms < left ? ms : left);
     }
 }

@@ -17,6 +17,7 @@ struct lb_lock {
     size_t keylen, fence_keylen, channellen;
     int state;
     int held;
+    int fixed_token;    /* acquire reuses `token` (set by a quorum) */
     char token[LB__TOKEN_CAP];
     char ttl_arg[24];   /* decimal argument buffers for the running command */
     char ms_arg[24];
@@ -31,5 +32,8 @@ struct lb_lock {
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
 };
+
+/* Makes the next acquisitions of `l` use `token` rather than fresh ones. */
+void lb__lock_fix_token(lb_lock *l, const char *token);
 
 #endif

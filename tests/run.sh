@@ -1,17 +1,19 @@
 #!/bin/sh
 # Runs test binaries one after another and prints one closing line,
 # "N passed, N failed", summed from each binary's cmocka summary. A binary
-# that crashes or prints no summary counts as one failure.
+# that crashes, hangs past LB_TEST_TIMEOUT seconds (default 600) or prints no
+# summary counts as one failure.
 set -u
+limit=${LB_TEST_TIMEOUT:-600}
 passed=0; failed=0; crashed=""
 for bin in "$@"; do
     name=${bin##*/}
     out=$(mktemp)
     if [ "${VALGRIND:-0}" = 1 ]; then
-        valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+        timeout -k 10 "$limit" valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
             "$bin" >"$out" 2>&1
     else
-        "$bin" >"$out" 2>&1
+        timeout -k 10 "$limit" "$bin" >"$out" 2>&1
     fi
     rc=$?
     cat "$out"

@@ -2,7 +2,7 @@
 # Installs what building, testing and the demo need, from Debian packages, when
 # missing. With --check, installs only if something is missing (used by make test).
 set -eu
-pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libcmocka-dev redis-server redis-tools openjdk-17-jdk-headless libevent-dev"
+pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libcmocka-dev redis-server redis-tools openjdk-17-jdk-headless libevent-dev valgrind"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

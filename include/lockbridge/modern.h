@@ -77,6 +77,52 @@ int64_t lb_lock_deadline_ns(const lb_lock *l);
 const char *lb_lock_errstr(const lb_lock *l);
 uint64_t lb_lock_commands(const lb_lock *l);
 
+/* ---- Quorum lock across independent masters ----------------------------------
+ * One token is written with SET NX PX to every master in turn; the lock is held
+ * when a majority accepted it and the time left, ttl - elapsed - drift, is
+ * positive. Otherwise every master is asked to release (a write whose reply was
+ * lost may have landed) and the attempt fails. Masters are independent servers,
+ * not replicas of one another. */
+typedef struct lb_quorum_options {
+    int64_t ttl_ms;          /* lock TTL on each master, milliseconds */
+    int64_t drift_extra_ms;  /* clock drift allowance: ttl * drift_ppm / 1e6 plus this, ms */
+    int64_t drift_ppm;       /* parts per million of the ttl */
+    int64_t timeout_ms;      /* per-master command timeout, ms; below the ttl */
+    int64_t retry_min_ms;    /* blocking acquire: random delay between rounds, ms */
+    int64_t retry_max_ms;
+    const lb_clock *clock;   /* NULL: system clocks */
+    const lb_allocator *allocator;
+} lb_quorum_options;
+
+/* Defaults: ttl 30 s, drift 1% + 2 ms, master timeout 100 ms, retry delay 50
+ * to 200 ms. */
+void lb_quorum_options_init(lb_quorum_options *o);
+
+typedef struct lb_quorum lb_quorum;
+
+/* `masters` (n of them, 1 to 64) stay owned by the caller and must outlive the
+ * handle. The handle sets their command timeout to timeout_ms (redisSetTimeout),
+ * so a stalled master costs at most that, and reconnects a context that has
+ * failed at the next attempt (with the same timeout). */
+int lb_quorum_new(lb_quorum **out, const char *key, size_t keylen,
+                  struct redisContext **masters, int n, const lb_quorum_options *o);
+void lb_quorum_free(lb_quorum *q);
+/* One round: LB_OK (held by a majority, validity positive), LB_EBUSY (a
+ * majority could not be had, or too late), LB_EIO (fewer than a majority of
+ * masters answered at all). Never LB_OK without a majority. */
+int lb_quorum_try_acquire(lb_quorum *q);
+/* Rounds separated by a random delay until `wait_ms` passes: LB_ETIMEDOUT. */
+int lb_quorum_acquire(lb_quorum *q, int64_t wait_ms);
+/* Releases on every master (compare-and-delete). LB_OK if a majority still
+ * held our token, LB_ELOST otherwise. */
+int lb_quorum_release(lb_quorum *q);
+/* Milliseconds of validity left at the moment of acquisition (0 if not held). */
+int64_t lb_quorum_validity_ms(const lb_quorum *q);
+/* Masters that accepted the last acquisition. */
+int lb_quorum_votes(const lb_quorum *q);
+int lb_quorum_held(const lb_quorum *q);
+const char *lb_quorum_token(const lb_quorum *q);
+
 #ifdef __cplusplus
 }
 #endif

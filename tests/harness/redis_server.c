@@ -97,25 +97,46 @@ int lbt_redis_start(lbt_redis *r, const char *const *extra) {
     return -1;
 }
 
+static void stop_process(lbt_redis *r) {
+    if (r->pid <= 0) return;
+    kill(r->pid, SIGCONT);
+    kill(r->pid, SIGTERM);
+    int waited = 0, status;
+    while (waitpid(r->pid, &status, WNOHANG) == 0) {
+        if (++waited > 100) { /* 5 s */
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, &status, 0);
+            break;
+        }
+        sleep_ms(50);
+    }
+    r->pid = 0;
+}
+
+void lbt_redis_kill(lbt_redis *r) { stop_process(r); }
+
+int lbt_redis_restart(lbt_redis *r, const char *const *extra) {
+    stop_process(r);
+    r->pid = spawn(r, extra);
+    if (r->pid < 0) return -1;
+    for (int i = 0; i < 200; i++) {
+        int status;
+        if (waitpid(r->pid, &status, WNOHANG) == r->pid) {
+            r->pid = 0;
+            return -1;
+        }
+        if (answers_ping(r)) return 0;
+        sleep_ms(50);
+    }
+    return -1;
+}
+
 void lbt_redis_pause(lbt_redis *r, int paused) {
     if (r->pid > 0) kill(r->pid, paused ? SIGSTOP : SIGCONT);
 }
 
 void lbt_redis_stop(lbt_redis *r) {
-    if (r->pid > 0) {
-        kill(r->pid, SIGCONT);
-        kill(r->pid, SIGTERM);
-        int waited = 0, status;
-        while (waitpid(r->pid, &status, WNOHANG) == 0) {
-            if (++waited > 100) { /* 5 s */
-                kill(r->pid, SIGKILL);
-                waitpid(r->pid, &status, 0);
-                break;
-            }
-            sleep_ms(50);
-        }
-        r->pid = 0;
-    }
+    stop_process(r);
     if (r->dir[0]) {
         char path[192];
         snprintf(path, sizeof path, "%s/redis.log", r->dir);

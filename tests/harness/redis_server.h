@@ -19,6 +19,10 @@ typedef struct lbt_redis {
 int lbt_redis_start(lbt_redis *r, const char *const *extra);
 /* Stops the server (SIGTERM, then SIGKILL) and removes its directory. */
 void lbt_redis_stop(lbt_redis *r);
+/* Stops the server process only (its port and directory are kept), and starts
+ * it again on the same port: a server restart. Returns 0 once it answers PING. */
+void lbt_redis_kill(lbt_redis *r);
+int lbt_redis_restart(lbt_redis *r, const char *const *extra);
 /* Pauses (SIGSTOP) or resumes (SIGCONT) the server process. */
 void lbt_redis_pause(lbt_redis *r, int paused);
 /* A new blocking connection with a 5 s timeout; NULL on failure. */

@@ -321,7 +321,11 @@ static void test_supported_pair(void **state) {
         if (mixed.lb.lost_locks > 0)
             assert_true(mixed.java.disruptions + mixed.java.takeovers > 0);
         int64_t acq = mixed.java.acquisitions + mixed.lb.acquisitions;
-        if (p->correct_alone || alone.lost == 0) {
+        /* A locker that is correct alone must stay correct beside lockbridge.
+         * A buggy one (L1's catch-all delete) may lose nothing in one run and
+         * a few in the next: its bug fires when scheduling lets it, so a zero
+         * alone run only narrows the bound below, it does not make it zero. */
+        if (p->correct_alone) {
             assert_int_equal(mixed.lost, 0);
         } else {
             /* A buggy locker's lost updates are random events: the mixed run

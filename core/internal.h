@@ -32,6 +32,9 @@ struct lb_machine {
 /* Prepares `m` for a new operation driven by `step`. */
 void lb__machine_begin(lb_machine *m,
                        int (*step)(lb_machine *, const struct redisReply *, const lb_now *));
+/* Whether the asynchronous driver is running `m`: a new operation must not
+ * start on it then, or the pending reply would be fed to the wrong step. */
+int lb__machine_in_flight(const lb_machine *m);
 /* Command building: reset, then append arguments. */
 void lb__cmd_reset(lb_cmd *cmd);
 void lb__cmd_arg(lb_cmd *cmd, const char *s, size_t len);

@@ -17,6 +17,8 @@ void lb__machine_begin(lb_machine *m,
     m->errstr[0] = '\0';
 }
 
+int lb__machine_in_flight(const lb_machine *m) { return m->ac != NULL; }
+
 void lb__cmd_reset(lb_cmd *cmd) { cmd->argc = 0; }
 
 void lb__cmd_arg(lb_cmd *cmd, const char *s, size_t len) {

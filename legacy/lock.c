@@ -21,6 +21,10 @@ static int validate(const lb_legacy_options *o) {
     if (o->ttl_ms <= 0 || o->nil_retries < 0 || o->release_margin_ms < 0) return 0;
     if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms) return 0;
     if (o->variant != LB_LEGACY_WIRE && o->variant != LB_LEGACY_SCRIPTED) return 0;
+    /* A wire release refuses within the margin of expiry: with a ttl no longer
+     * than the margin, every release would be refused and every lock would be
+     * left to lapse. Such a configuration is a mistake, said at once. */
+    if (o->variant == LB_LEGACY_WIRE && o->ttl_ms <= o->release_margin_ms) return 0;
     if (lb_codec_format(&o->codec, spec, sizeof spec) != LB_OK) return 0;
     /* A JSON field set by hand must obey the same rule as a parsed spec. */
     if (o->codec.kind == LB_CODEC_JSON) {

@@ -95,7 +95,7 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
 }
 
 lb_machine *lb_legacy_release_machine(lb_legacy_lock *l) {
-    if (!l) return NULL;
+    if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, release_step);
     l->state = R_START;
     return &l->m;
@@ -150,7 +150,7 @@ static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
 }
 
 lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms) {
-    if (!l) return NULL;
+    if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, extend_step);
     l->state = E_START;
     l->extend_ttl_ms = ttl_ms;

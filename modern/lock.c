@@ -73,6 +73,7 @@ void lb_lock_free(lb_lock *l) {
 
 static int run(lb_lock *l, struct redisContext *c, lb_machine *m) {
     if (!c) return LB_EINVAL;
+    if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
     int rc = lb_sync_run(c, m, l->opts.clock);
     l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);

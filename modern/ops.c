@@ -90,7 +90,7 @@ static int check_step(lb_machine *m, const redisReply *r, const lb_now *now) {
 }
 
 static lb_machine *begin(lb_lock *l, int (*step)(lb_machine *, const redisReply *, const lb_now *)) {
-    if (!l) return NULL;
+    if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, step);
     l->state = O_START;
     return &l->m;
@@ -100,7 +100,7 @@ lb_machine *lb_lock_release_machine(lb_lock *l) { return begin(l, release_step);
 lb_machine *lb_lock_check_machine(lb_lock *l) { return begin(l, check_step); }
 
 lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode) {
-    if (!l) return NULL;
+    if (!l || lb__machine_in_flight(&l->m)) return NULL;
     l->extend_ms = ms;
     l->extend_mode = mode == LB_EXTEND_ADD ? LB_EXTEND_ADD : LB_EXTEND_REPLACE;
     return begin(l, extend_step);

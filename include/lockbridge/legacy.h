@@ -93,7 +93,9 @@ void lb_legacy_options_init(lb_legacy_options *o);
 
 typedef struct lb_legacy_lock lb_legacy_lock;
 
-/* Creates a handle for `key` (any bytes). *out is reset on entry. */
+/* Creates a handle for `key` (any bytes). *out is reset on entry. LB_EINVAL
+ * for bad options, including a wire variant whose ttl_ms is not longer than
+ * its release_margin_ms (every release would be refused). */
 int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
                        const lb_legacy_options *o);
 void lb_legacy_lock_free(lb_legacy_lock *l);
@@ -116,7 +118,10 @@ int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms);
 /* Step machines for callers that do their own I/O. Each starts an operation on
  * the handle (one at a time) and returns its machine; drive it with
  * lb_machine_step: its final status is the operation's, and the handle's state
- * (held, value, observed expiry) is updated as the operation goes. */
+ * (held, value, observed expiry) is updated as the operation goes. Starting an
+ * operation abandons one left unfinished by its caller; while lb_async_run
+ * drives the handle's machine, they return NULL (and the sync calls
+ * LB_ESTATE), since the pending reply belongs to the running operation. */
 lb_machine *lb_legacy_try_acquire_machine(lb_legacy_lock *l);
 lb_machine *lb_legacy_release_machine(lb_legacy_lock *l);
 lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms);

@@ -56,7 +56,10 @@ int lb_lock_check(lb_lock *l, struct redisContext *c, int64_t *ttl_ms);
 /* Deletes the key whatever it holds: for operators clearing a stuck lock. */
 int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
 
-/* Step machines for callers that do their own I/O (see lb_machine_step). */
+/* Step machines for callers that do their own I/O (see lb_machine_step). One
+ * operation at a time per handle: starting one abandons an operation left
+ * unfinished by its caller; while lb_async_run drives the handle's machine,
+ * they return NULL (and the sync calls LB_ESTATE). */
 lb_machine *lb_lock_try_acquire_machine(lb_lock *l);
 lb_machine *lb_lock_release_machine(lb_lock *l);
 lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode);

@@ -171,9 +171,7 @@ static void test_freeing_the_context_ends_pending_operations_with_eio(void **sta
                          LB_OK);
     }
     /* A machine in flight cannot be started twice. */
-    assert_int_equal(lb_async_run(lp.ac, lb_lock_try_acquire_machine(locks[0]), NULL, record,
-                                  &votes[0]),
-                     LB_ESTATE);
+    assert_null(lb_lock_try_acquire_machine(locks[0]));
     redisAsyncFree(lp.ac);
     lp.ac = NULL;
     assert_int_equal(lp.pending, 0);
@@ -201,6 +199,46 @@ static void test_an_operation_that_sends_nothing_still_reports(void **state) {
     loop_close(&lp);
 }
 
+/* While the async driver runs a handle's operation, no other operation can
+ * start on that handle (its pending reply belongs to the running one), sync or
+ * step-machine; the running operation then ends as if nothing happened. */
+static void test_no_operation_starts_while_one_is_in_flight(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    redisContext *c = lbt_redis_connect(&server);
+    assert_non_null(c);
+    lb_lock *m;
+    lb_legacy_lock *g;
+    assert_int_equal(lb_lock_new(&m, "async:busy:m", 12, NULL), LB_OK);
+    assert_int_equal(lb_legacy_lock_new(&g, "async:busy:g", 12, NULL), LB_OK);
+    vote vm = {&lp, 1}, vg = {&lp, 1};
+    lp.pending = 2;
+    assert_int_equal(lb_async_run(lp.ac, lb_lock_try_acquire_machine(m), NULL, record, &vm), LB_OK);
+    assert_int_equal(lb_async_run(lp.ac, lb_legacy_try_acquire_machine(g), NULL, record, &vg),
+                     LB_OK);
+    assert_null(lb_lock_try_acquire_machine(m));
+    assert_null(lb_lock_release_machine(m));
+    assert_null(lb_lock_extend_machine(m, 1000, LB_EXTEND_ADD));
+    assert_null(lb_lock_check_machine(m));
+    assert_int_equal(lb_lock_release(m, c), LB_ESTATE);
+    assert_null(lb_legacy_try_acquire_machine(g));
+    assert_null(lb_legacy_release_machine(g));
+    assert_null(lb_legacy_extend_machine(g, 1000));
+    assert_int_equal(lb_legacy_release(g, c), LB_ESTATE);
+    while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
+    assert_int_equal(vm.status, LB_OK);
+    assert_int_equal(vg.status, LB_OK);
+    assert_true(lb_lock_held(m) && lb_legacy_held(g));
+    /* Once it has ended, the handle takes operations again. */
+    assert_int_equal(lb_lock_release(m, c), LB_OK);
+    assert_int_equal(lb_legacy_release(g, c), LB_OK);
+    lb_lock_free(m);
+    lb_legacy_lock_free(g);
+    redisFree(c);
+    loop_close(&lp);
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -218,6 +256,7 @@ int main(void) {
         cmocka_unit_test(test_contending_legacy_handles_get_one_grant),
         cmocka_unit_test(test_freeing_the_context_ends_pending_operations_with_eio),
         cmocka_unit_test(test_an_operation_that_sends_nothing_still_reports),
+        cmocka_unit_test(test_no_operation_starts_while_one_is_in_flight),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -399,11 +399,15 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
         lb_legacy_options_init(&o);
         assert_int_equal(lb_codec_parse(&o.codec, combos[i].codec), LB_OK);
         o.variant = combos[i].variant;
-        o.ttl_ms = 1500;
+        o.ttl_ms = 12000;
         o.release_margin_ms = 10000;
+        lb_clock clock; /* system clocks, moved 5 s on after acquiring */
+        memset(&clock, 0, sizeof clock);
+        o.clock = &clock;
         lb_legacy_lock *a = NULL;
         assert_int_equal(lb_legacy_lock_new(&a, key, strlen(key), &o), LB_OK);
         assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        clock.offset_ms = 5000; /* about 7 s left: inside the 10 s margin */
         if (combos[i].variant == LB_LEGACY_WIRE) {
             assert_int_equal(lb_legacy_release(a, admin), LB_EEXPIRED);
             assert_false(lb_legacy_held(a));
@@ -416,6 +420,21 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
         }
         lb_legacy_lock_free(a);
     }
+}
+
+/* A wire lock whose every release would be refused is a configuration error. */
+static void test_wire_ttl_within_the_release_margin_is_refused(void **state) {
+    (void)state;
+    lb_legacy_options o;
+    lb_legacy_options_init(&o);
+    o.ttl_ms = 1000;
+    o.release_margin_ms = 1000;
+    lb_legacy_lock *a = (lb_legacy_lock *)&o;
+    assert_int_equal(lb_legacy_lock_new(&a, "k", 1, &o), LB_EINVAL);
+    assert_null(a);
+    o.variant = LB_LEGACY_SCRIPTED; /* no margin applies: accepted */
+    assert_int_equal(lb_legacy_lock_new(&a, "k", 1, &o), LB_OK);
+    lb_legacy_lock_free(a);
 }
 
 /* ---- Extend and lost scripts --------------------------------------------------------------- */
@@ -677,6 +696,7 @@ int main(void) {
         cmocka_unit_test(test_keys_of_other_types_are_wrongtype_and_untouched),
         cmocka_unit_test(test_release_after_a_takeover_is_lost_and_leaves_the_new_value),
         cmocka_unit_test(test_wire_release_inside_the_margin_leaves_the_key),
+        cmocka_unit_test(test_wire_ttl_within_the_release_margin_is_refused),
         cmocka_unit_test(test_scripted_extend_writes_a_later_expiry),
         cmocka_unit_test(test_scripted_variant_survives_script_flush),
         cmocka_unit_test(test_blocking_acquire_times_out_then_wins_after_release),

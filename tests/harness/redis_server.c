@@ -66,7 +66,9 @@ static int answers_ping(const lbt_redis *r) {
     redisContext *c = lbt_redis_connect(r);
     if (!c) return 0;
     redisReply *rep = redisCommand(c, "PING");
-    int ok = rep && rep->type == REDIS_REPLY_STATUS;
+    /* A server started with requirepass answers NOAUTH: it is up all the same. */
+    int ok = rep && (rep->type == REDIS_REPLY_STATUS ||
+                     (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOAUTH", 6) == 0));
     if (rep) freeReplyObject(rep);
     redisFree(c);
     return ok;

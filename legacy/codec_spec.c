@@ -28,24 +28,30 @@ static int valid_field(const char *s, size_t len) {
     return 1;
 }
 
-static int parse_json_option(lb_codec *c, const char *opt, size_t len) {
+/* One "key=value" option. `seen` collects the keys met so far: a repeated key
+ * is refused, since which of two settings wins would be a guess. */
+static int parse_json_option(lb_codec *c, const char *opt, size_t len, unsigned *seen) {
     const char *eq = memchr(opt, '=', len);
     if (!eq) return LB_EINVAL;
     size_t klen = (size_t)(eq - opt), vlen = len - klen - 1;
     const char *v = eq + 1;
     int idx;
-    if (klen == 5 && memcmp(opt, "field", 5) == 0) {
+    unsigned bit = klen == 5 && memcmp(opt, "field", 5) == 0   ? 1u
+                   : klen == 4 && memcmp(opt, "unit", 4) == 0  ? 2u
+                   : klen == 5 && memcmp(opt, "clock", 5) == 0 ? 4u
+                                                               : 0u;
+    if (!bit || (*seen & bit)) return LB_EINVAL;
+    *seen |= bit;
+    if (bit == 1u) {
         if (!valid_field(v, vlen)) return LB_EINVAL;
         memcpy(c->field, v, vlen);
         c->field[vlen] = '\0';
-    } else if (klen == 4 && memcmp(opt, "unit", 4) == 0) {
+    } else if (bit == 2u) {
         if ((idx = lookup(unit_names, 4, v, vlen)) < 0) return LB_EINVAL;
         c->unit = (lb_unit)idx;
-    } else if (klen == 5 && memcmp(opt, "clock", 5) == 0) {
+    } else {
         if ((idx = lookup(clock_names, 2, v, vlen)) < 0) return LB_EINVAL;
         c->clock = (lb_clock_kind)idx;
-    } else {
-        return LB_EINVAL;
     }
     return LB_OK;
 }
@@ -63,10 +69,12 @@ int lb_codec_parse(lb_codec *out, const char *spec) {
         c.unit = LB_UNIT_NS;
         c.clock = LB_CLOCK_MONOTONIC;
         const char *p = spec[4] ? spec + 5 : spec + 4;
+        unsigned seen = 0;
+        if (spec[4] == ':' && !*p) return LB_EINVAL; /* "json:" with no option */
         while (*p) {
             const char *comma = strchr(p, ',');
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
-            if (parse_json_option(&c, p, len) != LB_OK) return LB_EINVAL;
+            if (parse_json_option(&c, p, len, &seen) != LB_OK) return LB_EINVAL;
             p += len + (comma ? 1 : 0);
             if (comma && !*p) return LB_EINVAL; /* trailing comma */
         }

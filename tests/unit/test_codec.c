@@ -444,7 +444,8 @@ static void test_codec_spec_parsing_rejects_malformed_specs(void **state) {
         "", "MS", "ms ", " ms", "milliseconds", "jsonx", "json ", "json:unit=ps", "json:unit=",
         "json:unit=MS", "json:clock=utc", "json:field=", "json:field=a-b", "json:field=a\"b",
         "json:field=a b", "json:field=a,", "json:unit=ms,", "json:,unit=ms", "json:unit",
-        "json:bogus=1", "json;unit=ms", "float:x", "ms:unit=ms",
+        "json:bogus=1", "json;unit=ms", "float:x", "ms:unit=ms", "json:",
+        "json:unit=ms,unit=ns", "json:field=a,field=a", "json:clock=mono,unit=s,clock=epoch",
         "json:field=1234567890123456789012345678901234567890123456789012345678901234",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

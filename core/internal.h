@@ -59,6 +59,7 @@ void lb__free(const lb_allocator *a, void *p);
 /* Overflow-checked int64 arithmetic: return 0 on success, -1 on overflow. */
 int lb__add64(int64_t a, int64_t b, int64_t *out);
 int lb__mul64(int64_t a, int64_t b, int64_t *out);
+int lb__sub64(int64_t a, int64_t b, int64_t *out);
 
 /* Real time for blocking drivers (core/wait.c): monotonic milliseconds, a
  * sleep restarted after signals, and a deadline `wait_ms` from now that

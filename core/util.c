@@ -21,6 +21,10 @@ int lb__add64(int64_t a, int64_t b, int64_t *out) {
     return __builtin_add_overflow(a, b, out) ? -1 : 0;
 }
 
+int lb__sub64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_sub_overflow(a, b, out) ? -1 : 0;
+}
+
 int lb__mul64(int64_t a, int64_t b, int64_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }

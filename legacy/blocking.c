@@ -14,9 +14,13 @@ static int64_t next_sleep(lb_legacy_lock *l, int64_t *cap, const lb_now *now) {
     if (*cap < l->opts.backoff_max_ms) *cap = *cap * 2 > l->opts.backoff_max_ms
                                                   ? l->opts.backoff_max_ms : *cap * 2;
     int64_t t;
-    if (lb_legacy_observed_expiry(l, &t) == LB_OK) {
-        int64_t until = lb__codec_units_to_ms(&l->codec, t - lb_codec_now(&l->codec, now)) + 1;
-        if (until < ms) ms = until < lo ? lo : until;
+    /* The observed expiry is whatever a value said (up to INT64_MAX), and a
+     * clock offset can push `now` anywhere: overflow means "far away". */
+    int64_t left;
+    if (lb_legacy_observed_expiry(l, &t) == LB_OK &&
+        lb__sub64(t, lb_codec_now(&l->codec, now), &left) == 0) {
+        int64_t until = lb__codec_units_to_ms(&l->codec, left);
+        if (until < ms - 1) ms = until + 1 < lo ? lo : until + 1;
     }
     return ms;
 }

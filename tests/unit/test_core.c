@@ -147,6 +147,10 @@ static void test_clock_adds_its_offset_to_both_readings(void **state) {
         {250, 1700000000373456, 5000250000007},
         {-1000, 1699999999123456, 4999000000007},
         {86400000, 1700086400123456, 91400000000007},
+        /* Absurd offsets saturate instead of wrapping to the other end. */
+        {INT64_MAX, INT64_MAX, INT64_MAX},
+        {INT64_MIN, INT64_MIN + 1700000000123456, INT64_MIN + 5000000000007},
+        {INT64_MAX / 1000, INT64_MAX, INT64_MAX},
     };
     lbt_fake_time t = {1700000000123456, 5000000000007};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

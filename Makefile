@@ -135,8 +135,12 @@ EXPLORE_DEPTH ?= 7
 explore: $(BUILD)/tests/integration/test_races
 	LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
 
+# Unit tests and the library's own integration tests (the suites that mostly run
+# child processes, tool and JVM, are left out: their time is spent elsewhere).
+VALGRIND_TESTS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) \
+    $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async)
 valgrind: test-bins
-	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(VALGRIND_TESTS)
 
 deps:
 	sh tools/deps.sh
@@ -163,7 +167,7 @@ help:
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests"
 	@echo "make asan       the same tests under ASan+UBSan"
-	@echo "make valgrind   unit tests under valgrind"
+	@echo "make valgrind   unit and library integration tests under valgrind"
 	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"

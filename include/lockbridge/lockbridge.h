@@ -14,6 +14,7 @@
 #include "lockbridge/core.h"
 #include "lockbridge/legacy.h"
 #include "lockbridge/modern.h"
+#include "lockbridge/migrate.h"
 
 #ifdef __cplusplus
 extern "C" {

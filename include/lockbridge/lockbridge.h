@@ -15,6 +15,7 @@
 #include "lockbridge/legacy.h"
 #include "lockbridge/modern.h"
 #include "lockbridge/migrate.h"
+#include "lockbridge/cluster.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,0 +1,110 @@
+/* lockbridge cluster: runs any lock's step machines on Redis Cluster, on the
+ * primary that owns the key's hash slot, following MOVED and ASK redirections. */
+#ifndef LOCKBRIDGE_CLUSTER_H
+#define LOCKBRIDGE_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+#include "lockbridge/legacy.h"
+#include "lockbridge/modern.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LB_CLUSTER_SLOTS 16384
+
+/* The hash slot of `key`: CRC16 (XMODEM) of the key, or of its hash tag (the
+ * bytes between the first '{' and the next '}' when they are not empty), mod
+ * 16384. Companion keys (lb_companion_key) hash to their lock key's slot. */
+unsigned lb_cluster_keyslot(const char *key, size_t keylen);
+
+typedef struct lb_cluster_options {
+    int64_t connect_timeout_ms; /* per connection attempt, milliseconds */
+    int64_t command_timeout_ms; /* per command on a node, milliseconds */
+    int max_redirects;          /* MOVED/ASK followed per command before giving up */
+    int64_t retry_ms;           /* how long one command may be retried while its slot
+                                 * has no reachable primary, or the cluster answers
+                                 * TRYAGAIN or CLUSTERDOWN, milliseconds */
+    int64_t retry_backoff_ms;   /* sleep between those retries, milliseconds */
+    const char *username;       /* AUTH on every connection: NULL for none, or for */
+    const char *password;       /* the "default" user with only a password; copied */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the handle */
+} lb_cluster_options;
+
+/* Defaults: connect timeout 1 s, command timeout 1 s, 5 redirects, retry for
+ * 2 s with 50 ms between attempts, no AUTH, malloc. */
+void lb_cluster_options_init(lb_cluster_options *o);
+
+typedef struct lb_cluster lb_cluster;
+
+/* Creates a handle from seed addresses, "host:port" ("[v6addr]:port" or
+ * "v6addr:port" for IPv6, split at the last ':'), of any nodes of the cluster
+ * (n from 1 to 64): the slot map is read at once (CLUSTER SLOTS) from the first
+ * seed that answers. *out is reset on entry. LB_EINVAL for a bad address,
+ * LB_EIO when no seed answers, LB_EPROTO for a slot map that does not parse.
+ * A handle is used by one thread at a time; it keeps one connection per
+ * primary, opened when first needed. */
+int lb_cluster_new(lb_cluster **out, const char *const *seeds, int n,
+                   const lb_cluster_options *o);
+void lb_cluster_free(lb_cluster *cl);
+
+/* Reads the slot map again from any known node (the seeds last). On failure
+ * the previous map is kept. */
+int lb_cluster_refresh(lb_cluster *cl);
+
+/* Runs `m` (started from any lock's *_machine function) to completion on the
+ * primary that owns `key`'s slot; every key of the machine's commands must
+ * hash to that slot, as a lock's companion keys do. Each command is sent to
+ * the slot's owner; an answer that says the command did not run there is not
+ * shown to the machine but acted on:
+ *   MOVED slot addr   the map is read again and the command sent to addr;
+ *   ASK slot addr     ASKING, then the command, once, on addr (slot migrating);
+ *   TRYAGAIN, CLUSTERDOWN, an unreachable owner
+ *                     retried after retry_backoff_ms until retry_ms has passed.
+ * Past max_redirects or retry_ms the machine is given the last error reply
+ * (it ends with LB_EREDIS) or a transport failure (LB_EIO). A connection lost
+ * after a command was sent is never retried, since the command may have run:
+ * the machine ends with LB_EIO, and the map is read again before the next
+ * command. Returns the machine's final status. */
+int lb_cluster_run(lb_cluster *cl, const char *key, size_t keylen, lb_machine *m,
+                   const lb_clock *clock);
+
+/* What the handle has done since it was created. */
+typedef struct lb_cluster_stats {
+    uint64_t commands;  /* commands sent, ASKING included */
+    uint64_t moved;     /* MOVED answers followed */
+    uint64_t ask;       /* ASK answers followed */
+    uint64_t retries;   /* TRYAGAIN, CLUSTERDOWN and unreachable-node retries */
+    uint64_t refreshes; /* slot maps read */
+    uint64_t connects;  /* connections opened */
+} lb_cluster_stats;
+void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out);
+/* Primaries in the current slot map. */
+int lb_cluster_primaries(const lb_cluster *cl);
+/* Writes "host:port" of the primary the map gives for `slot` (at most `cap`
+ * bytes with the NUL) and returns its length; LB_ESTATE if no primary serves
+ * the slot, LB_EINVAL for a bad argument or a short buffer. buf is reset. */
+int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t cap);
+/* Detail of the handle's last failure (refresh, connection), or "". */
+const char *lb_cluster_errstr(const lb_cluster *cl);
+
+/* ---- The locks on a cluster ----------------------------------------------------
+ * The same operations as the single-server calls, routed by the lock's key. */
+int lb_legacy_try_acquire_cluster(lb_legacy_lock *l, lb_cluster *cl);
+int lb_legacy_acquire_cluster(lb_legacy_lock *l, lb_cluster *cl, int64_t wait_ms);
+int lb_legacy_release_cluster(lb_legacy_lock *l, lb_cluster *cl);
+int lb_legacy_extend_cluster(lb_legacy_lock *l, lb_cluster *cl, int64_t ttl_ms);
+
+int lb_lock_try_acquire_cluster(lb_lock *l, lb_cluster *cl);
+int lb_lock_acquire_cluster(lb_lock *l, lb_cluster *cl, int64_t wait_ms);
+int lb_lock_release_cluster(lb_lock *l, lb_cluster *cl);
+int lb_lock_extend_cluster(lb_lock *l, lb_cluster *cl, int64_t ms, lb_extend_mode mode);
+int lb_lock_check_cluster(lb_lock *l, lb_cluster *cl, int64_t *ttl_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

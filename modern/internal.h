@@ -31,9 +31,13 @@ struct lb_lock {
     uint64_t commands;
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
+    struct lb__watch *watch; /* set while a watchdog renews the lock */
 };
 
 /* Makes the next acquisitions of `l` use `token` rather than fresh ones. */
 void lb__lock_fix_token(lb_lock *l, const char *token);
+/* Ends the watch of `l` (modern/watchdog.c), waiting for a renewal in flight:
+ * release and free call it first, so no renewal runs during or after them. */
+void lb__watch_detach(lb_lock *l);
 
 #endif

@@ -64,6 +64,7 @@ fail:
 
 void lb_lock_free(lb_lock *l) {
     if (!l) return;
+    if (l->watch) lb__watch_detach(l);
     const lb_allocator *a = l->opts.allocator;
     lb__free(a, l->key);
     lb__free(a, l->fence_key);

@@ -96,7 +96,10 @@ static lb_machine *begin(lb_lock *l, int (*step)(lb_machine *, const redisReply 
     return &l->m;
 }
 
-lb_machine *lb_lock_release_machine(lb_lock *l) { return begin(l, release_step); }
+lb_machine *lb_lock_release_machine(lb_lock *l) {
+    if (l && l->watch && !lb__machine_in_flight(&l->m)) lb__watch_detach(l);
+    return begin(l, release_step);
+}
 lb_machine *lb_lock_check_machine(lb_lock *l) { return begin(l, check_step); }
 
 lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode) {

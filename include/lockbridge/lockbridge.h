@@ -14,6 +14,7 @@
 #include "lockbridge/core.h"
 #include "lockbridge/legacy.h"
 #include "lockbridge/modern.h"
+#include "lockbridge/watchdog.h"
 #include "lockbridge/migrate.h"
 #include "lockbridge/cluster.h"
 

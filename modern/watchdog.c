@@ -1,0 +1,590 @@
+/* The watchdog: one thread and one connection of its own renew any number of
+ * held token locks with the compare-then-extend script, and report lost ones. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "lockbridge/watchdog.h"
+#include "modern/internal.h"
+
+#define NS_PER_MS INT64_C(1000000)
+/* First delay before retrying a renewal that got no answer about the lock,
+ * ms; it doubles up to the renewal interval. */
+#define RETRY_MIN_MS 10
+
+enum { W_ACTIVE, W_LOST };
+
+/* One watched lock. The thread never dereferences `owner`: everything it needs
+ * (key, token, TTL) was copied into `shadow` on the owner's thread. */
+typedef struct lb__watch {
+    struct lb__watch *next;
+    lb_watchdog *wd;
+    lb_lock *owner;
+    lb_lock *shadow;       /* runs the extend machine with the owner's token */
+    lb_watch_options opts;
+    int64_t ttl_ms;
+    int64_t interval_ns;   /* between renewals */
+    int64_t next_ns;       /* next renewal; INT64_MAX: none (hold limit) */
+    int64_t deadline_ns;   /* end of our lease */
+    int64_t limit_ns;      /* watch time + max_hold; INT64_MAX: none */
+    int64_t retry_ns;      /* delay before the next retry of a failed renewal */
+    int state;
+    lb_watch_reason reason;
+    int busy;              /* the thread renews or reports it, mutex released */
+    int removed;           /* unwatched while busy: the thread frees it */
+    char detail[LB__ERRSTR_CAP];
+} lb__watch;
+
+struct lb_watchdog {
+    lb_watchdog_options opts;
+    char *host, *username, *password;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;   /* the thread: something changed */
+    pthread_cond_t idle;   /* unwatch: an entry stopped being busy */
+    lb__watch *watches;
+    int stop;
+    int free_on_exit;      /* lb_watchdog_free ran on the thread itself */
+    lb_watchdog_stats stats;
+    /* Touched by the thread only (and by new/free while it does not run). */
+    redisContext *c;
+    int64_t reconnect_at_ns;
+    int64_t reconnect_delay_ms;
+};
+
+const char *lb_watch_reason_name(int reason) {
+    switch (reason) {
+    case LB_WATCH_REFUSED: return "LB_WATCH_REFUSED";
+    case LB_WATCH_UNREACHABLE: return "LB_WATCH_UNREACHABLE";
+    case LB_WATCH_MAX_HOLD: return "LB_WATCH_MAX_HOLD";
+    default: return "LB_WATCH_UNKNOWN";
+    }
+}
+
+void lb_watchdog_options_init(lb_watchdog_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 6379;
+    o->connect_timeout_ms = 1000;
+    o->io_timeout_ms = 1000;
+    o->reconnect_min_ms = 10;
+    o->reconnect_max_ms = 500;
+}
+
+void lb_watch_options_init(lb_watch_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->renew_fraction = 1.0 / 3.0;
+}
+
+static int64_t now_ns(const lb_watchdog *wd) { return lb_clock_now(wd->opts.clock).mono_ns; }
+
+static int on_thread(const lb_watchdog *wd) { return pthread_equal(pthread_self(), wd->thread); }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- connection (the thread's, or lb_watchdog_new's before it starts) ------- */
+
+static struct timeval tv_ms(int64_t ms) {
+    if (ms < 1) ms = 1;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+/* Runs one setup command; LB_OK on a status reply. */
+static int setup_command(redisContext *c, int argc, const char **argv, char *detail) {
+    size_t lens[3];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    if (!r) {
+        snprintf(detail, LB__ERRSTR_CAP, "%s: %s", argv[0], c->errstr);
+        return LB_EIO;
+    }
+    int rc = LB_OK;
+    if (r->type != REDIS_REPLY_STATUS) {
+        char msg[96] = "";
+        if (r->type == REDIS_REPLY_ERROR && r->str) lb__escape(msg, sizeof msg, r->str, r->len);
+        snprintf(detail, LB__ERRSTR_CAP, "%s refused: %s", argv[0], msg);
+        rc = LB_EREDIS;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int open_connection(lb_watchdog *wd, int64_t timeout_ms, char *detail) {
+    redisContext *c;
+    int64_t t = min64(wd->opts.connect_timeout_ms, timeout_ms);
+    if (wd->opts.connect) {
+        c = wd->opts.connect(wd->opts.connect_ud);
+    } else {
+        c = redisConnectWithTimeout(wd->host, wd->opts.port, tv_ms(t));
+    }
+    if (!c) {
+        snprintf(detail, LB__ERRSTR_CAP, "connect: no context");
+        return LB_EIO;
+    }
+    if (c->err) {
+        snprintf(detail, LB__ERRSTR_CAP, "connect: %s", c->errstr);
+        redisFree(c);
+        return LB_EIO;
+    }
+    redisSetTimeout(c, tv_ms(t));
+    int rc = LB_OK;
+    if (!wd->opts.connect && wd->password) {
+        const char *argv[3] = {"AUTH", wd->username ? wd->username : wd->password,
+                               wd->password};
+        rc = setup_command(c, wd->username ? 3 : 2, argv, detail);
+    }
+    if (rc == LB_OK && !wd->opts.connect && wd->opts.db > 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", wd->opts.db);
+        const char *argv[2] = {"SELECT", db};
+        rc = setup_command(c, 2, argv, detail);
+    }
+    if (rc != LB_OK) {
+        redisFree(c);
+        return rc;
+    }
+    wd->c = c;
+    return LB_OK;
+}
+
+static void drop_connection(lb_watchdog *wd) {
+    if (wd->c) redisFree(wd->c);
+    wd->c = NULL;
+}
+
+/* A connection for the next renewal: the current one, or a new one unless the
+ * reconnect delay after a failed attempt is still running. */
+static int ensure_connection(lb_watchdog *wd, int64_t now, int64_t timeout_ms, char *detail,
+                             int *reconnected) {
+    if (wd->c) return LB_OK;
+    if (now < wd->reconnect_at_ns) {
+        snprintf(detail, LB__ERRSTR_CAP, "no connection; reconnecting");
+        return LB_EIO;
+    }
+    int rc = open_connection(wd, timeout_ms, detail);
+    if (rc != LB_OK) {
+        wd->reconnect_at_ns = now + wd->reconnect_delay_ms * NS_PER_MS;
+        wd->reconnect_delay_ms = min64(wd->reconnect_delay_ms * 2, wd->opts.reconnect_max_ms);
+        return rc;
+    }
+    wd->reconnect_delay_ms = wd->opts.reconnect_min_ms;
+    *reconnected = 1;
+    return LB_OK;
+}
+
+/* ---- entries --------------------------------------------------------------- */
+
+static void free_watch(lb_watchdog *wd, lb__watch *w) {
+    lb_lock_free(w->shadow);
+    lb__free(wd->opts.allocator, w);
+}
+
+static void unlink_watch(lb_watchdog *wd, lb__watch *w) {
+    for (lb__watch **p = &wd->watches; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            wd->stats.watched--;
+            return;
+        }
+    }
+}
+
+static lb__watch *find_watch(lb_watchdog *wd, const lb_lock *l) {
+    for (lb__watch *w = wd->watches; w; w = w->next)
+        if (w->owner == l && !w->removed) return w;
+    return NULL;
+}
+
+/* Ends a busy period: wakes unwatchers, and frees the entry if it was
+ * unwatched meanwhile. Mutex held. */
+static void settle(lb_watchdog *wd, lb__watch *w) {
+    w->busy = 0;
+    pthread_cond_broadcast(&wd->idle);
+    if (w->removed) {
+        unlink_watch(wd, w);
+        free_watch(wd, w);
+    }
+}
+
+/* Marks `w` lost and runs its callback with the mutex released. */
+static void report(lb_watchdog *wd, lb__watch *w, lb_watch_reason reason) {
+    w->state = W_LOST;
+    w->reason = reason;
+    wd->stats.lost++;
+    if (w->removed || !w->opts.lost) return;
+    lb_watch_lost_fn fn = w->opts.lost;
+    void *ud = w->opts.ud;
+    const lb_lock *owner = w->owner;
+    pthread_mutex_unlock(&wd->mu);
+    fn(owner, reason, w->detail, ud);
+    pthread_mutex_lock(&wd->mu);
+}
+
+/* The earliest lease end among live entries: no command may block past it,
+ * or that lock's loss would be reported late. Mutex held. */
+static int64_t earliest_deadline(const lb_watchdog *wd) {
+    int64_t t = INT64_MAX;
+    for (const lb__watch *w = wd->watches; w; w = w->next)
+        if (w->state == W_ACTIVE && !w->removed) t = min64(t, w->deadline_ns);
+    return t;
+}
+
+/* The renewal's TTL, ms: the lock's own, trimmed to the hold limit; 0 when a
+ * renewal could not lengthen the lease without passing the limit. */
+static int64_t renewal_ms(const lb__watch *w, int64_t now) {
+    if (w->limit_ns == INT64_MAX) return w->ttl_ms;
+    int64_t ms = min64(w->ttl_ms, (w->limit_ns - now) / NS_PER_MS);
+    return now + ms * NS_PER_MS > w->deadline_ns ? ms : 0;
+}
+
+/* One renewal of `w` (busy), the mutex released during the I/O. */
+static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
+    int64_t ms = renewal_ms(w, now);
+    if (ms <= 0) {
+        w->next_ns = INT64_MAX; /* hold limit: let the lease run out */
+        return;
+    }
+    int64_t timeout_ms = min64(wd->opts.io_timeout_ms, (earliest_deadline(wd) - now) / NS_PER_MS);
+    int reconnected = 0;
+    char detail[LB__ERRSTR_CAP] = "";
+    pthread_mutex_unlock(&wd->mu);
+    int rc = ensure_connection(wd, now, timeout_ms, detail, &reconnected);
+    if (rc == LB_OK) {
+        redisSetTimeout(wd->c, tv_ms(timeout_ms));
+        lb_machine *m = lb_lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
+        rc = lb_sync_run(wd->c, m, wd->opts.clock);
+        if (rc == LB_EIO && wd->c->errstr[0])
+            snprintf(detail, sizeof detail, "renewal: %s", wd->c->errstr);
+        else
+            snprintf(detail, sizeof detail, "%s", m->errstr);
+        /* An error reply may mean a server that restarted (NOAUTH, LOADING) or a
+         * stream out of step: a new connection costs little. */
+        if (rc != LB_OK && rc != LB_ELOST && rc != LB_EWRONGTYPE) drop_connection(wd);
+    }
+    int64_t after = now_ns(wd);
+    pthread_mutex_lock(&wd->mu);
+    if (reconnected) wd->stats.reconnects++;
+    memcpy(w->detail, detail, sizeof w->detail);
+    if (rc == LB_OK) {
+        wd->stats.renewals++;
+        w->deadline_ns = w->shadow->deadline_ns;
+        /* A renewal trimmed to the hold limit was the last one. */
+        w->next_ns = ms < w->ttl_ms ? INT64_MAX
+                                    : w->deadline_ns - w->ttl_ms * NS_PER_MS + w->interval_ns;
+        w->retry_ns = RETRY_MIN_MS * NS_PER_MS;
+    } else if (rc == LB_ELOST || rc == LB_EWRONGTYPE) {
+        report(wd, w, LB_WATCH_REFUSED);
+    } else {
+        wd->stats.failures++;
+        w->next_ns = after + min64(w->retry_ns, w->interval_ns);
+        w->retry_ns = min64(w->retry_ns * 2, w->interval_ns);
+    }
+}
+
+/* ---- the thread ------------------------------------------------------------- */
+
+/* Waits on `wake` until the watchdog's clock reaches `until` (or a signal). */
+static void wait_until(lb_watchdog *wd, int64_t until, int64_t now) {
+    if (until == INT64_MAX) {
+        pthread_cond_wait(&wd->wake, &wd->mu);
+        return;
+    }
+    /* The condition variable waits on CLOCK_MONOTONIC; the watchdog's clock
+     * may be another one, so only the interval is carried over. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t wait = until - now, abs_ns;
+    if (lb__add64((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec, wait, &abs_ns) != 0)
+        abs_ns = INT64_MAX;
+    ts.tv_sec = (time_t)(abs_ns / 1000000000);
+    ts.tv_nsec = (long)(abs_ns % 1000000000);
+    pthread_cond_timedwait(&wd->wake, &wd->mu, &ts);
+}
+
+/* The next entry to act on: a lapsed lease first, then the most overdue
+ * renewal. Otherwise *wake is when to look again. Mutex held. */
+static lb__watch *next_due(lb_watchdog *wd, int64_t now, int *lapsed, int64_t *wake) {
+    lb__watch *due = NULL;
+    *wake = INT64_MAX;
+    for (lb__watch *w = wd->watches; w; w = w->next) {
+        if (w->state != W_ACTIVE || w->busy || w->removed) continue;
+        if (w->deadline_ns <= now) {
+            *lapsed = 1;
+            return w;
+        }
+        if (w->next_ns <= now && (!due || w->next_ns < due->next_ns)) due = w;
+        *wake = min64(*wake, min64(w->next_ns, w->deadline_ns));
+    }
+    *lapsed = 0;
+    return due;
+}
+
+static void cleanup(lb_watchdog *wd);
+
+static void *watchdog_main(void *arg) {
+    lb_watchdog *wd = arg;
+    pthread_mutex_lock(&wd->mu);
+    while (!wd->stop) {
+        int64_t now = now_ns(wd), wake;
+        int lapsed;
+        lb__watch *w = next_due(wd, now, &lapsed, &wake);
+        if (!w) {
+            wait_until(wd, wake, now);
+            continue;
+        }
+        w->busy = 1;
+        if (lapsed)
+            report(wd, w, w->next_ns == INT64_MAX ? LB_WATCH_MAX_HOLD : LB_WATCH_UNREACHABLE);
+        else
+            renew(wd, w, now);
+        settle(wd, w);
+    }
+    int self_free = wd->free_on_exit;
+    pthread_mutex_unlock(&wd->mu);
+    if (self_free) {
+        pthread_detach(pthread_self());
+        cleanup(wd);
+    }
+    return NULL;
+}
+
+/* ---- public API -------------------------------------------------------------- */
+
+static int valid_options(const lb_watchdog_options *o) {
+    if (!o->connect && (!o->host || !o->host[0] || o->port <= 0 || o->port > 65535))
+        return 0;
+    return o->db >= 0 && o->connect_timeout_ms > 0 && o->io_timeout_ms > 0 &&
+           o->reconnect_min_ms > 0 && o->reconnect_max_ms >= o->reconnect_min_ms &&
+           o->connect_timeout_ms <= INT64_MAX / NS_PER_MS &&
+           o->io_timeout_ms <= INT64_MAX / NS_PER_MS &&
+           o->reconnect_max_ms <= INT64_MAX / NS_PER_MS / 4;
+}
+
+static int copy_string(const lb_allocator *a, const char *s, char **out) {
+    *out = NULL;
+    if (!s) return LB_OK;
+    size_t n = strlen(s) + 1;
+    *out = lb__alloc(a, n);
+    if (!*out) return LB_ENOMEM;
+    memcpy(*out, s, n);
+    return LB_OK;
+}
+
+static void free_strings(lb_watchdog *wd) {
+    lb__free(wd->opts.allocator, wd->host);
+    lb__free(wd->opts.allocator, wd->username);
+    lb__free(wd->opts.allocator, wd->password);
+}
+
+/* Starts the thread with every signal blocked in it: signals go to the
+ * application's threads, and a write to a closed socket there fails with
+ * EPIPE instead of raising SIGPIPE. */
+static int start_thread(lb_watchdog *wd) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(&wd->thread, NULL, watchdog_main, wd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err == 0 ? LB_OK : LB_ENOMEM;
+}
+
+static int init_sync(lb_watchdog *wd) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) return LB_ENOMEM;
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    int ok = pthread_mutex_init(&wd->mu, NULL) == 0;
+    ok = ok && pthread_cond_init(&wd->wake, &attr) == 0;
+    ok = ok && pthread_cond_init(&wd->idle, NULL) == 0;
+    pthread_condattr_destroy(&attr);
+    return ok ? LB_OK : LB_ENOMEM;
+}
+
+int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
+    lb_watchdog_options defaults;
+    if (!out) return LB_EINVAL;
+    *out = NULL;
+    if (!o) {
+        lb_watchdog_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!valid_options(o)) return LB_EINVAL;
+    lb_watchdog *wd = lb__alloc(o->allocator, sizeof *wd);
+    if (!wd) return LB_ENOMEM;
+    memset(wd, 0, sizeof *wd);
+    wd->opts = *o;
+    wd->reconnect_delay_ms = o->reconnect_min_ms;
+    int rc = copy_string(o->allocator, o->connect ? NULL : o->host, &wd->host);
+    if (rc == LB_OK) rc = copy_string(o->allocator, o->username, &wd->username);
+    if (rc == LB_OK) rc = copy_string(o->allocator, o->password, &wd->password);
+    wd->opts.host = wd->opts.username = wd->opts.password = NULL;
+    char detail[LB__ERRSTR_CAP];
+    if (rc == LB_OK) rc = open_connection(wd, o->connect_timeout_ms, detail);
+    if (rc == LB_OK && (rc = init_sync(wd)) == LB_OK && (rc = start_thread(wd)) == LB_OK) {
+        *out = wd;
+        return LB_OK;
+    }
+    drop_connection(wd);
+    free_strings(wd);
+    lb__free(o->allocator, wd);
+    return rc;
+}
+
+/* Frees what the thread leaves behind; the locks still watched are detached. */
+static void cleanup(lb_watchdog *wd) {
+    lb__watch *w = wd->watches;
+    while (w) {
+        lb__watch *next = w->next;
+        if (w->owner) w->owner->watch = NULL;
+        free_watch(wd, w);
+        w = next;
+    }
+    drop_connection(wd);
+    pthread_mutex_destroy(&wd->mu);
+    pthread_cond_destroy(&wd->wake);
+    pthread_cond_destroy(&wd->idle);
+    free_strings(wd);
+    lb__free(wd->opts.allocator, wd);
+}
+
+void lb_watchdog_free(lb_watchdog *wd) {
+    if (!wd) return;
+    pthread_mutex_lock(&wd->mu);
+    wd->stop = 1;
+    int self = on_thread(wd);
+    wd->free_on_exit = self;
+    pthread_cond_signal(&wd->wake);
+    pthread_mutex_unlock(&wd->mu);
+    if (self) return; /* the thread cleans up as it leaves its loop */
+    pthread_join(wd->thread, NULL);
+    cleanup(wd);
+}
+
+static int valid_watch(const lb_watch_options *o) {
+    return isfinite(o->renew_fraction) && o->renew_fraction > 0 && o->renew_fraction < 1 &&
+           o->max_hold_ms >= 0 && o->max_hold_ms <= INT64_MAX / NS_PER_MS / 4;
+}
+
+/* A handle the watchdog owns, holding the owner's key and token. */
+static int new_shadow(lb_watchdog *wd, const lb_lock *l, lb_lock **out) {
+    lb_lock_options so;
+    lb_lock_options_init(&so);
+    so.ttl_ms = l->opts.ttl_ms;
+    so.clock = wd->opts.clock;
+    so.allocator = wd->opts.allocator;
+    int rc = lb_lock_new(out, l->key, l->keylen, &so);
+    if (rc != LB_OK) return rc;
+    lb__lock_fix_token(*out, l->token);
+    (*out)->held = 1;
+    return LB_OK;
+}
+
+static void schedule(lb__watch *w, int64_t now, int64_t left_ns) {
+    double interval = (double)w->ttl_ms * (double)NS_PER_MS * w->opts.renew_fraction;
+    w->interval_ns = interval < (double)NS_PER_MS ? NS_PER_MS : (int64_t)interval;
+    w->deadline_ns = now + left_ns;
+    /* As if the last acquire or extend had been a renewal. */
+    w->next_ns = w->deadline_ns - w->ttl_ms * NS_PER_MS + w->interval_ns;
+    if (w->next_ns < now) w->next_ns = now;
+    w->limit_ns = w->opts.max_hold_ms ? now + w->opts.max_hold_ms * NS_PER_MS : INT64_MAX;
+    w->retry_ns = RETRY_MIN_MS * NS_PER_MS;
+    w->shadow->deadline_ns = w->deadline_ns;
+}
+
+int lb_watchdog_watch(lb_watchdog *wd, lb_lock *l, const lb_watch_options *o) {
+    lb_watch_options defaults;
+    if (!wd || !l) return LB_EINVAL;
+    if (!o) {
+        lb_watch_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!valid_watch(o)) return LB_EINVAL;
+    if (on_thread(wd)) return LB_ESTATE;
+    if (!l->held) return LB_ESTATE;
+    if (l->watch && l->watch->wd != wd) return LB_ESTATE;
+    /* The lock's deadline is on its own clock: carry over the time left. */
+    int64_t left_ns = l->deadline_ns - lb_clock_now(l->opts.clock).mono_ns;
+    if (left_ns <= 0) return LB_EEXPIRED;
+    if (l->watch) lb__watch_detach(l);
+    lb__watch *w = lb__alloc(wd->opts.allocator, sizeof *w);
+    if (!w) return LB_ENOMEM;
+    memset(w, 0, sizeof *w);
+    int rc = new_shadow(wd, l, &w->shadow);
+    if (rc != LB_OK) {
+        lb__free(wd->opts.allocator, w);
+        return rc;
+    }
+    w->wd = wd;
+    w->owner = l;
+    w->opts = *o;
+    w->ttl_ms = l->opts.ttl_ms;
+    w->state = W_ACTIVE;
+    pthread_mutex_lock(&wd->mu);
+    schedule(w, now_ns(wd), left_ns);
+    w->next = wd->watches;
+    wd->watches = w;
+    wd->stats.watched++;
+    pthread_cond_signal(&wd->wake);
+    pthread_mutex_unlock(&wd->mu);
+    l->watch = w;
+    return LB_OK;
+}
+
+void lb__watch_detach(lb_lock *l) {
+    lb__watch *w = l->watch;
+    lb_watchdog *wd = w->wd;
+    l->watch = NULL;
+    pthread_mutex_lock(&wd->mu);
+    w->removed = 1;
+    w->owner = NULL;
+    /* A renewal or callback in flight finishes first: after this returns,
+     * nothing extends the lock and its callback never runs. On the thread
+     * itself (from a callback) the entry is freed when the callback returns. */
+    int self = on_thread(wd);
+    while (w->busy && !self) pthread_cond_wait(&wd->idle, &wd->mu);
+    int free_now = !w->busy;
+    if (free_now) unlink_watch(wd, w);
+    pthread_mutex_unlock(&wd->mu);
+    if (free_now) free_watch(wd, w);
+}
+
+int lb_watchdog_unwatch(lb_watchdog *wd, lb_lock *l) {
+    if (!wd || !l) return LB_EINVAL;
+    if (!l->watch || l->watch->wd != wd) return LB_ESTATE;
+    lb__watch_detach(l);
+    return LB_OK;
+}
+
+int lb_watchdog_check(lb_watchdog *wd, const lb_lock *l, int64_t *deadline_ns, int *reason) {
+    if (deadline_ns) *deadline_ns = 0;
+    if (reason) *reason = 0;
+    if (!wd || !l) return LB_EINVAL;
+    pthread_mutex_lock(&wd->mu);
+    const lb__watch *w = find_watch(wd, l);
+    int rc = LB_ESTATE;
+    if (w) {
+        if (deadline_ns) *deadline_ns = w->deadline_ns;
+        if (reason && w->state == W_LOST) *reason = (int)w->reason;
+        rc = w->state == W_LOST ? LB_ELOST : LB_OK;
+    }
+    pthread_mutex_unlock(&wd->mu);
+    return rc;
+}
+
+int lb_watchdog_stats_get(lb_watchdog *wd, lb_watchdog_stats *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!wd || !out) return LB_EINVAL;
+    pthread_mutex_lock(&wd->mu);
+    *out = wd->stats;
+    pthread_mutex_unlock(&wd->mu);
+    return LB_OK;
+}

@@ -7,11 +7,13 @@
 
 #include "migrate/cli/cli.h"
 
-enum { G_HOST, G_PORT, G_SOCKET, G_PASSWORD, G_USER, G_DB, G_HELP, G_VERSION, G_COUNT };
+enum {
+    G_HOST, G_PORT, G_SOCKET, G_PASSWORD, G_USER, G_DB, G_HELP, G_VERSION, G_JSON, G_COUNT
+};
 
 static const lb__cli_optdef globals[G_COUNT + 1] = {
     {"-h", 1}, {"-p", 1}, {"-s", 1}, {"-a", 1}, {"--user", 1}, {"-n", 1},
-    {"--help", 0}, {"--version", 0}, {NULL, 0}};
+    {"--help", 0}, {"--version", 0}, {"--json", 0}, {NULL, 0}};
 
 void lb__cli_args_init(lb__cli_args *a, const char *prog) {
     memset(a, 0, sizeof *a);
@@ -113,6 +115,7 @@ static int set_global(lb__cli_args *a, int g, const char *v) {
         return 0;
     case G_HELP: a->help = 1; return 0;
     case G_VERSION: a->version = 1; return 0;
+    case G_JSON: a->json = 1; return 0;
     default: return -1;
     }
 }

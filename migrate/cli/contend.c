@@ -1,6 +1,6 @@
 /* `lockbridge contend`: N clients, each on its own connection and lock handle,
- * increment a shared counter under one legacy lock for S seconds; the summary
- * counts lost updates, lost locks and Redis commands per acquisition. */
+ * increment a shared counter under one lock (legacy or token) for S seconds; the
+ * summary counts lost updates, lost locks and Redis commands per acquisition. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,13 +26,15 @@ static const lb__cli_optdef opts[] = {
 static const char help[] =
     "usage: lockbridge contend KEY --clients N --seconds S --counter-key C\n"
     "                              [--cs-sleep-ms X] [--abandon-every K]\n"
-    "                              [--mode legacy] [--codec SPEC] [--variant wire|scripted]\n"
-    "                              [--ttl-ms N] [--wait-ms N] [--clock-offset-ms N]\n"
-    "                              [--release-margin-ms N]\n"
+    "                              [--mode legacy|modern] [--ttl-ms N] [--wait-ms N]\n"
+    "                              [--clock-offset-ms N]\n"
+    "                              legacy: [--codec SPEC] [--variant wire|scripted]\n"
+    "                                      [--release-margin-ms N]\n"
+    "                              modern: [--fencing]\n"
     "\n"
     "N clients, each with its own connection and lock, loop for S seconds: acquire\n"
     "KEY, GET C, sleep X ms, SET C to the value read plus one, release. Prints one\n"
-    "\"summary\" JSON line. lost_updates is meaningful only when this process is alone\n"
+    "summary (a JSON line when stdout is not a terminal, or with --json). lost_updates is meaningful only when this process is alone\n"
     "on the counter; drivers running several processes compare the sum of their\n"
     "acquisitions with counter_end - counter_start themselves.\n"
     "\n"
@@ -43,8 +45,10 @@ static const char help[] =
     "  --abandon-every K       every K-th acquisition of a client is never released,\n"
     "                          as by a crashed holder (default 0: never)\n"
     "  --wait-ms N             per blocking acquire, ms (default 10000)\n"
-    "  --mode, --codec, --variant, --ttl-ms, --clock-offset-ms, --release-margin-ms:\n"
-    "                          as for `lockbridge hold`\n"
+    "  --mode, --codec, --variant, --ttl-ms, --clock-offset-ms, --release-margin-ms,\n"
+    "  --fencing               as for `lockbridge hold`; with --fencing, each critical\n"
+    "                          section checks that its fencing number is above the\n"
+    "                          previous one (fence_regressions counts those that are not)\n"
     "\n"
     "Exit: 0 the run completed (lost updates included: this measures); 1 usage;\n"
     "4 connection or Redis error (the summary is still printed when the run began).\n";
@@ -56,6 +60,8 @@ typedef struct shared {
     int64_t cs_sleep_ms;
     int64_t abandon_every;
     atomic_int stop;
+    atomic_llong last_fence; /* fencing number of the latest critical section */
+    atomic_ullong fence_regressions;
 } shared;
 
 typedef struct client {
@@ -63,7 +69,7 @@ typedef struct client {
     pthread_t thread;
     int started;
     redisContext *c;
-    lb_legacy_lock *l;
+    lb__cli_lock *l;
     uint64_t acquisitions, acquire_errors, lost_locks, abandoned;
     uint64_t commands; /* of lock handles already dropped */
     lb__cli_latency latency;
@@ -102,6 +108,13 @@ static int critical_section(client *cl) {
     if (read_counter(cl->c, cl->sh->counter, &v, err, sizeof err) != 0)
         return fail(cl, "critical section", err);
     if (v == INT64_MAX) return fail(cl, "critical section", "the counter would overflow");
+    /* Fencing numbers grow with each acquisition, and critical sections follow
+     * one another in that order unless two holders overlap. */
+    if (cl->sh->lo->modern.fencing) {
+        long long fence = lb__cli_lock_fence(cl->l);
+        if (atomic_exchange(&cl->sh->last_fence, fence) >= fence)
+            atomic_fetch_add(&cl->sh->fence_regressions, 1);
+    }
     if (cl->sh->cs_sleep_ms > 0) lb__cli_sleep_ms(cl->sh->cs_sleep_ms);
     redisReply *r = redisCommand(cl->c, "SET %s %lld", cl->sh->counter, (long long)(v + 1));
     int ok = r && r->type == REDIS_REPLY_STATUS;
@@ -113,28 +126,28 @@ static int critical_section(client *cl) {
  * fresh handle takes its place for the next acquisition. */
 static int abandon(client *cl) {
     cl->abandoned++;
-    cl->commands += lb_legacy_commands(cl->l);
-    lb_legacy_lock_free(cl->l);
+    cl->commands += lb__cli_lock_commands(cl->l);
+    lb__cli_lock_free(cl->l);
     cl->l = NULL;
-    int rc = lb_legacy_lock_new(&cl->l, cl->sh->key, strlen(cl->sh->key), &cl->sh->lo->legacy);
+    int rc = lb__cli_lock_new(&cl->l, cl->sh->key, cl->sh->lo);
     return rc == LB_OK ? 0 : fail(cl, "new lock handle", lb_strerror(rc));
 }
 
 static int release(client *cl) {
-    int rc = lb_legacy_release(cl->l, cl->c);
+    int rc = lb__cli_lock_release(cl->l, cl->c);
     if (rc == LB_OK) return 0;
     if (rc == LB_ELOST || rc == LB_EEXPIRED) {
         cl->lost_locks++;
         return 0;
     }
-    return fail(cl, "release", lb_legacy_errstr(cl->l));
+    return fail(cl, "release", lb__cli_lock_errstr(cl->l));
 }
 
 /* Busy, timeout and foreign mean "not this time"; anything else means this
  * client cannot go on (the connection is gone, or Redis refuses the lock). */
 static int acquire(client *cl) {
     double t0 = lb__cli_mono_ms();
-    int rc = lb_legacy_acquire(cl->l, cl->c, cl->sh->lo->wait_ms);
+    int rc = lb__cli_lock_acquire(cl->l, cl->c, cl->sh->lo->wait_ms);
     if (rc == LB_OK) {
         lb__cli_latency_add(&cl->latency, lb__cli_mono_ms() - t0);
         cl->acquisitions++;
@@ -142,7 +155,7 @@ static int acquire(client *cl) {
     }
     cl->acquire_errors++;
     if (rc == LB_EBUSY || rc == LB_ETIMEDOUT || rc == LB_EFOREIGN) return 0;
-    return fail(cl, "acquire", lb_legacy_errstr(cl->l));
+    return fail(cl, "acquire", lb__cli_lock_errstr(cl->l));
 }
 
 static void *client_main(void *arg) {
@@ -179,7 +192,7 @@ static void add_up(totals *t, client *cls, int n) {
         t->acquire_errors += cl->acquire_errors;
         t->lost_locks += cl->lost_locks;
         t->abandoned += cl->abandoned;
-        t->commands += cl->commands + lb_legacy_commands(cl->l);
+        t->commands += cl->commands + lb__cli_lock_commands(cl->l);
         lb__cli_latency_merge(&t->latency, &cl->latency);
         if (cl->failed && !t->failed++) t->first_error = cl->error;
     }
@@ -214,17 +227,22 @@ static void add_counter(cJSON *o, int64_t c0, int64_t c1, uint64_t acquisitions)
     lb__cli_add_i64(o, "lost_updates", lost);
 }
 
-static void summary(const shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
+static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
                     int64_t c1, double elapsed_ms, int interrupted, const totals *t) {
     cJSON *o = lb__cli_event("summary"), *per;
     if (!o) {
         lb__cli_emit(o);
         return;
     }
-    lb__cli_add_str(o, "mode", "legacy");
+    lb__cli_add_str(o, "mode", lb__cli_mode_name(sh->lo->mode));
     lb__cli_add_str(o, "key", sh->key);
-    lb__cli_add_str(o, "codec", sh->lo->codec_spec);
-    lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
+    if (sh->lo->mode == LB__CLI_MODE_LEGACY) {
+        lb__cli_add_str(o, "codec", sh->lo->codec_spec);
+        lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
+    }
+    if (sh->lo->modern.fencing)
+        lb__cli_add_i64(o, "fence_regressions",
+                        (int64_t)atomic_load(&sh->fence_regressions));
     lb__cli_add_i64(o, "clients", n);
     lb__cli_add_i64(o, "seconds", seconds);
     lb__cli_add_i64(o, "acquisitions", (int64_t)t->acquisitions);
@@ -251,7 +269,7 @@ static void summary(const shared *sh, client *cls, int n, int64_t seconds, int64
 
 static void teardown(client *cls, int n) {
     for (int i = 0; i < n; i++) {
-        lb_legacy_lock_free(cls[i].l);
+        lb__cli_lock_free(cls[i].l);
         if (cls[i].c) redisFree(cls[i].c);
     }
     free(cls);
@@ -265,7 +283,7 @@ static int setup(const lb__cli_args *a, shared *sh, client *cls, int n) {
         cls[i].sh = sh;
         if (!(cls[i].c = lb__cli_connect(&a->conn, err, sizeof err)))
             return lb__cli_error(a, sh->key, LB_EIO, err);
-        int rc = lb_legacy_lock_new(&cls[i].l, sh->key, strlen(sh->key), &sh->lo->legacy);
+        int rc = lb__cli_lock_new(&cls[i].l, sh->key, sh->lo);
         if (rc != LB_OK) return lb__cli_error(a, sh->key, rc, lb_strerror(rc));
     }
     return 0;
@@ -354,9 +372,11 @@ static int run(const lb__cli_args *a) {
         return LB__CLI_EXIT_USAGE;
     sh.lo = &lo;
     atomic_init(&sh.stop, 0);
+    atomic_init(&sh.last_fence, 0);
+    atomic_init(&sh.fence_regressions, 0);
     return contend(a, &sh, (int)clients, seconds);
 }
 
 const lb__cli_command lb__cli_cmd_contend = {
     "contend", "many clients increment a counter under one lock; JSON summary",
-    help, opts, 1, run};
+    help, opts, 1, run, 1};

@@ -1,5 +1,5 @@
-/* `lockbridge hold`: acquire one legacy lock, report it, hold it for a while,
- * release it and report whether it was still ours. */
+/* `lockbridge hold`: acquire one lock (legacy or token), report it, hold it for
+ * a while, release it and report whether it was still ours. */
 #include <string.h>
 
 #include "migrate/cli/cli.h"
@@ -7,26 +7,34 @@
 static const lb__cli_optdef opts[] = {LB__CLI_LOCK_OPTDEFS, {"--hold-ms", 1}, {NULL, 0}};
 
 static const char help[] =
-    "usage: lockbridge hold KEY [--mode legacy] [--codec SPEC] [--variant wire|scripted]\n"
-    "                           [--ttl-ms N] [--wait-ms N] [--hold-ms N]\n"
-    "                           [--clock-offset-ms N] [--release-margin-ms N]\n"
+    "usage: lockbridge hold KEY [--mode legacy|modern] [--ttl-ms N] [--wait-ms N]\n"
+    "                           [--hold-ms N] [--clock-offset-ms N]\n"
+    "                           legacy: [--codec SPEC] [--variant wire|scripted]\n"
+    "                                   [--release-margin-ms N]\n"
+    "                           modern: [--fencing]\n"
     "\n"
-    "Acquires the legacy timestamp lock at KEY, prints an \"acquired\" JSON line, holds\n"
-    "the lock, releases it and prints a \"released\" line.\n"
+    "Acquires the lock at KEY, reports \"acquired\", holds the lock, releases it and\n"
+    "reports \"released\". JSON lines when stdout is not a terminal or with --json.\n"
     "\n"
-    "  --mode legacy           lock protocol (only legacy in this version)\n"
-    "  --codec SPEC            value format: ms (default), s, float, json,\n"
+    "  --mode legacy|modern    legacy: the SETNX/GETSET timestamp lock (default);\n"
+    "                          modern: the token lock (SET NX PX, scripted release)\n"
+    "  --codec SPEC            legacy value format: ms (default), s, float, json,\n"
     "                          json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono\n"
-    "  --variant wire|scripted wire: SETNX/GET/GETSET/DEL only (default);\n"
+    "  --variant wire|scripted legacy. wire: SETNX/GET/GETSET/DEL only (default);\n"
     "                          scripted: atomic takeover and release in Lua\n"
-    "  --ttl-ms N              validity written into the value, ms (default 30000)\n"
+    "  --fencing               modern: also take the next fencing number, reported\n"
+    "                          as \"fence\"\n"
+    "  --ttl-ms N              legacy: validity written into the value; modern: the\n"
+    "                          key's TTL; ms (default 30000)\n"
     "  --wait-ms N             how long to keep trying, ms (default 0: one attempt);\n"
     "                          SIGINT or SIGTERM ends the wait between attempts\n"
     "  --hold-ms N             how long to hold before releasing, ms (default 0);\n"
     "                          SIGINT or SIGTERM ends the hold early\n"
     "  --clock-offset-ms N     shift this client's clock, ms (default 0)\n"
-    "  --release-margin-ms N   wire release refuses this close to expiry, ms\n"
-    "                          (default 1000)\n"
+    "  --release-margin-ms N   legacy wire release refuses this close to expiry, ms\n"
+    "                          (default 1000; --ttl-ms must be above it)\n"
+    "  --watchdog, --fair      not available yet in this version\n"
+    "  --json                  JSON lines even on a terminal\n"
     "\n"
     "Exit: 0 released while still ours; 1 usage; 2 not acquired in time;\n"
     "3 the key holds a value not in this format or another Redis type (left alone);\n"
@@ -46,38 +54,30 @@ static int classify(int rc, int64_t wait_ms, int interrupted, const char **reaso
     }
 }
 
-static int report_not_acquired(const lb__cli_args *a, const char *key, lb_legacy_lock *l,
+static int report_not_acquired(const lb__cli_args *a, const char *key, lb__cli_lock *l,
                                int rc, int64_t wait_ms, double waited_ms, int interrupted) {
     const char *reason;
     int code = classify(rc, wait_ms, interrupted, &reason);
-    if (code == LB__CLI_EXIT_REDIS) return lb__cli_error(a, key, rc, lb_legacy_errstr(l));
+    if (code == LB__CLI_EXIT_REDIS) return lb__cli_error(a, key, rc, lb__cli_lock_errstr(l));
     cJSON *o = lb__cli_event("not_acquired");
-    int64_t holder;
     if (!o) return lb__cli_emit(o), code;
     lb__cli_add_str(o, "key", key);
     lb__cli_add_str(o, "reason", reason);
     lb__cli_add_str(o, "status", lb_err_name(rc));
-    if (lb_legacy_observed_expiry(l, &holder) == LB_OK && code == LB__CLI_EXIT_NOT_ACQUIRED)
-        lb__cli_add_i64(o, "holder_expiry", holder);
-    if (rc == LB_EFOREIGN) lb__cli_add_str(o, "foreign_value", lb_legacy_foreign(l));
+    if (code == LB__CLI_EXIT_NOT_ACQUIRED) lb__cli_lock_describe_busy(l, o);
+    if (rc == LB_EFOREIGN) lb__cli_add_str(o, "foreign_value", lb__cli_lock_foreign(l));
     if (code == LB__CLI_EXIT_FOREIGN) lb__cli_add_bool(o, "left_alone", 1);
     lb__cli_add_ms(o, "waited_ms", waited_ms);
-    lb__cli_add_str(o, "detail", lb_legacy_errstr(l));
+    lb__cli_add_str(o, "detail", lb__cli_lock_errstr(l));
     lb__cli_emit(o);
     return code;
 }
 
-static void report_acquired(const char *key, const lb_legacy_lock *l,
-                            const lb__cli_lockopts *lo, double waited_ms) {
-    size_t len;
-    const char *value = lb_legacy_value(l, &len);
+static void report_acquired(const char *key, const lb__cli_lock *l, double waited_ms) {
     cJSON *o = lb__cli_event("acquired");
     if (o) {
         lb__cli_add_str(o, "key", key);
-        lb__cli_add_bytes(o, "value", value, len);
-        lb__cli_add_str(o, "codec", lo->codec_spec);
-        lb__cli_add_str(o, "variant", lb__cli_variant_name(lo->legacy.variant));
-        lb__cli_add_i64(o, "expiry", lb_legacy_expiry(l));
+        lb__cli_lock_describe_held(l, o);
         lb__cli_add_ms(o, "waited_ms", waited_ms);
     }
     lb__cli_emit(o);
@@ -91,14 +91,14 @@ static int release_exit(int rc) {
     return LB__CLI_EXIT_REDIS;
 }
 
-static int report_released(const char *key, lb_legacy_lock *l, int rc, int interrupted) {
+static int report_released(const char *key, lb__cli_lock *l, int rc, int interrupted) {
     cJSON *o = lb__cli_event("released");
     if (o) {
         lb__cli_add_str(o, "key", key);
         lb__cli_add_bool(o, "still_ours", rc == LB_OK);
         lb__cli_add_str(o, "status", lb_err_name(rc));
         lb__cli_add_bool(o, "interrupted", interrupted);
-        if (rc != LB_OK) lb__cli_add_str(o, "detail", lb_legacy_errstr(l));
+        if (rc != LB_OK) lb__cli_add_str(o, "detail", lb__cli_lock_errstr(l));
     }
     lb__cli_emit(o);
     return release_exit(rc);
@@ -111,13 +111,13 @@ static int report_released(const char *key, lb_legacy_lock *l, int rc, int inter
  * milliseconds. */
 #define WAIT_SLICE_MS 1000
 
-static int acquire(lb_legacy_lock *l, redisContext *c, int64_t wait_ms, int *interrupted) {
+static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int *interrupted) {
     double deadline = lb__cli_mono_ms() + (double)wait_ms;
     *interrupted = 0;
     for (;;) {
         double left = deadline - lb__cli_mono_ms();
         int64_t slice = left <= 0 ? 0 : left < WAIT_SLICE_MS ? (int64_t)left : WAIT_SLICE_MS;
-        int rc = lb_legacy_acquire(l, c, slice);
+        int rc = lb__cli_lock_acquire(l, c, slice);
         if ((rc != LB_ETIMEDOUT && rc != LB_EFOREIGN) || lb__cli_mono_ms() >= deadline)
             return rc;
         if ((*interrupted = lb__cli_wait_signal(0)) != 0) return rc;
@@ -126,8 +126,8 @@ static int acquire(lb_legacy_lock *l, redisContext *c, int64_t wait_ms, int *int
 
 static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *lo,
                 int64_t hold_ms, redisContext *c) {
-    lb_legacy_lock *l = NULL;
-    int rc = lb_legacy_lock_new(&l, key, strlen(key), &lo->legacy);
+    lb__cli_lock *l = NULL;
+    int rc = lb__cli_lock_new(&l, key, lo);
     if (rc != LB_OK) return lb__cli_error(a, key, rc, lb_strerror(rc));
     /* From here on SIGINT and SIGTERM end the wait or the hold, never an
      * operation half done; a lock taken is always released. */
@@ -139,11 +139,11 @@ static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *
     if (rc != LB_OK) {
         code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited, interrupted);
     } else {
-        report_acquired(key, l, lo, waited);
+        report_acquired(key, l, waited);
         interrupted = lb__cli_wait_signal(hold_ms);
-        code = report_released(key, l, lb_legacy_release(l, c), interrupted);
+        code = report_released(key, l, lb__cli_lock_release(l, c), interrupted);
     }
-    lb_legacy_lock_free(l);
+    lb__cli_lock_free(l);
     return code;
 }
 
@@ -166,4 +166,4 @@ static int run(const lb__cli_args *a) {
 
 const lb__cli_command lb__cli_cmd_hold = {
     "hold", "acquire a lock, hold it, release it; JSON lines on stdout",
-    help, opts, 1, run};
+    help, opts, 1, run, 1};

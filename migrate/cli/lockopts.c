@@ -1,5 +1,5 @@
 /* The lock options every lock command shares: mode, codec, variant, ttl, wait,
- * clock offset and release margin, checked before any connection is made. */
+ * clock offset, release margin and fencing, checked before any connection is made. */
 #include <string.h>
 
 #include "migrate/cli/cli.h"
@@ -14,17 +14,36 @@ static const char *value_of(const lb__cli_args *a, const lb__cli_optdef *opts,
     return i >= 0 ? a->opt[i] : NULL;
 }
 
-/* Only the legacy protocol exists in this version; the other modes are named so
- * that a script written for a later version fails with a clear message. */
-static int read_mode(const lb__cli_args *a, const char *mode) {
-    char shown[64];
-    if (!mode || strcmp(mode, "legacy") == 0) return 0;
-    lb__cli_printable(shown, sizeof shown, mode, strlen(mode));
-    if (strcmp(mode, "compat") == 0 || strcmp(mode, "modern") == 0)
-        lb__cli_usage(a, "--mode %s is not available in this version (only legacy)", shown);
-    else
-        lb__cli_usage(a, "unknown --mode \"%s\" (this version has legacy only)", shown);
+static const char *const mode_names[] = {"legacy", "compat", "modern"};
+
+const char *lb__cli_mode_name(lb__cli_mode m) {
+    return (unsigned)m < 3 ? mode_names[m] : "unknown";
+}
+
+int lb__cli_mode_parse(const char *s, lb__cli_mode *out) {
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, mode_names[i]) == 0) {
+            *out = (lb__cli_mode)i;
+            return 0;
+        }
     return -1;
+}
+
+/* compat needs the migration library's mode-following lock, which this build
+ * does not have: it is named so that the message says why it is refused. */
+static int read_mode(lb__cli_lockopts *out, const lb__cli_args *a, const char *mode) {
+    char shown[64];
+    if (!mode) mode = "legacy";
+    lb__cli_printable(shown, sizeof shown, mode, strlen(mode));
+    if (lb__cli_mode_parse(mode, &out->mode) != 0) {
+        lb__cli_usage(a, "unknown --mode \"%s\" (legacy, compat or modern)", shown);
+        return -1;
+    }
+    if (out->mode == LB__CLI_MODE_COMPAT) {
+        lb__cli_usage(a, "--mode compat is not available yet in this version");
+        return -1;
+    }
+    return 0;
 }
 
 static int read_codec(lb__cli_lockopts *out, const lb__cli_args *a, const char *spec) {
@@ -59,12 +78,40 @@ static int read_ms(const lb__cli_args *a, const char *name, const char *v, int64
     return v ? lb__cli_int(a, name, v, min, LB__CLI_MS_MAX, out) : 0;
 }
 
+/* Options that mean something in one mode only are refused in the others
+ * rather than ignored: a user who asks for fencing on a timestamp lock would
+ * otherwise believe they have it. */
+static int check_mode_options(const lb__cli_lockopts *out, const lb__cli_args *a,
+                              const lb__cli_optdef *opts) {
+    static const char *const legacy_only[] = {"--codec", "--variant", "--release-margin-ms"};
+    static const char *const modern_only[] = {"--fencing"};
+    /* Both come with modules that this build does not have. */
+    static const char *const later[] = {"--watchdog", "--fair"};
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+        if (value_of(a, opts, later[i]))
+            return lb__cli_usage(a, "%s is not available yet in this version", later[i]), -1;
+    for (size_t i = 0; out->mode != LB__CLI_MODE_LEGACY && i < 3; i++)
+        if (value_of(a, opts, legacy_only[i]))
+            return lb__cli_usage(a, "%s applies to --mode legacy only", legacy_only[i]), -1;
+    if (out->mode != LB__CLI_MODE_MODERN && value_of(a, opts, modern_only[0]))
+        return lb__cli_usage(a, "%s applies to --mode modern only", modern_only[0]), -1;
+    /* The library refuses such a wire lock; saying so here names the options. */
+    if (out->mode == LB__CLI_MODE_LEGACY && out->legacy.variant == LB_LEGACY_WIRE &&
+        out->legacy.ttl_ms <= out->legacy.release_margin_ms)
+        return lb__cli_usage(a, "--ttl-ms %lld must be above --release-margin-ms %lld with "
+                             "--variant wire (every release would be refused)",
+                             (long long)out->legacy.ttl_ms,
+                             (long long)out->legacy.release_margin_ms), -1;
+    return 0;
+}
+
 int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
                           const lb__cli_optdef *opts, int64_t wait_ms) {
     memset(out, 0, sizeof *out);
     lb_legacy_options_init(&out->legacy);
+    lb_lock_options_init(&out->modern);
     out->wait_ms = wait_ms;
-    if (read_mode(a, value_of(a, opts, "--mode")) != 0 ||
+    if (read_mode(out, a, value_of(a, opts, "--mode")) != 0 ||
         read_codec(out, a, value_of(a, opts, "--codec")) != 0 ||
         read_variant(out, a, value_of(a, opts, "--variant")) != 0 ||
         read_ms(a, "--ttl-ms", value_of(a, opts, "--ttl-ms"), 1, &out->legacy.ttl_ms) != 0 ||
@@ -77,5 +124,8 @@ int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
                               LB__CLI_MS_MAX, &out->clock.offset_ms) != 0)
         return -1;
     out->legacy.clock = &out->clock;
-    return 0;
+    out->modern.clock = &out->clock;
+    out->modern.ttl_ms = out->legacy.ttl_ms;
+    out->modern.fencing = value_of(a, opts, "--fencing") != NULL;
+    return check_mode_options(out, a, opts);
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "migrate/cli/cli.h"
 
@@ -10,11 +11,11 @@ static int run_help(const lb__cli_args *a);
 
 static const lb__cli_command help_command = {
     "help", "show help for a command", "usage: lockbridge help [COMMAND]\n", NULL, 1,
-    run_help};
+    run_help, 0};
 
 /* New commands join here; `lockbridge --help` lists them in this order. */
 static const lb__cli_command *const commands[] = {
-    &lb__cli_cmd_hold, &lb__cli_cmd_contend, &help_command, NULL};
+    &lb__cli_cmd_hold, &lb__cli_cmd_contend, &lb__cli_cmd_clock, &help_command, NULL};
 
 static const lb__cli_command *lookup(const char *name) {
     for (int i = 0; commands[i]; i++)
@@ -35,6 +36,8 @@ static void general_help(FILE *f) {
                "  -a PASSWORD    AUTH with this password\n"
                "  --user NAME    AUTH as this ACL user (needs -a)\n"
                "  -n DB          SELECT this database\n"
+               "  --json         JSON lines on stdout (hold and contend: the default when\n"
+               "                 stdout is not a terminal)\n"
                "  --help         this help; `lockbridge COMMAND --help` for a command\n"
                "  --version      print the library version\n");
 }
@@ -69,6 +72,7 @@ static int dispatch(lb__cli_args *a, const lb__cli_command *cmd, int argc, char 
         return LB__CLI_EXIT_OK;
     }
     if (a->conn.user && !a->conn.password) return lb__cli_usage(a, "--user needs -a PASSWORD");
+    lb__cli_set_json(a->json || (cmd->json_when_piped && !isatty(STDOUT_FILENO)));
     return cmd->run(a);
 }
 

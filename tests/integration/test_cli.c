@@ -472,10 +472,11 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
 }
 
 /* A wire release refuses to delete a lock within the release margin of its
- * expiry: a ttl shorter than the margin is always "too close". */
+ * expiry: held until 900 ms of a 1500 ms lock are left, it is "too close". */
 static void test_hold_too_close_to_expiry_exits_5_with_eexpired(void **state) {
     (void)state;
-    const char *args[] = {"-p", port, "hold", "cli:close", "--ttl-ms", "500", NULL};
+    const char *args[] = {"-p", port, "hold", "cli:close", "--ttl-ms", "1500",
+                          "--hold-ms", "600", NULL};
     assert_int_equal(lbt_run(args), 5);
     lbt_lines l;
     lbt_parse(&proc, &l);
@@ -530,7 +531,28 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"hold", "cli:args", "--codec", "json:unit=fortnights"},
         {"hold", "cli:args", "--mode", "sideways"},
         {"hold", "cli:args", "--mode", "compat"},
-        {"hold", "cli:args", "--mode", "modern"},
+        {"hold", "cli:args", "--mode", "Modern"},
+        {"hold", "cli:args", "--mode", ""},
+        {"hold", "cli:args", "--mode", "modern", "--codec", "s"},
+        {"hold", "cli:args", "--mode", "modern", "--variant", "wire"},
+        {"hold", "cli:args", "--mode", "modern", "--release-margin-ms", "5"},
+        {"hold", "cli:args", "--fencing"},
+        {"hold", "cli:args", "--mode", "legacy", "--fencing"},
+        {"hold", "cli:args", "--mode", "modern", "--fencing=yes"},
+        {"hold", "cli:args", "--mode", "modern", "--watchdog"},
+        {"hold", "cli:args", "--mode", "modern", "--fair"},
+        {"hold", "cli:args", "--ttl-ms", "500"},
+        {"hold", "cli:args", "--ttl-ms", "1000", "--release-margin-ms", "1000"},
+        {"hold", "cli:args", "--json", "--json"},
+        {"clock", "extra"},
+        {"clock", "--samples", "0"},
+        {"clock", "--samples", "1001"},
+        {"clock", "--samples", "3.5"},
+        {"clock", "--threshold-ms", "-1"},
+        {"clock", "--threshold-ms", "1000000000001"},
+        {"clock", "--interval-ms", "60001"},
+        {"clock", "--clock-offset-ms", "--5"},
+        {"clock", "--mode", "modern"},
         {"hold", "cli:args", "--variant", "magic"},
         {"hold", "cli:args", "-p", "0"},
         {"hold", "cli:args", "-p", "65536"},
@@ -782,6 +804,240 @@ static void test_contend_refuses_a_counter_that_is_not_a_number(void **state) {
     cmd_ok("DEL %s", "cli:badcounter");
 }
 
+/* ---- Token locks (--mode modern) ------------------------------------------------- */
+static int is_token(const char *s) {
+    if (strlen(s) != LB_TOKEN_LEN) return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) return 0;
+    return 1;
+}
+
+static void test_hold_modern_with_fencing_reports_growing_fences(void **state) {
+    (void)state;
+    double fences[2];
+    for (int i = 0; i < 2; i++) {
+        const char *args[] = {"-p", port, "hold", "cli:modern", "--mode", "modern",
+                              "--fencing", "--ttl-ms", "20000", NULL};
+        assert_int_equal(lbt_run(args), 0);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(str_of(l.line[0], "event"), "acquired");
+        assert_string_equal(str_of(l.line[0], "mode"), "modern");
+        assert_true(is_token(str_of(l.line[0], "token")));
+        assert_true(num_of(l.line[0], "ttl_ms") == 20000);
+        assert_null(cJSON_GetObjectItemCaseSensitive(l.line[0], "codec"));
+        fences[i] = num_of(l.line[0], "fence");
+        assert_true(bool_of(l.line[1], "still_ours"));
+        assert_string_equal(str_of(l.line[1], "status"), "LB_OK");
+        lbt_lines_free(&l);
+    }
+    assert_true(fences[0] >= 1 && fences[1] > fences[0]);
+    assert_int_equal(int_reply("EXISTS %s", "cli:modern"), 0);
+    /* The counter lives beside the lock, in its hash slot. */
+    assert_string_equal(get_value("{cli:modern}:fence"), "2");
+    cmd_ok("DEL %s", "{cli:modern}:fence");
+}
+
+/* Without --fencing no counter is taken, and the output says nothing of one. */
+static void test_hold_modern_without_fencing_sets_a_ttl_and_no_counter(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:plain", "--mode", "modern", "--ttl-ms",
+                          "7000", "--hold-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    long long pttl = int_reply("PTTL %s", "cli:plain");
+    assert_true(pttl > 0 && pttl <= 7000);
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    assert_int_equal(lbt_finish(&proc), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_null(cJSON_GetObjectItemCaseSensitive(l.line[0], "fence"));
+    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_int_equal(int_reply("EXISTS %s", "{cli:plain}:fence"), 0);
+    assert_int_equal(int_reply("EXISTS %s", "cli:plain"), 0);
+    lbt_lines_free(&l);
+}
+
+/* A legacy lock has no TTL: the token lock treats it as held for good and
+ * never touches it. */
+static void test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it(void **state) {
+    (void)state;
+    lb_legacy_lock *other = library_holder("cli:legacyheld");
+    char theirs[64];
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    const char *args[] = {"-p", port, "hold", "cli:legacyheld", "--mode", "modern",
+                          "--wait-ms", "30", NULL};
+    assert_int_equal(lbt_run(args), 2);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(str_of(l.line[0], "reason"), "timeout");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(l.line[0], "holder_ttl_ms")));
+    assert_string_equal(get_value("cli:legacyheld"), theirs);
+    assert_int_equal(int_reply("PTTL %s", "cli:legacyheld"), -1);
+    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    lb_legacy_lock_free(other);
+    lbt_lines_free(&l);
+}
+
+static void test_hold_modern_reports_its_lock_lost_and_exits_5(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:mlost", "--mode", "modern", "--hold-ms",
+                          "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    cmd_ok("SET %s %s PX 60000", "cli:mlost", "someone-else");
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    assert_int_equal(lbt_finish(&proc), 5);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_false(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(str_of(l.line[1], "status"), "LB_ELOST");
+    assert_string_equal(get_value("cli:mlost"), "someone-else");
+    cmd_ok("DEL %s", "cli:mlost");
+    lbt_lines_free(&l);
+}
+
+/* ---- Output forms ---------------------------------------------------------------- */
+/* Piped, hold and contend write JSON lines as they always have; --json is
+ * accepted anywhere; the clock command writes a table unless asked for JSON. */
+static void test_json_flag_anywhere_and_text_by_default_for_clock(void **state) {
+    (void)state;
+    const char *hold[] = {"--json", "-p", port, "hold", "cli:json", NULL};
+    assert_int_equal(lbt_run(hold), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    lbt_lines_free(&l);
+    const char *text[] = {"-p", port, "clock", "--samples", "2", NULL};
+    assert_int_equal(lbt_run(text), 0);
+    assert_non_null(strstr(proc.out, "median offset"));
+    assert_non_null(strstr(proc.out, "verdict         ok"));
+    assert_null(cJSON_Parse(proc.out)); /* not JSON */
+    const char *json[] = {"-p", port, "clock", "--samples", "2", "--json", NULL};
+    assert_int_equal(lbt_run(json), 0);
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(str_of(l.line[0], "event"), "clock");
+    lbt_lines_free(&l);
+}
+
+/* ---- clock ----------------------------------------------------------------------- */
+static void test_clock_agrees_with_a_local_server(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "clock", "--samples", "5", "--interval-ms", "0",
+                          "--json", NULL};
+    assert_int_equal(lbt_run(args), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    cJSON *o = l.line[0];
+    const cJSON *samples = cJSON_GetObjectItemCaseSensitive(o, "samples"), *it;
+    assert_int_equal(cJSON_GetArraySize(samples), 5);
+    double max_rtt = 0;
+    cJSON_ArrayForEach(it, samples) {
+        assert_true(num_of(it, "rtt_ms") >= 0);
+        if (num_of(it, "rtt_ms") > max_rtt) max_rtt = num_of(it, "rtt_ms");
+    }
+    /* Same host, same clock: the offset is within the uncertainty plus the
+     * server's microsecond rounding and the output's. */
+    double unc = num_of(o, "uncertainty_ms");
+    assert_true(unc >= 0 && unc <= max_rtt / 2 + 0.001);
+    double off = num_of(o, "offset_ms");
+    assert_true(off >= -(unc + 0.01) && off <= unc + 0.01);
+    assert_true(num_of(o, "threshold_ms") == 1000);
+    assert_string_equal(str_of(o, "verdict"), "ok");
+    const cJSON *rtt = cJSON_GetObjectItemCaseSensitive(o, "rtt_ms");
+    assert_true(num_of(rtt, "min") <= num_of(rtt, "median"));
+    assert_true(num_of(rtt, "median") <= num_of(rtt, "max"));
+    lbt_lines_free(&l);
+}
+
+/* A host whose clock is an hour late is far outside the threshold; a threshold
+ * of zero can never be confirmed (the round trip is never zero). Both exit 6. */
+static void test_clock_verdicts_skewed_and_uncertain_exit_6(void **state) {
+    (void)state;
+    static const struct {
+        const char *offset, *threshold, *verdict;
+    } cases[] = {
+        {"3600000", "1000", "skewed"},
+        {"-3600000", "1000", "skewed"},
+        {"0", "0", "uncertain"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"-p", port, "clock", "--clock-offset-ms", cases[i].offset,
+                              "--threshold-ms", cases[i].threshold, "--samples", "3",
+                              "--json", NULL};
+        assert_int_equal(lbt_run(args), 6);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(str_of(l.line[0], "verdict"), cases[i].verdict);
+        if (cases[i].offset[0] != '0') {
+            double off = num_of(l.line[0], "offset_ms");
+            double expect = -(double)atoll(cases[i].offset);
+            assert_true(off > expect - 100 && off < expect + 100);
+        }
+        lbt_lines_free(&l);
+    }
+}
+
+/* A server without TIME (renamed away) answers with an error: exit 4. */
+static void test_clock_without_time_command_exits_4(void **state) {
+    (void)state;
+    lbt_redis notime;
+    const char *extra[] = {"--rename-command", "TIME", "\"\"", NULL};
+    assert_int_equal(lbt_redis_start(&notime, extra), 0);
+    char p[16];
+    snprintf(p, sizeof p, "%d", notime.port);
+    const char *args[] = {"-p", p, "clock", "--json", NULL};
+    int rc = lbt_run(args);
+    lbt_redis_stop(&notime);
+    assert_int_equal(rc, 4);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(str_of(l.line[0], "event"), "error");
+    assert_non_null(strstr(proc.err, "TIME"));
+    lbt_lines_free(&l);
+}
+
+/* Token locks with fencing: every update counted, and every critical section's
+ * fencing number above the one before it. */
+static void test_contend_modern_with_fencing_counts_every_update(void **state) {
+    (void)state;
+    const char *extra[] = {"--mode", "modern", "--fencing", NULL};
+    const char *args[32];
+    int n = 0;
+    const char *base[] = {"contend", "cli:mcontend", "-p", port, "--clients", "3",
+                          "--seconds", "1", "--counter-key", "cli:mcounter", NULL};
+    for (int i = 0; base[i]; i++) args[n++] = base[i];
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    assert_int_equal(lbt_run(args), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 1);
+    cJSON *o = l.line[0];
+    assert_string_equal(str_of(o, "mode"), "modern");
+    assert_null(cJSON_GetObjectItemCaseSensitive(o, "codec"));
+    double acq = num_of(o, "acquisitions");
+    assert_true(acq > 0);
+    assert_true(num_of(o, "lost_updates") == 0);
+    assert_true(num_of(o, "fence_regressions") == 0);
+    assert_true(num_of(o, "failed_clients") == 0);
+    /* One fencing number per acquisition, counted by the server. */
+    char expect[32];
+    snprintf(expect, sizeof expect, "%.0f", acq);
+    assert_string_equal(get_value("{cli:mcontend}:fence"), expect);
+    assert_int_equal(int_reply("EXISTS %s", "cli:mcontend"), 0);
+    cmd_ok("DEL %s %s", "{cli:mcontend}:fence", "cli:mcounter");
+    lbt_lines_free(&l);
+}
+
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
@@ -827,6 +1083,15 @@ int main(void) {
         cmocka_unit_test(test_contend_counts_every_update_in_both_variants),
         cmocka_unit_test(test_contend_survives_abandoned_locks),
         cmocka_unit_test(test_contend_refuses_a_counter_that_is_not_a_number),
+        cmocka_unit_test(test_contend_modern_with_fencing_counts_every_update),
+        cmocka_unit_test(test_hold_modern_with_fencing_reports_growing_fences),
+        cmocka_unit_test(test_hold_modern_without_fencing_sets_a_ttl_and_no_counter),
+        cmocka_unit_test(test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it),
+        cmocka_unit_test(test_hold_modern_reports_its_lock_lost_and_exits_5),
+        cmocka_unit_test(test_json_flag_anywhere_and_text_by_default_for_clock),
+        cmocka_unit_test(test_clock_agrees_with_a_local_server),
+        cmocka_unit_test(test_clock_verdicts_skewed_and_uncertain_exit_6),
+        cmocka_unit_test(test_clock_without_time_command_exits_4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

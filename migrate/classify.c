@@ -1,0 +1,140 @@
+/* The format classifier: what a lock key holds, from its bytes, PTTL and Redis
+ * type alone, and lb_inspect, which reads those in one script call. */
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+
+#include "lockbridge/modern.h"
+#include "migrate/internal.h"
+
+static const char *const format_names[] = {"absent", "legacy", "compat", "token",
+                                           "incr",   "unknown", "wrongtype"};
+static const char *const token_names[] = {"none", "lockbridge", "json-uid", "other"};
+
+const char *lb_format_name(lb_format f) {
+    if ((int)f < 0 || (int)f > (int)LB_FORMAT_WRONGTYPE) return "invalid";
+    return format_names[f];
+}
+
+const char *lb_token_kind_name(lb_token_kind k) {
+    if ((int)k < 0 || (int)k > (int)LB_TOKEN_OTHER) return "invalid";
+    return token_names[k];
+}
+
+static int is_hex_token(const char *s, size_t len) {
+    if (len != LB_TOKEN_LEN) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+/* M1 writes {"uid":"<uuid4>"}: any JSON object whose uid is a string. */
+static int is_json_uid(const char *s, size_t len) {
+    if (len < 2 || s[0] != '{' || len > LB_OBSERVED_MAX) return 0;
+    cJSON *o = cJSON_ParseWithLength(s, len);
+    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(o, "uid");
+    int yes = cJSON_IsObject(o) && cJSON_IsString(uid);
+    cJSON_Delete(o);
+    return yes;
+}
+
+/* A timestamp in one of the codecs: its expiry judged on that codec's clock. */
+static int try_codecs(lb_class *out, const char *s, size_t len, const lb_codec *codecs,
+                      int n, const lb_now *now) {
+    for (int i = 0; i < n; i++) {
+        int64_t t, left;
+        if (lb_codec_decode(&codecs[i], s, len, &t) != LB_OK) continue;
+        int64_t cur = lb_codec_now(&codecs[i], now);
+        out->codec = i;
+        out->expiry = t;
+        out->expired = cur > t;
+        if (out->expired) out->remaining_ms = 0;
+        else if (lb__sub64(t, cur, &left)) out->remaining_ms = INT64_MAX;
+        else out->remaining_ms = lb__codec_units_to_ms(&codecs[i], left);
+        out->format = out->pttl_ms >= 0 ? LB_FORMAT_COMPAT : LB_FORMAT_LEGACY;
+        return 1;
+    }
+    return 0;
+}
+
+static void reset(lb_class *out, int64_t pttl_ms, size_t len) {
+    memset(out, 0, sizeof *out);
+    out->codec = -1;
+    out->pttl_ms = pttl_ms;
+    out->len = len;
+}
+
+int lb_classify(lb_class *out, const char *value, size_t len, int64_t pttl_ms,
+                const char *type, const lb_codec *codecs, int ncodecs, const lb_now *now) {
+    int64_t n;
+    if (!out) return LB_EINVAL;
+    reset(out, pttl_ms, value ? len : 0);
+    if (!codecs || ncodecs < 1 || !now) return LB_EINVAL;
+    if (!type) type = value ? "string" : "none";
+    if (strcmp(type, "none") == 0) return LB_OK; /* absent */
+    if (strcmp(type, "string") != 0) {
+        out->format = LB_FORMAT_WRONGTYPE;
+        return LB_OK;
+    }
+    if (!value) return LB_OK; /* a string type with no value: gone meanwhile */
+    /* Before the codecs: a small integer also decodes as an ancient timestamp,
+     * and taking it over would hand an INCR locker's key to two owners. */
+    if (lb__parse_decimal(value, len, &n) == LB_OK && n < LB_INCR_MAX) {
+        out->format = LB_FORMAT_INCR;
+        out->counter = n;
+        return LB_OK;
+    }
+    if (len <= LB_OBSERVED_MAX && try_codecs(out, value, len, codecs, ncodecs, now)) return LB_OK;
+    if (is_hex_token(value, len)) out->token = LB_TOKEN_LOCKBRIDGE;
+    else if (is_json_uid(value, len)) out->token = LB_TOKEN_JSON_UID;
+    else if (pttl_ms >= 0) out->token = LB_TOKEN_OTHER;
+    out->format = out->token != LB_TOKEN_NONE ? LB_FORMAT_TOKEN : LB_FORMAT_UNKNOWN;
+    return LB_OK;
+}
+
+/* Reads {type, value or nil, pttl, length} as migrate_inspect returns it. */
+static int parse_inspect(const redisReply *r, char *type, size_t cap, const redisReply **val,
+                         long long *pttl, long long *len) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return LB_EPROTO;
+    const redisReply *t = r->element[0], *v = r->element[1];
+    if (t->type != REDIS_REPLY_STRING && t->type != REDIS_REPLY_STATUS) return LB_EPROTO;
+    if (r->element[2]->type != REDIS_REPLY_INTEGER || r->element[3]->type != REDIS_REPLY_INTEGER)
+        return LB_EPROTO;
+    if (v->type != REDIS_REPLY_STRING && v->type != REDIS_REPLY_NIL) return LB_EPROTO;
+    if ((size_t)t->len >= cap) return LB_EPROTO;
+    memcpy(type, t->str, (size_t)t->len);
+    type[t->len] = '\0';
+    *val = v->type == REDIS_REPLY_STRING ? v : NULL;
+    *pttl = r->element[2]->integer;
+    *len = r->element[3]->integer;
+    return LB_OK;
+}
+
+int lb_inspect(redisContext *c, const char *key, size_t keylen, const lb_codec *codecs,
+               int ncodecs, const lb_clock *clock, lb_class *out) {
+    char type[32];
+    const redisReply *v;
+    long long pttl, len;
+    if (!out) return LB_EINVAL;
+    reset(out, -2, 0);
+    if (!c || !key || keylen == 0 || !codecs || ncodecs < 1) return LB_EINVAL;
+    const char *argv[2] = {"1", key};
+    size_t lens[2] = {1, keylen};
+    redisReply *r = lb__eval(c, &lb__script_migrate_inspect, 2, argv, lens);
+    if (!r) return LB_EIO;
+    int rc = r->type == REDIS_REPLY_ERROR ? LB_EREDIS
+                                          : parse_inspect(r, type, sizeof type, &v, &pttl, &len);
+    if (rc == LB_OK) {
+        lb_now now = lb_clock_now(clock);
+        /* A value longer than what the script returns is no timestamp: its
+         * prefix is classified with the full length kept for the report. */
+        rc = lb_classify(out, v ? v->str : NULL, v ? (size_t)v->len : 0, pttl, type, codecs,
+                         ncodecs, &now);
+        if (v && len > (long long)v->len && out->format != LB_FORMAT_TOKEN)
+            out->format = LB_FORMAT_UNKNOWN;
+        if (len >= 0) out->len = (size_t)len;
+    }
+    freeReplyObject(r);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* Internal declarations of the migrate module shared between its files: the
+ * scripts, the mode-following lock's layout and the pieces its machines share. */
+#ifndef LOCKBRIDGE_MIGRATE_INTERNAL_H
+#define LOCKBRIDGE_MIGRATE_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "lockbridge/migrate.h"
+#include "core/internal.h"
+#include "legacy/internal.h"
+
+extern const lb_script lb__script_migrate_acquire;
+extern const lb_script lb__script_migrate_release;
+extern const lb_script lb__script_migrate_extend;
+extern const lb_script lb__script_migrate_inspect;
+extern const lb_script lb__script_mode_set;
+extern const lb_script lb__script_census_touch;
+extern const lb_script lb__script_census_prune;
+
+/* Longest census JSON an entry can produce (every field escaped), NUL included. */
+#define LB__CENSUS_JSON_MAX 2048
+
+enum { LB__OP_ACQUIRE, LB__OP_RELEASE, LB__OP_EXTEND, LB__OP_REFRESH };
+
+/* The mode-following lock. One operation runs at a time on `m`; in legacy
+ * mode `m` forwards to the embedded legacy lock's machine (`sub`). */
+struct lb_mlock {
+    lb_machine m; /* first: the machine's address is the handle's */
+    lb_mlock_options opts;
+    char *key, *channel;
+    size_t keylen, channellen;
+    int has_ns;
+    lb_ns_keys ns;
+    lb_legacy_lock *legacy; /* legacy mode's protocol */
+    lb_mode mode;           /* the mode the next operation starts in */
+    int mode_read;          /* the control key was read at least once */
+    int64_t mode_read_ns;   /* monotonic ns of the last read */
+    int64_t census_ns;      /* monotonic ns of the last census refresh */
+    int census_done;        /* refreshed at least once */
+    atomic_int notified;    /* set by lb_mlock_notify */
+    int op;                 /* the running operation (LB__OP_*) */
+    lb_mode op_mode;        /* the mode it runs in, fixed when it starts */
+    int state;              /* its state */
+    lb_machine *sub;        /* the legacy machine being forwarded, or NULL */
+    int census_now;         /* the running refresh writes the census */
+    int held;
+    lb_mode held_mode;
+    char value[LB_VALUE_MAX]; /* what we wrote (a codec value or a token) */
+    size_t valuelen;
+    int64_t expiry;           /* compat: our timestamp, codec units */
+    int64_t last_expiry;      /* compat: the latest timestamp this handle wrote */
+    char pending[LB_VALUE_MAX];
+    size_t pendinglen;
+    int64_t pending_expiry;
+    char observed[LB_OBSERVED_MAX]; /* an expired legacy value to take over */
+    size_t observedlen;
+    int takeovers_left;
+    char px_arg[24];
+    int64_t extend_ttl_ms;
+    int64_t sent_ns, deadline_ns;
+    lb_class seen;            /* what the last failed attempt found */
+    int64_t holder_ms;        /* the holder's remaining validity seen, ms; -1 unknown */
+    char census_json[LB__CENSUS_JSON_MAX];
+    size_t census_jsonlen;
+    char client_id[LB_CENSUS_ID_MAX];
+    char host[LB_CENSUS_HOST_MAX];
+    char version[LB_CENSUS_VERSION_MAX];
+    uint64_t commands;
+    uint64_t rng;
+    char errstr[LB__ERRSTR_CAP];
+};
+
+/* The cross-format operations (migrate/xformat.c): acquire, release and
+ * extend of compat and modern values, run on the handle's machine for the
+ * operation l->op in mode l->op_mode. */
+#define LB__STATE_X 16 /* states from here on belong to xformat.c */
+int lb__x_start(lb_mlock *l, const lb_now *now);
+int lb__x_step(lb_mlock *l, const struct redisReply *r, const lb_now *now);
+
+/* Runs one of our scripts on a blocking connection by SHA, re-sent with its
+ * body on NOSCRIPT. argv starts with numkeys; at most LB_CMD_MAX_ARGS - 2. */
+struct redisReply *lb__eval(struct redisContext *c, const lb_script *s, int argc,
+                            const char **argv, const size_t *lens);
+
+#endif

@@ -1,0 +1,212 @@
+/* The mode-following lock handle: options, creation (with its legacy lock,
+ * companion names and census identity), state accessors, the sync wrappers
+ * and the blocking acquire. The protocol lives in mlock_ops.c and xformat.c. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lockbridge/lockbridge.h"
+#include "migrate/internal.h"
+
+void lb_mlock_options_init(lb_mlock_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->mode = LB_MODE_COMPAT;
+    o->mode_refresh_ms = 1000;
+    o->codec.kind = LB_CODEC_MS;
+    o->ttl_ms = 30000;
+    o->grace_ms = 1000;
+    o->legacy_variant = LB_LEGACY_WIRE;
+    o->nil_retries = 3;
+    o->release_margin_ms = 1000;
+    o->backoff_min_ms = 2;
+    o->backoff_max_ms = 100;
+    o->census_refresh_ms = 5000;
+}
+
+/* Durations are bounded so that no instant or TTL computed from them
+ * overflows in any codec unit: 10^12 ms is about 31 years. */
+#define MS_MAX INT64_C(1000000000000)
+
+static int valid_options(const lb_mlock_options *o) {
+    if ((int)o->mode < 0 || o->mode > LB_MODE_MODERN || (o->follow != 0 && o->follow != 1))
+        return 0;
+    if (o->follow && !o->ns) return 0;
+    if (o->ttl_ms <= 0 || o->ttl_ms > MS_MAX || o->grace_ms < 0 || o->grace_ms > MS_MAX) return 0;
+    if (o->mode_refresh_ms <= 0 || o->mode_refresh_ms > MS_MAX) return 0;
+    if (o->census_refresh_ms < 0 || o->census_refresh_ms > MS_MAX) return 0;
+    if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms) return 0;
+    if (o->client_id && (o->client_id[0] == '\0' || strlen(o->client_id) >= LB_CENSUS_ID_MAX))
+        return 0;
+    if (o->host && strlen(o->host) >= LB_CENSUS_HOST_MAX) return 0;
+    if (o->version && strlen(o->version) >= LB_CENSUS_VERSION_MAX) return 0;
+    return 1;
+}
+
+static int make_legacy(lb_mlock *l, const lb_mlock_options *o) {
+    lb_legacy_options lo;
+    lb_legacy_options_init(&lo);
+    lo.codec = o->codec;
+    lo.variant = o->legacy_variant;
+    lo.ttl_ms = o->ttl_ms;
+    lo.nil_retries = o->nil_retries;
+    lo.release_margin_ms = o->release_margin_ms;
+    lo.backoff_min_ms = o->backoff_min_ms;
+    lo.backoff_max_ms = o->backoff_max_ms;
+    lo.clock = o->clock;
+    lo.allocator = o->allocator;
+    return lb_legacy_lock_new(&l->legacy, l->key, l->keylen, &lo);
+}
+
+/* The census identity: given, or "host:pid:8 random hex digits". */
+static int identity(lb_mlock *l, const lb_mlock_options *o) {
+    char tok[LB__TOKEN_CAP];
+    if (o->host) {
+        strcpy(l->host, o->host);
+    } else if (gethostname(l->host, sizeof l->host) != 0) {
+        strcpy(l->host, "unknown");
+    }
+    l->host[sizeof l->host - 1] = '\0';
+    strcpy(l->version, o->version ? o->version : LB_VERSION_STRING);
+    if (o->client_id) {
+        strcpy(l->client_id, o->client_id);
+        return LB_OK;
+    }
+    if (lb__token(tok) != LB_OK) return LB_EIO;
+    snprintf(l->client_id, sizeof l->client_id, "%.96s:%ld:%.8s", l->host, (long)getpid(), tok);
+    return LB_OK;
+}
+
+static int setup(lb_mlock *l, const char *key, size_t keylen, const lb_mlock_options *o) {
+    l->key = lb__alloc(o->allocator, keylen + 1);
+    if (!l->key) return LB_ENOMEM;
+    memcpy(l->key, key, keylen);
+    l->key[keylen] = '\0';
+    l->keylen = keylen;
+    size_t cap = keylen + 16;
+    if (!(l->channel = lb__alloc(o->allocator, cap))) return LB_ENOMEM;
+    int n = lb_companion_key(key, keylen, "released", l->channel, cap);
+    if (n < 0) return LB_EINVAL;
+    l->channellen = (size_t)n;
+    if (o->ns) {
+        if (lb_ns_keys_init(&l->ns, o->ns, strlen(o->ns)) != LB_OK) return LB_EINVAL;
+        l->has_ns = 1;
+        int rc = identity(l, o);
+        if (rc != LB_OK) return rc;
+    }
+    return make_legacy(l, o);
+}
+
+int lb_mlock_new(lb_mlock **out, const char *key, size_t keylen, const lb_mlock_options *o) {
+    lb_mlock_options defaults;
+    if (!out) return LB_EINVAL;
+    *out = NULL;
+    if (!key || keylen == 0) return LB_EINVAL;
+    if (!o) {
+        lb_mlock_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!valid_options(o)) return LB_EINVAL;
+    lb_mlock *l = lb__alloc(o->allocator, sizeof *l);
+    if (!l) return LB_ENOMEM;
+    memset(l, 0, sizeof *l);
+    l->opts = *o;
+    /* Names and identity are copied; the caller's strings may go. */
+    l->opts.ns = l->opts.client_id = l->opts.host = l->opts.version = NULL;
+    l->mode = o->mode;
+    l->holder_ms = -1;
+    l->seen.codec = -1;
+    l->seen.pttl_ms = -2;
+    atomic_init(&l->notified, 0);
+    l->rng = lb__random_seed();
+    int rc = setup(l, key, keylen, o);
+    if (rc != LB_OK) {
+        lb_mlock_free(l);
+        return rc;
+    }
+    *out = l;
+    return LB_OK;
+}
+
+void lb_mlock_free(lb_mlock *l) {
+    if (!l) return;
+    const lb_allocator *a = l->opts.allocator;
+    lb_legacy_lock_free(l->legacy);
+    lb__free(a, l->key);
+    lb__free(a, l->channel);
+    lb__free(a, l);
+}
+
+static int run(lb_mlock *l, struct redisContext *c, lb_machine *m) {
+    if (!c) return LB_EINVAL;
+    if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
+    int rc = lb_sync_run(c, m, l->opts.clock);
+    l->commands += lb_machine_commands(m);
+    memcpy(l->errstr, m->errstr, sizeof l->errstr);
+    return rc;
+}
+
+int lb_mlock_try_acquire(lb_mlock *l, struct redisContext *c) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_mlock_try_acquire_machine(l));
+}
+
+int lb_mlock_release(lb_mlock *l, struct redisContext *c) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_mlock_release_machine(l));
+}
+
+int lb_mlock_extend(lb_mlock *l, struct redisContext *c, int64_t ttl_ms) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_mlock_extend_machine(l, ttl_ms));
+}
+
+int lb_mlock_refresh(lb_mlock *l, struct redisContext *c) {
+    if (!l) return LB_EINVAL;
+    return run(l, c, lb_mlock_refresh_machine(l));
+}
+
+void lb_mlock_notify(lb_mlock *l) {
+    if (l) atomic_store(&l->notified, 1);
+}
+
+/* The next sleep: uniform in [min, cap], cap doubling up to backoff_max_ms,
+ * and never past the holder's remaining validity (a crashed holder's lock is
+ * taken over promptly; a released one is seen on the next attempt). */
+static int64_t next_sleep(lb_mlock *l, int64_t *cap) {
+    int64_t lo = l->opts.backoff_min_ms, span = *cap - lo + 1;
+    int64_t ms = lo + (int64_t)(lb__xorshift(&l->rng) % (uint64_t)span);
+    if (*cap < l->opts.backoff_max_ms)
+        *cap = *cap * 2 > l->opts.backoff_max_ms ? l->opts.backoff_max_ms : *cap * 2;
+    if (l->holder_ms >= 0 && l->holder_ms < ms - 1) ms = l->holder_ms + 1 < lo ? lo : l->holder_ms + 1;
+    return ms;
+}
+
+int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms) {
+    if (!l || !c || wait_ms < 0) return LB_EINVAL;
+    int64_t deadline = lb__deadline_ms(wait_ms), cap = l->opts.backoff_min_ms;
+    for (;;) {
+        int rc = lb_mlock_try_acquire(l, c);
+        if (rc != LB_EBUSY && rc != LB_EFOREIGN) return rc;
+        int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - lb__mono_ms();
+        if (left <= 0) return rc == LB_EFOREIGN ? LB_EFOREIGN : LB_ETIMEDOUT;
+        int64_t ms = next_sleep(l, &cap);
+        lb__sleep_ms(ms < left ? ms : left);
+    }
+}
+
+lb_mode lb_mlock_mode(const lb_mlock *l) { return l ? l->mode : LB_MODE_LEGACY; }
+int lb_mlock_held(const lb_mlock *l) { return l ? l->held : 0; }
+lb_mode lb_mlock_held_mode(const lb_mlock *l) { return l ? l->held_mode : LB_MODE_LEGACY; }
+
+const char *lb_mlock_value(const lb_mlock *l, size_t *len) {
+    if (len) *len = l ? l->valuelen : 0;
+    return l ? l->value : "";
+}
+
+int64_t lb_mlock_deadline_ns(const lb_mlock *l) { return l ? l->deadline_ns : 0; }
+
+const lb_class *lb_mlock_observed(const lb_mlock *l) { return l ? &l->seen : NULL; }
+const char *lb_mlock_errstr(const lb_mlock *l) { return l ? l->errstr : ""; }
+uint64_t lb_mlock_commands(const lb_mlock *l) { return l ? l->commands : 0; }
+const char *lb_mlock_client_id(const lb_mlock *l) { return l ? l->client_id : ""; }

@@ -1,0 +1,13 @@
+-- Deletes the lock only if it holds exactly the value this client wrote, and
+-- tells waiters. KEYS[1] lock; ARGV[1] our value, ARGV[2] release channel.
+-- Returns 1 deleted, 0 key absent, -1 another value (left alone).
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+if cur == false then
+  return 0
+end
+return -1

@@ -107,7 +107,8 @@ void lb__lock_fix_token(lb_lock *l, const char *token) {
 
 lb_machine *lb_lock_try_acquire_machine(lb_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
-    lb__machine_begin(&l->m, acquire_step);
+    /* Fair mode's attempt is one script over the lock and its queue. */
+    lb__machine_begin(&l->m, l->fair ? lb__fair_acquire_step : acquire_step);
     l->state = A_START;
     return &l->m;
 }

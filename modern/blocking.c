@@ -3,6 +3,7 @@
  * simply expires (or is released by a client that publishes nothing) is taken
  * within one back-off step. Real time is read here, in the driver layer. */
 
+#include "lockbridge/wait.h"
 #include "modern/internal.h"
 
 /* Uniform in [min, cap], cap doubling to backoff_max_ms; no longer than the
@@ -17,6 +18,8 @@ static int64_t next_sleep(lb_lock *l, int64_t *cap) {
 
 int lb_lock_acquire(lb_lock *l, struct redisContext *c, int64_t wait_ms) {
     if (!l || !c || wait_ms < 0) return LB_EINVAL;
+    /* A fair waiter must hold its place in the queue (modern/acquire_wait.c). */
+    if (l->fair) return lb_lock_acquire_wait(l, c, NULL, wait_ms);
     int64_t deadline = lb__deadline_ms(wait_ms), cap = l->opts.backoff_min_ms;
     for (;;) {
         int rc = lb_lock_try_acquire(l, c);

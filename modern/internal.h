@@ -9,6 +9,8 @@ extern const lb_script lb__script_modern_acquire_fenced;
 extern const lb_script lb__script_modern_release;
 extern const lb_script lb__script_modern_extend;
 extern const lb_script lb__script_modern_check;
+extern const lb_script lb__script_modern_fair_acquire;
+extern const lb_script lb__script_modern_fair_release;
 
 struct lb_lock {
     lb_machine m; /* first: the machine's address is the lock's */
@@ -32,6 +34,7 @@ struct lb_lock {
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
     struct lb__watch *watch; /* set while a watchdog renews the lock */
+    struct lb__fair *fair;   /* fair mode's queue keys (modern/fair.c), or NULL */
 };
 
 /* Makes the next acquisitions of `l` use `token` rather than fresh ones. */
@@ -39,5 +42,43 @@ void lb__lock_fix_token(lb_lock *l, const char *token);
 /* Ends the watch of `l` (modern/watchdog.c), waiting for a renewal in flight:
  * release and free call it first, so no renewal runs during or after them. */
 void lb__watch_detach(lb_lock *l);
+
+/* Fair mode (modern/fair.c). The step functions replace acquire's and
+ * release's when l->fair is set; the mode says what the next attempt does. */
+typedef struct lb__fair lb__fair;
+enum { LB__FAIR_TRY, LB__FAIR_WAIT, LB__FAIR_LEAVE };
+int lb__fair_valid(const lb_lock_options *o); /* the fair_* options make sense */
+int lb__fair_new(lb_lock *l);
+void lb__fair_free(lb_lock *l);
+int lb__fair_acquire_step(lb_machine *m, const struct redisReply *r, const lb_now *now);
+int lb__fair_release_step(lb_machine *m, const struct redisReply *r, const lb_now *now);
+int lb__fair_begin_wait(lb_lock *l); /* a fresh token kept until lb__fair_end_wait */
+void lb__fair_set_mode(lb_lock *l, int mode);
+void lb__fair_end_wait(lb_lock *l);
+int lb__fair_handed(lb_lock *l, int64_t fence);
+int64_t lb__fair_lease_ms(const lb_lock *l);
+
+/* The waiter (modern/waiter.c) as lb_lock_acquire_wait uses it. A thread
+ * watches a channel for the length of one wait; a fair wait registers its
+ * token in `rec` so that a hand-off message reaches it alone. */
+struct lb_waiter;
+typedef struct lb__wchan lb__wchan;
+typedef struct lb__wrec {
+    struct lb__wrec *next;
+    char token[LB__TOKEN_CAP]; /* "" when not fair */
+    int handed;                /* set by the waiter's thread under its lock */
+    int64_t fence;             /* from the message; -1 when it had none */
+} lb__wrec;
+enum { LB__WATCH_READY, LB__WATCH_PENDING, LB__WATCH_DOWN };
+enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_HANDED };
+/* NULL when out of memory (the wait then backs off without waking). *gen is
+ * the channel's event count; *ready one of LB__WATCH_*. */
+lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
+                            uint64_t *gen, int *ready);
+/* Sleeps until the event count differs from *gen (updated), `rec` is handed
+ * the lock, or `ms` pass. Returns one of LB__WAKE_*. */
+int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms);
+uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
+void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
 
 #endif

@@ -12,11 +12,14 @@ void lb_lock_options_init(lb_lock_options *o) {
     o->ttl_ms = 30000;
     o->backoff_min_ms = 2;
     o->backoff_max_ms = 100;
+    o->fair_yield_every = 16;
+    o->fair_yield_ms = 200;
 }
 
 static int valid_options(const lb_lock_options *o) {
     return o->ttl_ms > 0 && o->ttl_ms <= INT64_MAX / 1000000 && o->backoff_min_ms > 0 &&
-           o->backoff_max_ms >= o->backoff_min_ms && (o->fencing == 0 || o->fencing == 1);
+           o->backoff_max_ms >= o->backoff_min_ms && (o->fencing == 0 || o->fencing == 1) &&
+           lb__fair_valid(o);
 }
 
 /* Allocates the companion name "suffix" of the key (see lb_companion_key). */
@@ -55,6 +58,7 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
     if ((rc = companion(l, "released", &l->channel, &l->channellen)) != LB_OK) goto fail;
     if (o->fencing && (rc = companion(l, "fence", &l->fence_key, &l->fence_keylen)) != LB_OK)
         goto fail;
+    if (o->fair && (rc = lb__fair_new(l)) != LB_OK) goto fail;
     *out = l;
     return LB_OK;
 fail:
@@ -69,6 +73,7 @@ void lb_lock_free(lb_lock *l) {
     lb__free(a, l->key);
     lb__free(a, l->fence_key);
     lb__free(a, l->channel);
+    lb__fair_free(l);
     lb__free(a, l);
 }
 

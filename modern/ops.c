@@ -98,7 +98,7 @@ static lb_machine *begin(lb_lock *l, int (*step)(lb_machine *, const redisReply 
 
 lb_machine *lb_lock_release_machine(lb_lock *l) {
     if (l && l->watch && !lb__machine_in_flight(&l->m)) lb__watch_detach(l);
-    return begin(l, release_step);
+    return begin(l, l && l->fair ? lb__fair_release_step : release_step);
 }
 lb_machine *lb_lock_check_machine(lb_lock *l) { return begin(l, check_step); }
 

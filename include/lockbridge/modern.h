@@ -24,9 +24,20 @@ typedef struct lb_lock_options {
     int64_t backoff_max_ms; /* blocking acquire: longest sleep, milliseconds */
     const lb_clock *clock;  /* NULL: system clocks; must outlive the lock */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
+    /* Fair mode (see lockbridge/wait.h): blocking acquires queue and a release
+     * hands the lock to the oldest live waiter. Every client of a key must use
+     * it, with the same fencing setting. */
+    int fair;                 /* 1: fair mode */
+    int64_t fair_lease_ms;    /* a queued waiter not heard of for this long is
+                               * skipped, ms; 0: 2 x backoff_max_ms, at least 1000 */
+    int64_t fair_yield_every; /* after this many hand-offs in a row a release
+                               * leaves the lock free, count; 0: never */
+    int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms */
 } lb_lock_options;
 
-/* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc. */
+/* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;
+ * not fair (when fair: lease 2 x backoff_max_ms but at least 1 s, a yield of
+ * 200 ms after 16 hand-offs in a row). */
 void lb_lock_options_init(lb_lock_options *o);
 
 typedef struct lb_lock lb_lock;

@@ -1,0 +1,69 @@
+/* lockbridge wait: blocking acquire of a token lock that wakes on release.
+ * A waiter is one subscriber connection per client, read by a thread of its
+ * own, carrying the release channel of every lock its users wait for. */
+#ifndef LOCKBRIDGE_WAIT_H
+#define LOCKBRIDGE_WAIT_H
+
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+#include "lockbridge/modern.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lb_waiter_options {
+    const char *host;           /* subscriber connection: host ("127.0.0.1") */
+    int port;                   /* and port (6379) */
+    int64_t connect_timeout_ms; /* per connection attempt, ms (2000) */
+    /* Optional, replaces host and port: returns a new connected blocking
+     * context (after AUTH, say) or NULL. Called by lb_waiter_new, then from
+     * the waiter's thread to reconnect. */
+    struct redisContext *(*connect)(void *ud);
+    void *connect_ud;
+    int64_t reconnect_min_ms;   /* pause before a reconnection attempt, doubling */
+    int64_t reconnect_max_ms;   /* up to this, ms (10 and 1000) */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the waiter */
+} lb_waiter_options;
+
+void lb_waiter_options_init(lb_waiter_options *o);
+
+typedef struct lb_waiter lb_waiter;
+
+/* Connects the subscriber connection (LB_EIO if that fails) and starts the
+ * thread that reads it. *out is reset on entry. The waiter is thread-safe:
+ * any number of threads may wait through it at once, each on its own lock
+ * handle and command connection. */
+int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o);
+/* Stops the thread and closes the connection. No wait may be running. */
+void lb_waiter_free(lb_waiter *w);
+
+typedef struct lb_waiter_stats {
+    uint64_t messages;   /* messages read on release channels */
+    uint64_t handoffs;   /* of which fair hand-offs to a waiter of ours */
+    uint64_t subscribes; /* SUBSCRIBE commands sent */
+    uint64_t reconnects; /* connections re-established after a drop */
+    int connected;       /* the subscriber connection is up */
+    int channels;        /* channels watched now */
+    int blocked;         /* threads asleep in a wait now */
+} lb_waiter_stats;
+
+/* A snapshot of the waiter's counters; *out is zeroed when w is NULL. */
+void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out);
+
+/* Acquires `l` on connection `c`, waiting up to `wait_ms` (INT64_MAX: as long
+ * as it takes). Between attempts it sleeps the lock's jittered back-off, never
+ * longer than the holder's remaining TTL, and wakes at once when the holder's
+ * release is published on the lock's channel (w may be NULL: back-off only).
+ * A fair lock (lb_lock_options.fair) queues, keeps its place by its attempts,
+ * and may be handed the lock by a release without another command. Returns
+ * LB_OK, LB_ETIMEDOUT, or an attempt's error (LB_EWRONGTYPE, LB_EIO...). A
+ * fair waiter that times out leaves the queue; if a hand-off reached it at
+ * that moment it returns LB_OK instead. */
+int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

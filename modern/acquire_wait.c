@@ -1,0 +1,100 @@
+/* Blocking acquire that wakes on release: attempts on the caller's connection,
+ * sleeps on the waiter between them, bounded by a jittered back-off and the
+ * holder's remaining TTL; in fair mode it keeps its place in the queue. */
+#include <string.h>
+
+#include "lockbridge/wait.h"
+#include "modern/internal.h"
+
+/* Uniform in [min, cap], cap doubling to backoff_max_ms; no longer than the
+ * holder's TTL (+1 ms) when known, so an expiry or a bare DEL (no message)
+ * costs at most that. */
+static int64_t next_sleep(lb_lock *l, int64_t *cap) {
+    int64_t lo = l->opts.backoff_min_ms;
+    int64_t ms = lo + (int64_t)(lb__xorshift(&l->rng) % (uint64_t)(*cap - lo + 1));
+    *cap = *cap > l->opts.backoff_max_ms / 2 ? l->opts.backoff_max_ms : *cap * 2;
+    if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;
+    return ms;
+}
+
+typedef struct wait_state {
+    lb_lock *l;
+    struct redisContext *c;
+    lb_waiter *w;
+    lb__wchan *ch;
+    lb__wrec rec;
+    uint64_t gen;
+    int64_t deadline, cap;
+} wait_state;
+
+/* Sleeps up to `ms`, waking early on a release or a hand-off to us. */
+static int nap(wait_state *s, int64_t ms) {
+    if (!s->ch) {
+        lb__sleep_ms(ms);
+        return LB__WAKE_TIMEOUT;
+    }
+    return lb__waiter_wait(s->w, s->ch, &s->rec, &s->gen, ms);
+}
+
+static int64_t left_ms(const wait_state *s) { return s->deadline - lb__mono_ms(); }
+
+/* A fair waiter out of time leaves the queue; the script reports the lock
+ * ours instead if a hand-off reached us first. */
+static int give_up(wait_state *s) {
+    if (!s->l->fair) return LB_ETIMEDOUT;
+    lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
+    int rc = lb_lock_try_acquire(s->l, s->c);
+    return rc == LB_OK ? LB_OK : LB_ETIMEDOUT;
+}
+
+/* Subscribes, then attempts until acquired, refused or out of time. Every
+ * attempt follows a snapshot of the channel's event count, so a release
+ * published after the snapshot ends the sleep that follows the attempt. */
+static int wait_loop(wait_state *s) {
+    lb_lock *l = s->l;
+    int ready = LB__WATCH_DOWN, wake = LB__WAKE_TIMEOUT;
+    if (s->w) {
+        if (l->fair) memcpy(s->rec.token, l->token, LB__TOKEN_CAP);
+        s->ch = lb__waiter_watch(s->w, l->channel, l->channellen, l->fair ? &s->rec : NULL,
+                                 &s->gen, &ready);
+    }
+    int64_t left = left_ms(s);
+    if (s->ch && ready == LB__WATCH_PENDING && left > 0) {
+        /* The confirmation bumps the count; until then a release could pass
+         * unheard, so the next attempt waits for it (bounded). */
+        int64_t ms = next_sleep(l, &s->cap);
+        wake = nap(s, ms < left ? ms : left);
+    }
+    for (;;) {
+        /* A hand-off without a fencing number (from a releaser without
+         * fencing) is confirmed by the next attempt, which reads the counter. */
+        if (wake == LB__WAKE_HANDED && (s->rec.fence >= 0 || !l->opts.fencing))
+            return lb__fair_handed(l, s->rec.fence > 0 ? s->rec.fence : 0);
+        if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
+        int rc = lb_lock_try_acquire(l, s->c);
+        if (rc != LB_EBUSY) return rc;
+        left = left_ms(s);
+        if (left <= 0) return give_up(s);
+        int64_t ms = next_sleep(l, &s->cap);
+        wake = nap(s, ms < left ? ms : left);
+    }
+}
+
+int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms) {
+    if (!l || !c || wait_ms < 0) return LB_EINVAL;
+    if (l->held) return LB_ESTATE;
+    wait_state s;
+    memset(&s, 0, sizeof s);
+    s.l = l;
+    s.c = c;
+    s.w = w;
+    s.deadline = lb__deadline_ms(wait_ms);
+    s.cap = l->opts.backoff_min_ms;
+    if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
+    /* Uncontended, one attempt and no subscription. */
+    int rc = lb_lock_try_acquire(l, c);
+    if (rc == LB_EBUSY) rc = left_ms(&s) > 0 ? wait_loop(&s) : give_up(&s);
+    if (s.ch) lb__waiter_unwatch(w, s.ch, l->fair ? &s.rec : NULL);
+    if (l->fair) lb__fair_end_wait(l);
+    return rc;
+}

@@ -1,0 +1,181 @@
+/* Fair mode of the token lock: acquire and release step machines over a queue
+ * of waiters kept beside the lock, so that a release hands the lock straight
+ * to the oldest live waiter (scripts in modern/scripts/modern_fair_*.lua). */
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "modern/internal.h"
+
+/* F_START is 0, the first state the machine builders of acquire.c and ops.c
+ * set before handing over to these step functions. */
+enum { F_START, F_SCRIPT };
+
+struct lb__fair {
+    char *queue, *state;     /* companion keys: "queue" (zset), "fair" (hash) */
+    size_t queuelen, statelen;
+    int mode;                /* LB__FAIR_TRY, _WAIT or _LEAVE: the next attempt's */
+    int keep_token;          /* a blocking wait keeps one token in the queue */
+    char *arg;               /* the packed script argument */
+    size_t argcap, arglen;
+};
+
+#define LOCK_OF(m) ((lb_lock *)(void *)(m))
+
+static const char *mode_name[] = {"try", "wait", "leave"};
+
+static int companion(lb_lock *l, const char *suffix, char **out, size_t *len) {
+    size_t cap = l->keylen + strlen(suffix) + 4;
+    *out = lb__alloc(l->opts.allocator, cap);
+    if (!*out) return LB_ENOMEM;
+    int n = lb_companion_key(l->key, l->keylen, suffix, *out, cap);
+    if (n < 0) return n;
+    *len = (size_t)n;
+    return LB_OK;
+}
+
+/* Bounds keep the scripts' arithmetic (Lua numbers) exact. */
+#define FAIR_MS_MAX 1000000000000LL /* about 31 years */
+
+int lb__fair_valid(const lb_lock_options *o) {
+    if (o->fair != 0 && o->fair != 1) return 0;
+    if (o->fair_lease_ms < 0 || o->fair_yield_every < 0 || o->fair_yield_ms < 0) return 0;
+    if (!o->fair) return 1;
+    if (o->ttl_ms > FAIR_MS_MAX || o->backoff_max_ms > FAIR_MS_MAX ||
+        o->fair_lease_ms > FAIR_MS_MAX || o->fair_yield_ms > FAIR_MS_MAX ||
+        o->fair_yield_every > FAIR_MS_MAX)
+        return 0;
+    /* A waiter refreshes its place at least once per back-off step. */
+    if (o->fair_lease_ms > 0 && o->fair_lease_ms <= o->backoff_max_ms) return 0;
+    return o->fair_yield_every == 0 || o->fair_yield_ms > 0;
+}
+
+int lb__fair_new(lb_lock *l) {
+    lb__fair *f = lb__alloc(l->opts.allocator, sizeof *f);
+    if (!f) return LB_ENOMEM;
+    memset(f, 0, sizeof *f);
+    l->fair = f;
+    int rc = companion(l, "queue", &f->queue, &f->queuelen);
+    if (rc == LB_OK) rc = companion(l, "fair", &f->state, &f->statelen);
+    if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
+    /* The release argument is the longest: token, two numbers, channel. */
+    f->argcap = LB_TOKEN_LEN + 2 * 21 + l->channellen + 4;
+    f->arg = lb__alloc(l->opts.allocator, f->argcap);
+    return f->arg ? LB_OK : LB_ENOMEM;
+}
+
+void lb__fair_free(lb_lock *l) {
+    lb__fair *f = l->fair;
+    if (!f) return;
+    lb__free(l->opts.allocator, f->queue);
+    lb__free(l->opts.allocator, f->state);
+    lb__free(l->opts.allocator, f->arg);
+    lb__free(l->opts.allocator, f);
+    l->fair = NULL;
+}
+
+int64_t lb__fair_lease_ms(const lb_lock *l) {
+    if (l->opts.fair_lease_ms > 0) return l->opts.fair_lease_ms;
+    int64_t ms = 2 * l->opts.backoff_max_ms;
+    return ms < 1000 ? 1000 : ms;
+}
+
+int lb__fair_begin_wait(lb_lock *l) {
+    if (!l->fixed_token && lb__token(l->token) != LB_OK) return LB_EIO;
+    l->fair->keep_token = 1;
+    l->fair->mode = LB__FAIR_WAIT;
+    return LB_OK;
+}
+
+void lb__fair_set_mode(lb_lock *l, int mode) { l->fair->mode = mode; }
+
+void lb__fair_end_wait(lb_lock *l) {
+    l->fair->keep_token = 0;
+    l->fair->mode = LB__FAIR_TRY;
+}
+
+static int acquired(lb_lock *l, int64_t fence) {
+    l->held = 1;
+    l->fence = fence;
+    l->holder_ttl_ms = -1;
+    l->deadline_ns = l->sent_ns + l->opts.ttl_ms * 1000000;
+    return LB_OK;
+}
+
+/* A hand-off told by message: the release wrote our token after our last
+ * attempt was sent (an earlier one would have made that attempt see it), so
+ * the lease counted from that send is a safe under-estimate. */
+int lb__fair_handed(lb_lock *l, int64_t fence) { return acquired(l, fence); }
+
+static void keys(lb_lock *l) {
+    lb__fair *f = l->fair;
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    lb__cmd_arg(&l->m.cmd, f->queue, f->queuelen);
+    lb__cmd_arg(&l->m.cmd, f->state, f->statelen);
+    if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
+}
+
+static int acquire_start(lb_lock *l, const lb_now *now) {
+    lb__fair *f = l->fair;
+    if (l->held) return lb__fail(&l->m, LB_ESTATE, "already held by this handle");
+    if (!l->fixed_token && !f->keep_token && lb__token(l->token) != LB_OK)
+        return lb__fail(&l->m, LB_EIO, "the OS random source failed");
+    l->sent_ns = now->mono_ns;
+    l->fence = 0;
+    int n = snprintf(f->arg, f->argcap, "%s %s %lld %lld", mode_name[f->mode], l->token,
+                     (long long)l->opts.ttl_ms, (long long)lb__fair_lease_ms(l));
+    f->arglen = (size_t)n;
+    lb__cmd_script(&l->m, &lb__script_modern_fair_acquire, l->opts.fencing ? "4" : "3");
+    keys(l);
+    lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
+    l->state = F_SCRIPT;
+    return LB_STEP_SEND;
+}
+
+static int acquire_reply(lb_lock *l, const redisReply *r) {
+    if (!r)
+        return lb__fail(&l->m, LB_EIO, "connection failed during acquire; a lock or a "
+                        "queue place we may have got lapses with its TTL or lease");
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "fair acquire script");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+        return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
+    long long ok = r->element[0]->integer, v = r->element[1]->integer;
+    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing)) return acquired(l, v);
+    if (ok != 0 || v < -2) return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    l->holder_ttl_ms = v == -2 ? 0 : v;
+    if (v == -1) return lb__fail(&l->m, LB_EBUSY, "held by a key without TTL");
+    return lb__fail(&l->m, LB_EBUSY, "held or promised for %lld ms more", (long long)l->holder_ttl_ms);
+}
+
+int lb__fair_acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    if (l->state == F_START) return acquire_start(l, now);
+    return acquire_reply(l, r);
+}
+
+int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    lb__fair *f = l->fair;
+    (void)now;
+    if (l->state == F_START) {
+        if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
+        int n = snprintf(f->arg, f->argcap, "%s %lld %lld ", l->token,
+                         (long long)l->opts.fair_yield_every, (long long)l->opts.fair_yield_ms);
+        memcpy(f->arg + n, l->channel, l->channellen);
+        f->arglen = (size_t)n + l->channellen;
+        lb__cmd_script(m, &lb__script_modern_fair_release, l->opts.fencing ? "4" : "3");
+        keys(l);
+        lb__cmd_arg(&m->cmd, f->arg, f->arglen);
+        l->state = F_SCRIPT;
+        return LB_STEP_SEND;
+    }
+    if (!r) return lb__fail(m, LB_EIO, "connection failed during release");
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "fair release script");
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
+        return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
+    l->held = 0;
+    if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
+    return LB_OK;
+}

@@ -1,0 +1,82 @@
+-- Fair acquire: takes a free lock only when no live waiter is queued before
+-- us, else (mode "wait") joins or refreshes our place in the queue. Time is
+-- the server's (TIME; scripts replicate their effects, Redis >= 5), so leases
+-- of clients with skewed clocks compare fairly.
+-- KEYS[1] lock, KEYS[2] queue (zset token -> ticket), KEYS[3] state (hash:
+-- token -> "lease_expiry_ms ttl_ms", "~streak", "~open"), KEYS[4] fencing
+-- counter (optional). ARGV[1] "mode token ttl_ms lease_ms", mode one of try,
+-- wait, leave. Returns {1, fence} when ours, {0, ms worth waiting} when not.
+local mode, token, ttl, lease = string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+)$')
+if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
+lease = tonumber(lease)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function drop(w)
+  redis.call('ZREM', KEYS[2], w)
+  redis.call('HDEL', KEYS[3], w)
+end
+
+-- The oldest waiter whose lease has not lapsed, and its lease left (ms);
+-- lapsed waiters met on the way are dropped.
+local function head()
+  while true do
+    local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if not h then return nil, 0 end
+    local exp = tonumber(string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) %d+$'))
+    if exp and exp > now then return h, exp - now end
+    drop(h)
+  end
+end
+
+local v = redis.call('GET', KEYS[1])
+if v == token then
+  -- A release handed the lock to us; it also counted our fencing number.
+  drop(token)
+  local fence = 0
+  if KEYS[4] then fence = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
+  return {1, fence}
+end
+if mode == 'leave' then
+  drop(token)
+  return {0, -2}
+end
+
+local hint
+if not v then
+  local h, left = head()
+  local open = tonumber(redis.call('HGET', KEYS[3], '~open') or '0') or 0
+  local ours
+  if open > now then
+    -- A release left the lock to clients outside the queue for a while.
+    ours = mode == 'try'
+    hint = open - now
+  else
+    ours = (not h) or h == token
+    hint = left
+  end
+  if ours then
+    redis.call('SET', KEYS[1], token, 'PX', ttl)
+    drop(token)
+    redis.call('HDEL', KEYS[3], '~streak', '~open')
+    if KEYS[4] then return {1, redis.call('INCR', KEYS[4])} end
+    return {1, 0}
+  end
+else
+  hint = redis.call('PTTL', KEYS[1])
+end
+
+if mode == 'wait' then
+  if not redis.call('ZSCORE', KEYS[2], token) then
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+    local ticket = 1
+    if last[2] then ticket = tonumber(last[2]) + 1 end
+    redis.call('ZADD', KEYS[2], ticket, token)
+  end
+  redis.call('HSET', KEYS[3], token, (now + lease) .. ' ' .. ttl)
+  -- The queue vanishes on its own once every waiter has gone.
+  for i = 2, 3 do
+    if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
+  end
+end
+return {0, hint}

@@ -1,0 +1,51 @@
+-- Fair release: if the lock holds our token, hands it to the oldest waiter
+-- whose lease has not lapsed (writes that waiter's token with its own TTL and
+-- publishes the token on the release channel), or deletes it and publishes
+-- "released". After `every` hand-offs in a row (0: never) the lock is left
+-- free instead and queued waiters keep off it for `ms`, so clients outside
+-- the queue get a turn.
+-- KEYS as the fair acquire script; ARGV[1] "token every ms channel".
+-- Returns 2 handed off, 1 released, 0 not ours (nothing changed).
+local token, every, yield_ms, channel = string.match(ARGV[1], '^(%x+) (%d+) (%d+) (.*)$')
+if not token then return redis.error_reply('ERR fair release: bad arguments') end
+if redis.call('GET', KEYS[1]) ~= token then return 0 end
+every, yield_ms = tonumber(every), tonumber(yield_ms)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function drop(w)
+  redis.call('ZREM', KEYS[2], w)
+  redis.call('HDEL', KEYS[3], w)
+end
+
+-- The oldest live waiter and the TTL it asked for.
+local function head()
+  while true do
+    local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if not h then return nil end
+    local exp, ttl = string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) (%d+)$')
+    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, ttl end
+    drop(h)
+  end
+end
+
+local h, ttl = head()
+if h then
+  local streak = tonumber(redis.call('HGET', KEYS[3], '~streak') or '0') or 0
+  if every == 0 or streak < every then
+    redis.call('SET', KEYS[1], h, 'PX', ttl)
+    drop(h)
+    redis.call('HSET', KEYS[3], '~streak', streak + 1)
+    local msg = h
+    if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
+    redis.call('PUBLISH', channel, msg)
+    return 2
+  end
+  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms)
+  if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
+else
+  redis.call('HDEL', KEYS[3], '~streak')
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', channel, 'released')
+return 1

@@ -1,0 +1,485 @@
+/* The waiter: one subscriber connection per client, owned by a thread that
+ * reads release messages and wakes the threads waiting on each channel;
+ * SUBSCRIBE and UNSUBSCRIBE follow a per-channel count of watchers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "lockbridge/wait.h"
+#include "modern/internal.h"
+
+#define NBUCKETS 64
+
+/* Where the server stands on a channel, as far as the thread knows. */
+enum { SUB_NONE, SUB_PENDING, SUB_ON, SUB_LEAVING };
+
+struct lb__wchan {
+    struct lb__wchan *next; /* bucket chain */
+    char *name;
+    size_t len;
+    int refs;               /* waits watching it */
+    int sub;                /* SUB_* */
+    uint64_t gen;           /* release messages and confirmed subscriptions */
+    pthread_cond_t cond;
+    lb__wrec *recs;         /* fair waits' tokens */
+};
+
+struct lb_waiter {
+    lb_waiter_options opts;
+    char *host;
+    pthread_mutex_t mu;     /* guards everything below but ctx */
+    pthread_t thread;
+    int wake[2];            /* pipe: a byte wakes the thread */
+    int stop;
+    int dirty;              /* some channel's subscription needs a command */
+    int connected;
+    lb__wchan *buckets[NBUCKETS];
+    lb_waiter_stats st;
+    redisContext *ctx;      /* the thread's alone once it runs */
+};
+
+void lb_waiter_options_init(lb_waiter_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->port = 6379;
+    o->connect_timeout_ms = 2000;
+    o->reconnect_min_ms = 10;
+    o->reconnect_max_ms = 1000;
+}
+
+/* ---- Channels (caller holds mu) ------------------------------------------- */
+
+static size_t bucket(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return (size_t)(h % NBUCKETS);
+}
+
+static lb__wchan *find(lb_waiter *w, const char *s, size_t len) {
+    for (lb__wchan *c = w->buckets[bucket(s, len)]; c; c = c->next)
+        if (c->len == len && memcmp(c->name, s, len) == 0) return c;
+    return NULL;
+}
+
+static lb__wchan *create(lb_waiter *w, const char *s, size_t len) {
+    const lb_allocator *a = w->opts.allocator;
+    lb__wchan *c = lb__alloc(a, sizeof *c);
+    if (!c) return NULL;
+    memset(c, 0, sizeof *c);
+    c->name = lb__alloc(a, len ? len : 1);
+    pthread_condattr_t attr;
+    int ok = c->name && pthread_condattr_init(&attr) == 0;
+    if (ok) {
+        ok = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0 &&
+             pthread_cond_init(&c->cond, &attr) == 0;
+        pthread_condattr_destroy(&attr);
+    }
+    if (!ok) {
+        lb__free(a, c->name);
+        lb__free(a, c);
+        return NULL;
+    }
+    memcpy(c->name, s, len);
+    c->len = len;
+    size_t b = bucket(s, len);
+    c->next = w->buckets[b];
+    w->buckets[b] = c;
+    w->st.channels++;
+    return c;
+}
+
+static void destroy(lb_waiter *w, lb__wchan *c) {
+    pthread_cond_destroy(&c->cond);
+    lb__free(w->opts.allocator, c->name);
+    lb__free(w->opts.allocator, c);
+    w->st.channels--;
+}
+
+static void poke(lb_waiter *w) {
+    char b = 1;
+    /* A full pipe already holds a wake-up; nothing is lost. */
+    ssize_t n = write(w->wake[1], &b, 1);
+    (void)n;
+}
+
+static void event(lb__wchan *c) {
+    c->gen++;
+    pthread_cond_broadcast(&c->cond);
+}
+
+/* ---- The thread's side ------------------------------------------------------ */
+
+static redisContext *dial(lb_waiter *w) {
+    if (w->opts.connect) return w->opts.connect(w->opts.connect_ud);
+    struct timeval tv = {(time_t)(w->opts.connect_timeout_ms / 1000),
+                         (suseconds_t)(w->opts.connect_timeout_ms % 1000) * 1000};
+    return redisConnectWithTimeout(w->host, w->opts.port, tv);
+}
+
+/* Appends SUBSCRIBE/UNSUBSCRIBE for every channel whose wanted state differs
+ * from the server's, and forgets channels nobody watches. Holds mu. */
+static void reconcile(lb_waiter *w) {
+    w->dirty = 0;
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        lb__wchan **pp = &w->buckets[b];
+        while (*pp) {
+            lb__wchan *c = *pp;
+            const char *argv[2] = {NULL, c->name};
+            size_t lens[2] = {0, c->len};
+            if (c->refs > 0 && c->sub == SUB_NONE) {
+                argv[0] = "SUBSCRIBE";
+                c->sub = SUB_PENDING;
+                w->st.subscribes++;
+            } else if (c->refs == 0 && c->sub == SUB_ON) {
+                argv[0] = "UNSUBSCRIBE";
+                c->sub = SUB_LEAVING;
+            } else if (c->refs == 0 && c->sub == SUB_NONE) {
+                *pp = c->next;
+                destroy(w, c);
+                continue;
+            }
+            if (argv[0]) {
+                lens[0] = strlen(argv[0]);
+                redisAppendCommandArgv(w->ctx, 2, argv, lens);
+            }
+            pp = &c->next;
+        }
+    }
+}
+
+/* "<32 hex digits>" or "<32 hex digits> <fence>": a fair hand-off. */
+static int parse_handoff(const char *s, size_t len, int64_t *fence) {
+    *fence = -1;
+    if (len < LB_TOKEN_LEN) return 0;
+    for (size_t i = 0; i < LB_TOKEN_LEN; i++)
+        if (!strchr("0123456789abcdef", s[i]) || !s[i]) return 0;
+    if (len == LB_TOKEN_LEN) return 1;
+    if (s[LB_TOKEN_LEN] != ' ' || len == LB_TOKEN_LEN + 1 || len > LB_TOKEN_LEN + 19) return 0;
+    int64_t v = 0;
+    for (size_t i = LB_TOKEN_LEN + 1; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *fence = v;
+    return 1;
+}
+
+/* A message: a hand-off wakes the one wait it names (others need not retry:
+ * the lock is held again); anything else counts as a release. Holds mu. */
+static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
+    int64_t fence;
+    w->st.messages++;
+    if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
+        for (lb__wrec *r = c->recs; r; r = r->next) {
+            if (r->token[0] && memcmp(r->token, msg->str, LB_TOKEN_LEN) == 0) {
+                r->handed = 1;
+                r->fence = fence;
+                w->st.handoffs++;
+                pthread_cond_broadcast(&c->cond);
+                break;
+            }
+        }
+        return;
+    }
+    event(c);
+}
+
+static int is_kind(const redisReply *r, const char *kind) {
+    return r->type == REDIS_REPLY_STRING && (size_t)r->len == strlen(kind) &&
+           memcmp(r->str, kind, r->len) == 0;
+}
+
+/* One push reply from the subscriber connection. Holds mu. */
+static void on_reply(lb_waiter *w, const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return; /* nothing else is expected here; ignoring it is safe */
+    const redisReply *kind = r->element[0], *ch = r->element[1];
+    lb__wchan *c = find(w, ch->str, (size_t)ch->len);
+    if (!c) return;
+    if (is_kind(kind, "message")) {
+        deliver(w, c, r->element[2]);
+    } else if (is_kind(kind, "subscribe") && c->sub == SUB_PENDING) {
+        c->sub = SUB_ON;
+        /* A release may have gone unheard before now: waits retry at once. */
+        event(c);
+        if (c->refs == 0) w->dirty = 1;
+    } else if (is_kind(kind, "unsubscribe") && c->sub == SUB_LEAVING) {
+        c->sub = SUB_NONE;
+        w->dirty = 1;
+    }
+}
+
+static void drop_connection(lb_waiter *w) {
+    redisFree(w->ctx);
+    w->ctx = NULL;
+    pthread_mutex_lock(&w->mu);
+    w->connected = 0;
+    w->st.connected = 0;
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (lb__wchan *c = w->buckets[b]; c; c = c->next) c->sub = SUB_NONE;
+    w->dirty = 1;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void mark_connected(lb_waiter *w, int again) {
+    pthread_mutex_lock(&w->mu);
+    w->connected = 1;
+    w->st.connected = 1;
+    if (again) w->st.reconnects++;
+    w->dirty = 1;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Sleeps `ms` or until poked; returns whether the waiter is stopping. */
+static int pause_ms(lb_waiter *w, int64_t ms) {
+    struct pollfd p = {w->wake[0], POLLIN, 0};
+    if (poll(&p, 1, (int)ms) > 0) {
+        char buf[64];
+        while (read(w->wake[0], buf, sizeof buf) > 0) {
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    int stop = w->stop;
+    pthread_mutex_unlock(&w->mu);
+    return stop;
+}
+
+static int reconnect(lb_waiter *w, int64_t *backoff) {
+    if (pause_ms(w, *backoff)) return -1;
+    redisContext *c = dial(w);
+    if (c && !c->err) {
+        w->ctx = c;
+        *backoff = w->opts.reconnect_min_ms;
+        mark_connected(w, 1);
+        return 0;
+    }
+    if (c) redisFree(c);
+    *backoff = *backoff * 2 < w->opts.reconnect_max_ms ? *backoff * 2 : w->opts.reconnect_max_ms;
+    return 0;
+}
+
+/* Sends what reconcile appended; reads and handles what arrived. Returns -1
+ * when the connection failed. */
+static int pump(lb_waiter *w) {
+    pthread_mutex_lock(&w->mu);
+    if (w->dirty) reconcile(w);
+    pthread_mutex_unlock(&w->mu);
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(w->ctx, &done) != REDIS_OK) return -1;
+    struct pollfd p[2] = {{w->ctx->fd, POLLIN, 0}, {w->wake[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) return errno == EINTR ? 0 : -1;
+    if (p[1].revents) {
+        char buf[64];
+        while (read(w->wake[0], buf, sizeof buf) > 0) {
+        }
+    }
+    if (!p[0].revents) return 0;
+    if (redisBufferRead(w->ctx) != REDIS_OK) return -1;
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(w->ctx, &reply) != REDIS_OK) return -1;
+        if (!reply) return 0;
+        pthread_mutex_lock(&w->mu);
+        on_reply(w, reply);
+        pthread_mutex_unlock(&w->mu);
+        freeReplyObject(reply);
+    }
+}
+
+static void *run(void *arg) {
+    lb_waiter *w = arg;
+    int64_t backoff = 0; /* the first reconnection is tried at once */
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int stop = w->stop;
+        pthread_mutex_unlock(&w->mu);
+        if (stop) break;
+        if (!w->ctx) {
+            if (reconnect(w, &backoff) != 0) break;
+            continue;
+        }
+        if (pump(w) != 0) {
+            drop_connection(w);
+            backoff = 0;
+        }
+    }
+    return NULL;
+}
+
+/* ---- Public and internal calls ------------------------------------------------ */
+
+static int valid(const lb_waiter_options *o) {
+    return o->port > 0 && o->port < 65536 && o->connect_timeout_ms > 0 &&
+           o->connect_timeout_ms <= 3600000 && o->reconnect_min_ms > 0 &&
+           o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000;
+}
+
+static void free_all(lb_waiter *w) {
+    for (size_t b = 0; b < NBUCKETS; b++) {
+        while (w->buckets[b]) {
+            lb__wchan *c = w->buckets[b];
+            w->buckets[b] = c->next;
+            destroy(w, c);
+        }
+    }
+    if (w->ctx) redisFree(w->ctx);
+    if (w->wake[0] >= 0) close(w->wake[0]);
+    if (w->wake[1] >= 0) close(w->wake[1]);
+    lb__free(w->opts.allocator, w->host);
+    lb__free(w->opts.allocator, w);
+}
+
+int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
+    lb_waiter_options defaults;
+    if (!out) return LB_EINVAL;
+    *out = NULL;
+    if (!o) {
+        lb_waiter_options_init(&defaults);
+        o = &defaults;
+    }
+    if (!valid(o)) return LB_EINVAL;
+    lb_waiter *w = lb__alloc(o->allocator, sizeof *w);
+    if (!w) return LB_ENOMEM;
+    memset(w, 0, sizeof *w);
+    w->opts = *o;
+    w->wake[0] = w->wake[1] = -1;
+    const char *host = o->host ? o->host : "127.0.0.1";
+    w->host = lb__alloc(o->allocator, strlen(host) + 1);
+    if (!w->host) {
+        free_all(w);
+        return LB_ENOMEM;
+    }
+    strcpy(w->host, host);
+    if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        w->wake[0] = w->wake[1] = -1;
+        free_all(w);
+        return LB_EIO;
+    }
+    w->ctx = dial(w);
+    if (!w->ctx || w->ctx->err) {
+        free_all(w);
+        return LB_EIO;
+    }
+    w->connected = w->st.connected = 1;
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free_all(w);
+        return LB_ENOMEM;
+    }
+    if (pthread_create(&w->thread, NULL, run, w) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        free_all(w);
+        return LB_ENOMEM;
+    }
+    *out = w;
+    return LB_OK;
+}
+
+void lb_waiter_free(lb_waiter *w) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_mutex_unlock(&w->mu);
+    poke(w);
+    pthread_join(w->thread, NULL);
+    pthread_mutex_destroy(&w->mu);
+    free_all(w);
+}
+
+void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    *out = w->st;
+    pthread_mutex_unlock(&w->mu);
+}
+
+lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
+                            uint64_t *gen, int *ready) {
+    *gen = 0;
+    *ready = LB__WATCH_DOWN;
+    pthread_mutex_lock(&w->mu);
+    lb__wchan *c = find(w, ch, len);
+    if (!c) c = create(w, ch, len);
+    if (c) {
+        c->refs++;
+        if (rec) {
+            rec->handed = 0;
+            rec->fence = -1;
+            rec->next = c->recs;
+            c->recs = rec;
+        }
+        *gen = c->gen;
+        *ready = c->sub == SUB_ON ? LB__WATCH_READY
+                 : w->connected   ? LB__WATCH_PENDING
+                                  : LB__WATCH_DOWN;
+        if (c->sub != SUB_ON) {
+            w->dirty = 1;
+            poke(w);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return c;
+}
+
+uint64_t lb__waiter_gen(lb_waiter *w, lb__wchan *c) {
+    pthread_mutex_lock(&w->mu);
+    uint64_t g = c->gen;
+    pthread_mutex_unlock(&w->mu);
+    return g;
+}
+
+int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (ms > 86400000) ms = 86400000; /* callers loop; keeps tv_sec in range */
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->st.blocked++;
+    int rc = LB__WAKE_TIMEOUT;
+    for (;;) {
+        if (rec && rec->handed) {
+            rc = LB__WAKE_HANDED;
+            break;
+        }
+        if (c->gen != *gen) {
+            rc = LB__WAKE_EVENT;
+            break;
+        }
+        if (pthread_cond_timedwait(&c->cond, &w->mu, &until) == ETIMEDOUT) break;
+    }
+    *gen = c->gen;
+    w->st.blocked--;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void lb__waiter_unwatch(lb_waiter *w, lb__wchan *c, lb__wrec *rec) {
+    pthread_mutex_lock(&w->mu);
+    if (rec) {
+        for (lb__wrec **pp = &c->recs; *pp; pp = &(*pp)->next) {
+            if (*pp == rec) {
+                *pp = rec->next;
+                break;
+            }
+        }
+    }
+    if (--c->refs == 0) {
+        w->dirty = 1;
+        poke(w);
+    }
+    pthread_mutex_unlock(&w->mu);
+}

@@ -14,7 +14,7 @@ extern const lb_script lb__script_migrate_release;
 extern const lb_script lb__script_migrate_extend;
 extern const lb_script lb__script_migrate_inspect;
 extern const lb_script lb__script_mode_set;
-extern const lb_script lb__script_census_touch;
+extern const lb_script lb__script_migrate_touch;
 extern const lb_script lb__script_census_prune;
 
 /* Longest census JSON an entry can produce (every field escaped), NUL included. */

@@ -33,7 +33,7 @@ static int valid_options(const lb_mlock_options *o) {
         return 0;
     if (o->follow && !o->ns) return 0;
     if (o->ttl_ms <= 0 || o->ttl_ms > MS_MAX || o->grace_ms < 0 || o->grace_ms > MS_MAX) return 0;
-    if (o->mode_refresh_ms <= 0 || o->mode_refresh_ms > MS_MAX) return 0;
+    if (o->mode_refresh_ms < 0 || o->mode_refresh_ms > MS_MAX) return 0;
     if (o->census_refresh_ms < 0 || o->census_refresh_ms > MS_MAX) return 0;
     if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms) return 0;
     if (o->client_id && (o->client_id[0] == '\0' || strlen(o->client_id) >= LB_CENSUS_ID_MAX))

@@ -46,7 +46,7 @@ static int send_touch(lb_mlock *l, const lb_now *now) {
         if (lb_census_encode(&e, l->census_json, sizeof l->census_json, &l->census_jsonlen) != LB_OK)
             return lb__fail(&l->m, LB_EINVAL, "census entry does not fit");
     }
-    lb__cmd_script(&l->m, &lb__script_census_touch, "2");
+    lb__cmd_script(&l->m, &lb__script_migrate_touch, "2");
     lb__cmd_arg(&l->m.cmd, l->ns.mode, l->ns.modelen);
     lb__cmd_arg(&l->m.cmd, l->ns.census, l->ns.censuslen);
     lb__cmd_arg(&l->m.cmd, l->census_now ? l->client_id : "", l->census_now ? strlen(l->client_id) : 0);

@@ -175,7 +175,8 @@ typedef struct lb_mlock_options {
     lb_mode mode;            /* the configured mode: used when not following, and while
                               * following until the control key is found */
     int follow;              /* 1: follow the namespace's control key (needs ns) */
-    int64_t mode_refresh_ms; /* re-read the control key at least this often, ms */
+    int64_t mode_refresh_ms; /* re-read the control key at least this often, ms;
+                              * 0: before every acquire */
     lb_codec codec;          /* legacy and compat values */
     int64_t ttl_ms;          /* validity of each acquisition, ms */
     int64_t grace_ms;        /* compat: Redis TTL = ttl_ms + grace_ms, ms */

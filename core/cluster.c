@@ -339,6 +339,10 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
             continue;
         }
         if (lb__cluster_retryable(r->str, (size_t)r->len)) {
+            /* An importing node answers TRYAGAIN to a multi-key command whose
+             * keys are not all there yet: that ASK was a wait, not a chain
+             * of redirections, and retry_ms bounds it. */
+            if (asking) redirects--;
             if (r->len >= 11 && memcmp(r->str, "CLUSTERDOWN", 11) == 0) cl->stale = 1;
             if (!pause_for_retry(cl, deadline)) return r;
             freeReplyObject(r);

@@ -449,6 +449,7 @@ int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, in
     }
     pthread_mutex_lock(&w->mu);
     w->st.blocked++;
+    if (ms > 0) w->st.sleeps++;
     int rc = LB__WAKE_TIMEOUT;
     for (;;) {
         if (rec && rec->handed) {

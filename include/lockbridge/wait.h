@@ -44,6 +44,7 @@ typedef struct lb_waiter_stats {
     uint64_t handoffs;   /* of which fair hand-offs to a waiter of ours */
     uint64_t subscribes; /* SUBSCRIBE commands sent */
     uint64_t reconnects; /* connections re-established after a drop */
+    uint64_t sleeps;     /* sleeps begun by waits */
     int connected;       /* the subscriber connection is up */
     int channels;        /* channels watched now */
     int blocked;         /* threads asleep in a wait now */

@@ -1,0 +1,689 @@
+/* Waiting that wakes on release, and fair mode, against a real redis-server:
+ * wake-ups counted in attempts rather than timed, the TTL bound for releases
+ * that publish nothing, a killed subscriber, FIFO hand-offs, dead waiters,
+ * shares among contending threads and a client outside the queue. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "harness/redis_server.h"
+#include "lockbridge/lockbridge.h"
+
+static lbt_redis server;
+static redisContext *conn;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static lb_lock *new_lock(const char *key, int fair, int64_t bmin, int64_t bmax) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = fair;
+    o.backoff_min_ms = bmin;
+    o.backoff_max_ms = bmax;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    return l;
+}
+
+static lb_waiter *new_waiter(void) {
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.port = server.port;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    return w;
+}
+
+static void cmd_ok(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(conn, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+
+static const char *get_value(const char *key) {
+    static char buf[256];
+    redisReply *r = redisCommand(conn, "GET %s", key);
+    assert_non_null(r);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
+    freeReplyObject(r);
+    return buf;
+}
+
+static long long integer(const char *fmt, const char *arg) {
+    redisReply *r = redisCommand(conn, fmt, arg);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* The queued tokens, oldest first, into out[n][33]; returns how many. */
+static int queue_tokens(const char *queue, char out[][33], int n) {
+    redisReply *r = redisCommand(conn, "ZRANGE %s 0 -1", queue);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    int k = 0;
+    for (size_t i = 0; i < r->elements && k < n; i++) snprintf(out[k++], 33, "%s", r->element[i]->str);
+    freeReplyObject(r);
+    return k;
+}
+
+/* Polls `ok` until it holds; fails the test after ~10 s (a hang, not a
+ * timing judgement). */
+#define EVENTUALLY(ok)                                                    \
+    do {                                                                  \
+        int tries_ = 0;                                                   \
+        while (!(ok)) {                                                   \
+            assert_true(++tries_ < 2000);                                 \
+            sleep_ms(5);                                                  \
+        }                                                                 \
+    } while (0)
+
+static lb_waiter_stats stats_of(lb_waiter *w) {
+    lb_waiter_stats st;
+    lb_waiter_get_stats(w, &st);
+    return st;
+}
+
+/* ---- One blocking acquire on a thread of its own ------------------------ */
+
+typedef struct job {
+    lb_lock *l;
+    redisContext *c;
+    lb_waiter *w;
+    int64_t wait_ms;
+    int rc;
+    int done; /* atomic */
+    pthread_t t;
+} job;
+
+static void *job_run(void *arg) {
+    job *j = arg;
+    j->rc = lb_lock_acquire_wait(j->l, j->c, j->w, j->wait_ms);
+    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void job_start(job *j, lb_lock *l, lb_waiter *w, int64_t wait_ms) {
+    memset(j, 0, sizeof *j);
+    j->l = l;
+    j->w = w;
+    j->wait_ms = wait_ms;
+    j->c = lbt_redis_connect(&server);
+    assert_non_null(j->c);
+    assert_int_equal(pthread_create(&j->t, NULL, job_run, j), 0);
+}
+
+static int job_done(job *j) { return __atomic_load_n(&j->done, __ATOMIC_ACQUIRE); }
+
+static int job_join(job *j) {
+    pthread_join(j->t, NULL);
+    return j->rc;
+}
+
+static void job_end(job *j) {
+    if (lb_lock_held(j->l)) assert_int_equal(lb_lock_release(j->l, j->c), LB_OK);
+    redisFree(j->c);
+}
+
+/* ---- Waking on release ------------------------------------------------------ */
+
+/* With a back-off of 5 s and a deadline of 4 s, only the release message can
+ * get the waiter the lock: its second sleep is cut short by the release. */
+static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *a = new_lock("w:wake", 0, 2, 100), *b = new_lock("w:wake", 0, 5000, 5000);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    job j;
+    job_start(&j, b, w, 4000);
+    /* First sleep: awaiting the subscription; second: after the attempt that
+     * followed it. The release comes during the second. */
+    EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_string_equal(get_value("w:wake"), lb_lock_token(b));
+    /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
+    assert_int_equal(lb_lock_commands(b), 5);
+    lb_waiter_stats st = stats_of(w);
+    assert_true(st.messages >= 1);
+    assert_int_equal(st.subscribes, 1);
+    job_end(&j);
+    /* Nobody watches now: the channel is unsubscribed and forgotten. */
+    EVENTUALLY(stats_of(w).channels == 0);
+    lb_waiter_free(w);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
+/* A legacy client releases with a bare DEL and publishes nothing: the sleep
+ * is bounded by the holder's TTL (400 ms), far below the 5 s back-off, so the
+ * waiter gets the lock before its 3 s deadline. */
+static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *b = new_lock("w:del", 0, 5000, 5000);
+    cmd_ok("SET w:del legacy-holder PX 400");
+    job j;
+    job_start(&j, b, w, 3000);
+    EVENTUALLY(stats_of(w).sleeps >= 2 || job_done(&j));
+    cmd_ok("DEL w:del");
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_true(lb_lock_commands(b) <= 5);
+    assert_int_equal(stats_of(w).messages, 0);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(b);
+}
+
+/* The test's connect callback, which it can make refuse. */
+static int refuse_connects;
+static redisContext *test_connect(void *ud) {
+    (void)ud;
+    if (__atomic_load_n(&refuse_connects, __ATOMIC_ACQUIRE)) return NULL;
+    return lbt_redis_connect(&server);
+}
+
+/* The subscriber is killed and cannot reconnect: a release goes unheard, the
+ * waiter falls back to its back-off (300 ms) and still gets the lock, never
+ * before the holder lets go. Once connecting works again the waiter is back
+ * and a release wakes the next wait at once. */
+static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **state) {
+    (void)state;
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.connect = test_connect;
+    o.reconnect_min_ms = 5;
+    o.reconnect_max_ms = 20;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    lb_lock *a = new_lock("w:kill", 0, 2, 100), *b = new_lock("w:kill", 0, 300, 300);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    job j;
+    job_start(&j, b, w, 10000);
+    EVENTUALLY(stats_of(w).sleeps >= 2);
+    __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
+    cmd_ok("CLIENT KILL TYPE pubsub");
+    EVENTUALLY(!stats_of(w).connected);
+    /* Attempts go on and fail while the holder keeps the lock. */
+    sleep_ms(700);
+    assert_false(job_done(&j));
+    assert_string_equal(get_value("w:kill"), lb_lock_token(a));
+    assert_int_equal(lb_lock_release(a, conn), LB_OK); /* published to nobody */
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_string_equal(get_value("w:kill"), lb_lock_token(b));
+    assert_false(stats_of(w).connected);
+    job_end(&j);
+
+    __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
+    EVENTUALLY(stats_of(w).connected);
+    assert_true(stats_of(w).reconnects >= 1);
+    lb_lock *c = new_lock("w:kill", 0, 5000, 5000);
+    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    uint64_t sleeps = stats_of(w).sleeps;
+    job_start(&j, c, w, 4000);
+    EVENTUALLY(stats_of(w).sleeps >= sleeps + 2 && stats_of(w).blocked == 1);
+    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_lock_free(c);
+}
+
+/* One waiter serves many threads and many locks at once. */
+static void test_one_waiter_serves_many_threads_and_locks(void **state) {
+    (void)state;
+    enum { N = 6 };
+    lb_waiter *w = new_waiter();
+    lb_lock *holders[N], *waiters[N];
+    job jobs[N];
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "w:many:%d", i % 3);
+        holders[i] = new_lock(key, 0, 2, 100);
+        waiters[i] = new_lock(key, 0, 5000, 5000);
+    }
+    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_try_acquire(holders[i], conn), LB_OK);
+    for (int i = 0; i < N; i++) job_start(&jobs[i], waiters[i], w, 20000);
+    EVENTUALLY(stats_of(w).blocked == N);
+    assert_int_equal(stats_of(w).channels, 3);
+    /* Each release lets one waiter of that key in; its release the next. */
+    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_release(holders[i], conn), LB_OK);
+    int finished = 0;
+    while (finished < N) {
+        for (int i = 0; i < N; i++) {
+            if (jobs[i].c && job_done(&jobs[i])) {
+                assert_int_equal(job_join(&jobs[i]), LB_OK);
+                job_end(&jobs[i]);
+                jobs[i].c = NULL;
+                finished++;
+            }
+        }
+        sleep_ms(2);
+    }
+    assert_int_equal(stats_of(w).subscribes, 3);
+    lb_waiter_free(w);
+    for (int i = 0; i < N; i++) {
+        lb_lock_free(holders[i]);
+        lb_lock_free(waiters[i]);
+    }
+}
+
+/* ---- Fair mode -------------------------------------------------------------- */
+
+/* A job of `jobs` that has finished and not been ended, or -1. */
+static int finished_job(job *jobs, int n) {
+    for (int m = 0; m < n; m++)
+        if (jobs[m].c && job_done(&jobs[m])) return m;
+    return -1;
+}
+
+static int queued(const char *queue, const char *token) {
+    redisReply *r = redisCommand(conn, "ZSCORE %s %s", queue, token);
+    assert_non_null(r);
+    int yes = r->type != REDIS_REPLY_NIL;
+    freeReplyObject(r);
+    return yes;
+}
+
+/* Waiters queue in arrival order, and each release hands the lock to the
+ * oldest: the key holds that waiter's token the moment release returns. */
+static void test_fair_hand_offs_follow_arrival_order(void **state) {
+    (void)state;
+    enum { N = 5 };
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:fifo", 1, 2, 100), *ls[N];
+    job jobs[N];
+    char tokens[N][33];
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    for (int i = 0; i < N; i++) {
+        ls[i] = new_lock("w:fifo", 1, 2000, 2000);
+        job_start(&jobs[i], ls[i], w, 30000);
+        EVENTUALLY(integer("ZCARD %s", "{w:fifo}:queue") == i + 1);
+    }
+    assert_int_equal(queue_tokens("{w:fifo}:queue", tokens, N), N);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    for (int i = 0; i < N; i++) {
+        /* Handed to the oldest: its token is at the key before it even wakes. */
+        assert_string_equal(get_value("w:fifo"), tokens[i]);
+        int k;
+        EVENTUALLY((k = finished_job(jobs, N)) >= 0);
+        assert_int_equal(job_join(&jobs[k]), LB_OK);
+        assert_string_equal(lb_lock_token(ls[k]), tokens[i]);
+        job_end(&jobs[k]);
+        jobs[k].c = NULL;
+    }
+    assert_string_equal(get_value("w:fifo"), "");
+    /* Waiters asleep learn of their hand-off from the message alone. */
+    assert_true(stats_of(w).handoffs >= 1 && stats_of(w).handoffs <= N);
+    assert_int_equal(integer("EXISTS %s", "{w:fifo}:queue"), 0);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    for (int i = 0; i < N; i++) lb_lock_free(ls[i]);
+}
+
+/* A waiter that died while queued (its connection killed) keeps its place
+ * until its lease lapses; then the release skips it. */
+static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 100;
+    o.fair_lease_ms = 400;
+    lb_lock *h = new_lock("w:dead", 1, 2, 100), *d = NULL, *b = new_lock("w:dead", 1, 2000, 2000);
+    assert_int_equal(lb_lock_new(&d, "w:dead", 6, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job jd, jb;
+    job_start(&jd, d, w, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:dead}:queue") == 1);
+    job_start(&jb, b, w, 5000);
+    EVENTUALLY(integer("ZCARD %s", "{w:dead}:queue") == 2);
+    char tokens[2][33];
+    assert_int_equal(queue_tokens("{w:dead}:queue", tokens, 2), 2);
+    redisReply *id = redisCommand(jd.c, "CLIENT ID");
+    assert_non_null(id);
+    cmd_ok("CLIENT KILL ID %lld", id->integer);
+    freeReplyObject(id);
+    assert_int_equal(job_join(&jd), LB_EIO); /* died, still queued */
+    sleep_ms(600);                           /* its lease (400 ms) lapses */
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_string_equal(get_value("w:dead"), tokens[1]);
+    assert_int_equal(job_join(&jb), LB_OK);
+    assert_string_equal(lb_lock_token(b), tokens[1]);
+    assert_false(queued("{w:dead}:queue", tokens[0]));
+    job_end(&jb);
+    redisFree(jd.c);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(d);
+    lb_lock_free(b);
+}
+
+/* K threads each take the lock again and again: with fair mode every one of
+ * them gets a share, and never two at once. */
+typedef struct contender {
+    lb_lock *l;
+    lb_waiter *w;
+    int *stop, *inside, *overlap;
+    int got;
+} contender;
+
+static void *contend(void *arg) {
+    contender *c = arg;
+    redisContext *cc = lbt_redis_connect(&server);
+    while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE)) {
+        int rc = lb_lock_acquire_wait(c->l, cc, c->w, 200);
+        if (rc == LB_ETIMEDOUT) continue;
+        if (rc != LB_OK) break;
+        if (__atomic_fetch_add(c->inside, 1, __ATOMIC_ACQ_REL) != 0)
+            __atomic_store_n(c->overlap, 1, __ATOMIC_RELEASE);
+        sleep_ms(1);
+        __atomic_fetch_sub(c->inside, 1, __ATOMIC_ACQ_REL);
+        __atomic_fetch_add(&c->got, 1, __ATOMIC_ACQ_REL);
+        if (lb_lock_release(c->l, cc) != LB_OK) break;
+    }
+    redisFree(cc);
+    return NULL;
+}
+
+static int rounds(contender *cs, int k) {
+    int n = 0;
+    for (int i = 0; i < k; i++) n += __atomic_load_n(&cs[i].got, __ATOMIC_ACQUIRE);
+    return n;
+}
+
+static void test_no_fair_waiter_starves_among_contending_threads(void **state) {
+    (void)state;
+    enum { K = 4, ROUNDS = 60 };
+    lb_waiter *w = new_waiter();
+    contender cs[K];
+    pthread_t ts[K];
+    int stop = 0, inside = 0, overlap = 0;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_yield_every = 0;
+    o.backoff_min_ms = 1;
+    o.backoff_max_ms = 2;
+    for (int i = 0; i < K; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        assert_int_equal(lb_lock_new(&cs[i].l, "w:share", 7, &o), LB_OK);
+        cs[i].w = w;
+        cs[i].stop = &stop;
+        cs[i].inside = &inside;
+        cs[i].overlap = &overlap;
+        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
+    }
+    EVENTUALLY(rounds(cs, K) >= ROUNDS);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    int total = 0;
+    for (int i = 0; i < K; i++) {
+        pthread_join(ts[i], NULL);
+        total += cs[i].got;
+    }
+    assert_false(overlap);
+    for (int i = 0; i < K; i++) {
+        /* Round robin gives each total/K; a share of a quarter of that is
+         * far from starving. */
+        assert_true(cs[i].got * K * 4 >= total);
+        lb_lock_free(cs[i].l);
+    }
+    lb_waiter_free(w);
+}
+
+/* A client outside the queue (fair mode off) beside fair threads that keep
+ * the queue full: every fair_yield_every hand-offs the lock is left free for
+ * fair_yield_ms, and the outsider, polling every 50 ms, gets its turn. */
+static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
+    (void)state;
+    enum { K = 3 };
+    lb_waiter *w = new_waiter();
+    contender cs[K];
+    pthread_t ts[K];
+    int stop = 0, inside = 0, overlap = 0;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_yield_every = 8;
+    o.fair_yield_ms = 150;
+    for (int i = 0; i < K; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        assert_int_equal(lb_lock_new(&cs[i].l, "w:mixed", 7, &o), LB_OK);
+        cs[i].w = w;
+        cs[i].stop = &stop;
+        cs[i].inside = &inside;
+        cs[i].overlap = &overlap;
+        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
+    }
+    EVENTUALLY(integer("ZCARD %s", "{w:mixed}:queue") >= 1);
+    lb_lock *outsider = new_lock("w:mixed", 0, 50, 50);
+    int rc = lb_lock_acquire(outsider, conn, 8000);
+    assert_int_equal(rc, LB_OK);
+    assert_string_equal(get_value("w:mixed"), lb_lock_token(outsider));
+    assert_int_equal(lb_lock_release(outsider, conn), LB_OK);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < K; i++) {
+        pthread_join(ts[i], NULL);
+        assert_true(cs[i].got > 0);
+        lb_lock_free(cs[i].l);
+    }
+    assert_false(overlap);
+    lb_lock_free(outsider);
+    lb_waiter_free(w);
+}
+
+/* A fair waiter that gives up leaves the queue at once (no lease to wait
+ * out), and a try of a fair lock does not jump a queue. */
+static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:leave", 1, 2, 100), *b = new_lock("w:leave", 1, 2, 20);
+    lb_lock *t = new_lock("w:leave", 1, 2, 100);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(b, conn, w, 100), LB_ETIMEDOUT);
+    assert_int_equal(integer("EXISTS %s", "{w:leave}:queue"), 0);
+    assert_false(lb_lock_held(b));
+
+    /* Queued behind the holder, b2 is the one a free lock is kept for. */
+    lb_lock *b2 = new_lock("w:leave", 1, 300, 300);
+    job j;
+    job_start(&j, b2, NULL, 5000);
+    EVENTUALLY(integer("ZCARD %s", "{w:leave}:queue") == 1);
+    char tokens[1][33];
+    assert_int_equal(queue_tokens("{w:leave}:queue", tokens, 1), 1);
+    cmd_ok("DEL w:leave"); /* as a legacy release would: nothing handed */
+    assert_int_equal(lb_lock_try_acquire(t, conn), LB_EBUSY);
+    const char *v = get_value("w:leave");
+    assert_true(v[0] == '\0' || strcmp(v, tokens[0]) == 0);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_string_equal(lb_lock_token(b2), tokens[0]);
+    job_end(&j);
+    lb_lock_free(b2);
+    assert_int_equal(lb_lock_try_acquire(t, conn), LB_OK);
+    assert_int_equal(lb_lock_release(t, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, conn), LB_ELOST);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(b);
+    lb_lock_free(t);
+}
+
+/* Fencing numbers travel with a hand-off and keep growing. */
+static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fencing = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 2000;
+    lb_lock *h = NULL, *b = NULL;
+    assert_int_equal(lb_lock_new(&h, "w:fence", 7, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&b, "w:fence", 7, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    int64_t first = lb_lock_fence(h);
+    assert_true(first > 0);
+    job j;
+    job_start(&j, b, w, 20000);
+    EVENTUALLY(integer("ZCARD %s", "{w:fence}:queue") == 1 && stats_of(w).sleeps >= 2);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_int_equal(lb_lock_fence(b), first + 1);
+    assert_int_equal(stats_of(w).handoffs, 1);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(b);
+}
+
+static void test_bad_options_and_arguments_are_refused(void **state) {
+    (void)state;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_lease_ms = o.backoff_max_ms; /* no longer than a back-off step */
+    lb_lock *l = (lb_lock *)&o;
+    assert_int_equal(lb_lock_new(&l, "w:bad", 5, &o), LB_EINVAL);
+    assert_null(l);
+    lb_lock_options_init(&o);
+    o.fair = 2;
+    assert_int_equal(lb_lock_new(&l, "w:bad", 5, &o), LB_EINVAL);
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_yield_ms = 0;
+    assert_int_equal(lb_lock_new(&l, "w:bad", 5, &o), LB_EINVAL);
+
+    lb_waiter_options wo;
+    lb_waiter_options_init(&wo);
+    wo.port = 0;
+    lb_waiter *w = (lb_waiter *)&wo;
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
+    assert_null(w);
+    lb_waiter_options_init(&wo);
+    wo.port = server.port;
+    wo.host = "127.0.0.1";
+    wo.connect = test_connect;
+    __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_EIO);
+    __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
+    assert_null(w);
+    lb_waiter_free(NULL);
+    lb_waiter_stats st;
+    lb_waiter_get_stats(NULL, &st);
+    assert_int_equal(st.channels, 0);
+
+    l = new_lock("w:bad", 0, 2, 100);
+    assert_int_equal(lb_lock_acquire_wait(NULL, conn, NULL, 10), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, NULL, NULL, 10), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, -1), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 0), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 0), LB_ESTATE);
+    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    lb_lock_free(l);
+}
+
+/* Fails the n-th allocation; counts what is live so leaks show. */
+typedef struct counting { int fail_at, calls, live; } counting;
+static void *count_malloc(void *ud, size_t n) {
+    counting *c = ud;
+    if (++c->calls == c->fail_at) return NULL;
+    __atomic_fetch_add(&c->live, 1, __ATOMIC_RELAXED);
+    return malloc(n);
+}
+static void count_free(void *ud, void *p) {
+    __atomic_fetch_sub(&((counting *)ud)->live, 1, __ATOMIC_RELAXED);
+    free(p);
+}
+
+static void test_every_allocation_failure_is_clean(void **state) {
+    (void)state;
+    for (int n = 1;; n++) {
+        counting cnt = {n, 0, 0};
+        lb_allocator alloc = {count_malloc, count_free, &cnt};
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fair = 1;
+        o.allocator = &alloc;
+        lb_lock *l = NULL;
+        int rc = lb_lock_new(&l, "w:alloc", 7, &o);
+        if (rc == LB_ENOMEM) {
+            assert_null(l);
+            assert_int_equal(cnt.live, 0);
+            continue;
+        }
+        assert_int_equal(rc, LB_OK);
+        lb_waiter_options wo;
+        lb_waiter_options_init(&wo);
+        wo.port = server.port;
+        wo.allocator = &alloc;
+        lb_waiter *w = NULL;
+        rc = lb_waiter_new(&w, &wo);
+        if (rc == LB_ENOMEM) {
+            assert_null(w);
+            lb_lock_free(l);
+            assert_int_equal(cnt.live, 0);
+            continue;
+        }
+        assert_int_equal(rc, LB_OK);
+        /* Past here, a failed channel allocation only costs the wake-up. */
+        assert_int_equal(lb_lock_acquire_wait(l, conn, w, 1000), LB_OK);
+        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        lb_waiter_free(w);
+        lb_lock_free(l);
+        assert_int_equal(cnt.live, 0);
+        break;
+    }
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (lbt_redis_start(&server, NULL) != 0) return -1;
+    conn = lbt_redis_connect(&server);
+    return conn ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (conn) redisFree(conn);
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_release_wakes_the_waiter_long_before_its_back_off),
+        cmocka_unit_test(test_a_bare_del_is_noticed_within_the_holders_ttl),
+        cmocka_unit_test(test_a_killed_subscriber_degrades_to_back_off_and_reconnects),
+        cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),
+        cmocka_unit_test(test_fair_hand_offs_follow_arrival_order),
+        cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
+        cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
+        cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),
+        cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
+        cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
+        cmocka_unit_test(test_bad_options_and_arguments_are_refused),
+        cmocka_unit_test(test_every_allocation_failure_is_clean),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -92,6 +92,21 @@ int lb__cli_opt_index(const lb__cli_optdef *opts, const char *name) {
     return -1;
 }
 
+const char *lb__cli_opt(const lb__cli_args *a, const lb__cli_optdef *opts, const char *name) {
+    int i = lb__cli_opt_index(opts, name);
+    return i >= 0 && i < LB__CLI_MAX_OPTS ? a->opt[i] : NULL;
+}
+
+int lb__cli_opt_all(const lb__cli_args *a, const lb__cli_optdef *opts, const char *name,
+                    const char **out, int cap) {
+    int i = lb__cli_opt_index(opts, name), n = 0;
+    if (i < 0 || i >= LB__CLI_MAX_OPTS || !a->opt[i] || cap < 1) return 0;
+    out[n++] = a->opt[i];
+    for (int r = 0; r < a->nrep && n < cap; r++)
+        if (a->rep[r].index == i) out[n++] = a->rep[r].value;
+    return n;
+}
+
 static int find(const lb__cli_optdef *opts, const char *name, size_t len) {
     for (int i = 0; opts && opts[i].name; i++)
         if (strlen(opts[i].name) == len && memcmp(opts[i].name, name, len) == 0) return i;
@@ -142,8 +157,15 @@ static int take_option(lb__cli_args *a, int argc, char **argv, int *i,
         return set_global(a, g, v);
     }
     if (c >= LB__CLI_MAX_OPTS) return lb__cli_usage(a, "too many options defined"), -1;
-    if (a->opt[c]) return lb__cli_usage(a, "%s given twice", shown), -1;
-    a->opt[c] = v;
+    if (a->opt[c] && opts[c].has_value != LB__CLI_REPEAT) return lb__cli_usage(a, "%s given twice", shown), -1;
+    if (!a->opt[c]) {
+        a->opt[c] = v;
+        return 0;
+    }
+    if (a->nrep >= LB__CLI_MAX_REPEATS)
+        return lb__cli_usage(a, "%s given more than %d times", shown, LB__CLI_MAX_REPEATS), -1;
+    a->rep[a->nrep].index = c;
+    a->rep[a->nrep++].value = v;
     return 0;
 }
 

@@ -31,7 +31,11 @@ enum {
 #define LB__CLI_MAX_OPTS 24
 #define LB__CLI_MAX_POS 4
 
-/* One command option: "--ttl-ms" and whether it takes a value. */
+#define LB__CLI_MAX_REPEATS 16
+
+/* One command option: "--ttl-ms" and whether it takes a value: 0 no, 1 yes,
+ * LB__CLI_REPEAT yes and it may be given again (every value kept, in order). */
+#define LB__CLI_REPEAT 2
 typedef struct lb__cli_optdef {
     const char *name;
     int has_value;
@@ -56,7 +60,12 @@ typedef struct lb__cli_args {
     int version;
     int json; /* --json: JSON lines on stdout instead of text for people */
     unsigned seen_globals; /* bit per global option given, to refuse repeats */
-    const char *opt[LB__CLI_MAX_OPTS];
+    const char *opt[LB__CLI_MAX_OPTS]; /* the first value of each option */
+    struct {
+        int index;
+        const char *value;
+    } rep[LB__CLI_MAX_REPEATS]; /* later values of repeatable options */
+    int nrep;
     const char *pos[LB__CLI_MAX_POS];
     int npos;
 } lb__cli_args;
@@ -85,6 +94,11 @@ int lb__cli_parse(lb__cli_args *a, int argc, char **argv, const lb__cli_optdef *
                   int max_pos, int stop_at_pos, int *used);
 /* Index of option `name` in `opts` (for reading a->opt); -1 if absent. */
 int lb__cli_opt_index(const lb__cli_optdef *opts, const char *name);
+/* The value of option `name`, or NULL when absent (or not in `opts`). */
+const char *lb__cli_opt(const lb__cli_args *a, const lb__cli_optdef *opts, const char *name);
+/* Every value of option `name` in command-line order, at most `cap`; the count. */
+int lb__cli_opt_all(const lb__cli_args *a, const lb__cli_optdef *opts, const char *name,
+                    const char **out, int cap);
 
 /* Prints "PROG: message (see 'PROG --help')" on stderr; returns LB__CLI_EXIT_USAGE. */
 int lb__cli_usage(const lb__cli_args *a, const char *fmt, ...)
@@ -161,6 +175,134 @@ void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o);
 /* The foreign value seen by the last attempt, escaped; "" if none. */
 const char *lb__cli_lock_foreign(const lb__cli_lock *l);
 
+/* ---- Reading keys in bulk (keyscan.c) ------------------------------------------- */
+/* Bytes of each value read: one more than the library ever judges, so a value
+ * too long to be a timestamp is known as such. */
+#define LB__CLI_VALUE_PREFIX (LB_OBSERVED_MAX + 1)
+#define LB__CLI_PATTERN_MAX 1024 /* bytes of a MATCH pattern */
+
+/* What one key holds, as read in one script call. Valid during the callback. */
+typedef struct lb__cli_key {
+    const char *key;
+    size_t keylen;
+    char type[32];     /* TYPE: "string", "hash", "none" (gone meanwhile), ... */
+    const char *value; /* strings: the first LB__CLI_VALUE_PREFIX bytes; else NULL */
+    size_t valuelen;
+    int64_t len;       /* strings: the full length; else -1 */
+    int64_t pttl_ms;   /* PTTL: -1 no TTL, -2 absent */
+} lb__cli_key;
+
+/* Returns 0 to go on, anything else to stop the scan. */
+typedef int (*lb__cli_key_fn)(const lb__cli_key *k, void *ud);
+
+typedef struct lb__cli_reader lb__cli_reader;
+/* Loads the read script on `c`. Returns 0, or -1 with a reason in `err`. */
+int lb__cli_reader_new(lb__cli_reader **out, redisContext *c, char *err, size_t cap);
+void lb__cli_reader_free(lb__cli_reader *r);
+/* Reads the given keys in one call. 0, 1 (stopped by fn), or -1 with `err`. */
+int lb__cli_read_keys(lb__cli_reader *r, const char *const *keys, const size_t *lens,
+                      size_t n, lb__cli_key_fn fn, void *ud, char *err, size_t cap);
+
+typedef struct lb__cli_scanopts {
+    const char *match; /* SCAN MATCH pattern (checked with lb__cli_pattern_check) */
+    int64_t count;     /* SCAN COUNT hint */
+    int progress;      /* 1: a progress line on stderr every second */
+} lb__cli_scanopts;
+/* Scans every key matching, reading each. 0 done, 1 stopped by fn, -1 error
+ * (with `err`); *scanned counts the keys handed to fn. After 1 or -1 the
+ * connection may have replies pending: do not reuse it. */
+int lb__cli_scan(lb__cli_reader *r, const lb__cli_scanopts *o, lb__cli_key_fn fn, void *ud,
+                 uint64_t *scanned, char *err, size_t cap);
+/* A MATCH pattern the tool accepts: not empty, at most LB__CLI_PATTERN_MAX
+ * bytes, no unterminated [class], no trailing lone backslash. 0, or -1 with
+ * the reason in `why`. */
+int lb__cli_pattern_check(const char *p, char *why, size_t cap);
+
+/* ---- Formats (format.c): the library's classifier where the tool uses it --------- */
+#define LB__CLI_MAX_CODECS 8
+
+/* The codecs the operator named with --codec (repeatable; default ms), tried in
+ * order: the first that decodes a value wins. */
+typedef struct lb__cli_codecs {
+    lb_codec codec[LB__CLI_MAX_CODECS];
+    char spec[LB__CLI_MAX_CODECS][128];
+    int n;
+} lb__cli_codecs;
+
+int lb__cli_codecs_read(lb__cli_codecs *out, const lb__cli_args *a,
+                        const lb__cli_optdef *opts);
+/* Classifies what keyscan read (lb_classify; a value longer than the prefix
+ * read is no timestamp). */
+int lb__cli_classify(const lb__cli_codecs *cs, const lb__cli_key *k, const lb_now *now,
+                     lb_class *out);
+/* The expiry instant `t` of codec `c` as epoch milliseconds, rounded up; -1
+ * for a monotonic-clock codec (its instants mean nothing on another host). */
+int lb__cli_expiry_epoch_ms(const lb_codec *c, int64_t t, int64_t *ms);
+/* 1 when the value was decoded by a monotonic-clock codec. */
+int lb__cli_is_mono(const lb__cli_codecs *cs, const lb_class *cl);
+/* 1 for the companion keys lockbridge keeps beside locks and namespaces
+ * ("{k}:fence", "{ns}:lb-mode", ...): not locks, left out of scans. */
+int lb__cli_is_companion(const char *key, size_t len);
+/* How long the holder has held, from the fleet's lock validity `ttl_ms`
+ * (0: unknown): timestamps and TTLs that are still running. -1 when unknown. */
+int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms);
+/* Adds format, codec, expiry, expired, remaining_ms, token, counter, pttl_ms and
+ * holder_age_ms (those that apply) to `o`. */
+void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
+                       int64_t ttl_ms);
+
+/* ---- The survey behind status and mode set (survey.c) ----------------------------- */
+#define LB__CLI_FORMATS 7 /* lb_format values */
+#define LB__CLI_MAX_REASONS 12
+
+typedef struct lb__cli_survey {
+    /* Set by the caller. */
+    const lb__cli_codecs *cs;
+    int64_t window_ms; /* a legacy writer seen this recently blocks modern, ms */
+    int64_t stale_ms;  /* census entries older than this are stale, ms */
+    /* Called for each lock key read (not companions); may be NULL. */
+    int (*row)(const lb__cli_key *k, const lb_class *cl, void *ud);
+    void *row_ud;
+    /* Keys. */
+    uint64_t scanned, keys, companions;
+    uint64_t per_format[LB__CLI_FORMATS];
+    uint64_t ttl_less;       /* keys without a TTL */
+    uint64_t legacy_expired; /* TTL-less timestamps past their expiry, still present */
+    uint64_t legacy_recent;  /* TTL-less timestamps running or expired within the window */
+    uint64_t mono;           /* TTL-less timestamps on a monotonic clock */
+    int64_t token_max_pttl_ms; /* the longest token TTL; -1 without tokens */
+    double scan_ms;
+    /* Namespace. */
+    int mode_rc, mode_found;
+    lb_mode mode;
+    uint64_t census_live[3], census_stale[3], census_legacy_recent, census_invalid;
+    int census_unreadable;
+} lb__cli_survey;
+
+typedef struct lb__cli_verdict {
+    int ready; /* no blocker */
+    int n;
+    struct {
+        int blocker; /* 1: a reason not to go on; 0: worth knowing */
+        char text[200];
+    } reason[LB__CLI_MAX_REASONS];
+} lb__cli_verdict;
+
+/* Scans and counts (with `o`); 0, or -1 with `err`. */
+int lb__cli_survey_keys(lb__cli_survey *s, redisContext *c, const lb__cli_scanopts *o,
+                        char *err, size_t cap);
+/* Reads the namespace's mode and census; 0, or -1 with `err`. */
+int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
+                      size_t cap);
+/* Reads --match (default *, checked) and --count into `o`; 0 or -1 (usage). */
+int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
+                          const lb__cli_optdef *defs);
+/* Reads the required --ns and checks it names valid companion keys; 0 or -1. */
+int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const char **ns);
+/* Whether moving from mode `from` to `to` is safe on this evidence, and why. */
+void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
+                            lb__cli_verdict *v);
+
 /* ---- Time ---------------------------------------------------------------------------- */
 /* The monotonic clock in milliseconds, with a fraction. */
 double lb__cli_mono_ms(void);
@@ -202,5 +344,9 @@ int lb__cli_error(const lb__cli_args *a, const char *key, int status, const char
 extern const lb__cli_command lb__cli_cmd_hold;
 extern const lb__cli_command lb__cli_cmd_contend;
 extern const lb__cli_command lb__cli_cmd_clock;
+extern const lb__cli_command lb__cli_cmd_inspect;
+extern const lb__cli_command lb__cli_cmd_status;
+extern const lb__cli_command lb__cli_cmd_mode;
+extern const lb__cli_command lb__cli_cmd_sweep;
 
 #endif

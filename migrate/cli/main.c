@@ -15,7 +15,9 @@ static const lb__cli_command help_command = {
 
 /* New commands join here; `lockbridge --help` lists them in this order. */
 static const lb__cli_command *const commands[] = {
-    &lb__cli_cmd_hold, &lb__cli_cmd_contend, &lb__cli_cmd_clock, &help_command, NULL};
+    &lb__cli_cmd_hold,   &lb__cli_cmd_contend, &lb__cli_cmd_clock,
+    &lb__cli_cmd_inspect, &lb__cli_cmd_status, &lb__cli_cmd_mode,
+    &lb__cli_cmd_sweep,  &help_command,        NULL};
 
 static const lb__cli_command *lookup(const char *name) {
     for (int i = 0; commands[i]; i++)

@@ -1,0 +1,285 @@
+/* `lockbridge sweep`: TTL-less legacy locks get a TTL ending at their
+ * timestamp + grace, and those already past it are removed, each by a script
+ * that acts only if the key still holds the value judged, still without TTL. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "migrate/cli/cli.h"
+
+#define GRACE_MS_DEFAULT INT64_C(60000) /* milliseconds */
+#define PIPELINE 500                    /* scripts in flight at once */
+
+/* Compare-then-act on one key: any change since the scan (another value, a
+ * TTL, another type, the key gone) leaves it alone and returns 0. */
+static const char sweep_script[] =
+    "if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then return 0 end\n"
+    "if redis.call('PTTL', KEYS[1]) ~= -1 then return 0 end\n"
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "if ARGV[2] == 'del' then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "else\n"
+    "  redis.call('PEXPIREAT', KEYS[1], ARGV[3])\n"
+    "end\n"
+    "return 1\n";
+
+static const lb__cli_optdef opts[] = {
+    {"--match", 1}, {"--count", 1}, {"--codec", LB__CLI_REPEAT}, {"--grace-ms", 1},
+    {"--dry-run", 0}, {NULL, 0}};
+
+static const char help[] =
+    "usage: lockbridge sweep [--match PATTERN] [--count N] [--codec SPEC]...\n"
+    "                        [--grace-ms N] [--dry-run] [--json]\n"
+    "\n"
+    "Scans the keys matching PATTERN for legacy locks without a TTL (a crashed\n"
+    "legacy holder's lock stays forever otherwise). Each whose timestamp + grace is\n"
+    "still ahead gets that instant as its expiry (PEXPIREAT); each already past it\n"
+    "is deleted. Every action is one script that first checks the key still holds\n"
+    "the value judged, as a string without TTL: a lock taken over meanwhile is left\n"
+    "alone. Values in no known format, INCR counters, tokens, compat values, keys\n"
+    "of other types and timestamps on a monotonic clock are never touched.\n"
+    "\n"
+    "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
+    "  --count N        SCAN COUNT hint, 1..100000 (default 1000)\n"
+    "  --codec SPEC     a codec the fleet writes; repeat for several (default ms).\n"
+    "                   Name exactly the fleet's codecs: a seconds value read as\n"
+    "                   milliseconds would look expired.\n"
+    "  --grace-ms N     added to each timestamp, ms, 0..10^12 (default 60000): room\n"
+    "                   for hosts whose clocks run behind this one\n"
+    "  --dry-run        say what would be done; write nothing\n"
+    "  --json           one \"sweep\" JSON line per lock, then a \"sweep_summary\"\n"
+    "\n"
+    "Exit: 0 done (or dry run); 1 usage; 4 connection or Redis error.\n"
+    "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
+
+typedef struct item {
+    char *key, *value;
+    size_t keylen, valuelen;
+    int del;             /* 1: delete; 0: PEXPIREAT deadline */
+    int64_t deadline_ms; /* timestamp + grace, epoch ms */
+    int codec;
+    int64_t expiry;
+    int done;            /* the script acted */
+} item;
+
+typedef struct sweep {
+    const lb__cli_codecs *cs;
+    int64_t grace_ms;
+    item *items;
+    size_t n, cap;
+    uint64_t skipped_mono, left_alone[LB__CLI_FORMATS], acted, changed;
+    int oom;
+} sweep;
+
+static int push(sweep *s, const lb__cli_key *k, const lb_class *cl, int64_t deadline,
+                int del) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 256;
+        item *grown = realloc(s->items, cap * sizeof *grown);
+        if (!grown) return s->oom = 1, -1;
+        s->items = grown;
+        s->cap = cap;
+    }
+    item *it = &s->items[s->n];
+    memset(it, 0, sizeof *it);
+    it->key = malloc(k->keylen + 1);
+    it->value = malloc(k->valuelen + 1);
+    if (!it->key || !it->value) {
+        free(it->key);
+        free(it->value);
+        return s->oom = 1, -1;
+    }
+    memcpy(it->key, k->key, k->keylen);
+    memcpy(it->value, k->value, k->valuelen);
+    it->keylen = k->keylen;
+    it->valuelen = k->valuelen;
+    it->del = del;
+    it->deadline_ms = deadline;
+    it->codec = cl->codec;
+    it->expiry = cl->expiry;
+    s->n++;
+    return 0;
+}
+
+static int on_key(const lb__cli_key *k, void *ud) {
+    sweep *s = ud;
+    lb_class cl;
+    int64_t at;
+    if (lb__cli_is_companion(k->key, k->keylen)) return 0;
+    lb_now now = lb_clock_now(NULL);
+    if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
+    if (cl.format != LB_FORMAT_LEGACY || k->pttl_ms != -1 || !k->value) {
+        if ((unsigned)cl.format < LB__CLI_FORMATS && cl.format != LB_FORMAT_ABSENT)
+            s->left_alone[cl.format]++;
+        return 0;
+    }
+    if (lb__cli_expiry_epoch_ms(&s->cs->codec[cl.codec], cl.expiry, &at) != 0) {
+        s->skipped_mono++;
+        return 0;
+    }
+    int64_t deadline = at > INT64_MAX - s->grace_ms ? INT64_MAX : at + s->grace_ms;
+    return push(s, k, &cl, deadline, deadline <= now.wall_us / 1000);
+}
+
+/* ---- Acting ------------------------------------------------------------------------ */
+static int load(redisContext *c, char sha[41], char *err, size_t cap) {
+    redisReply *r = redisCommand(c, "SCRIPT LOAD %s", sweep_script);
+    int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
+    if (ok) memcpy(sha, r->str, 41);
+    else snprintf(err, cap, "SCRIPT LOAD: %s", r ? "refused" : c->errstr);
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static int append(redisContext *c, const char *sha, const item *it) {
+    char at[24];
+    snprintf(at, sizeof at, "%lld", (long long)it->deadline_ms);
+    const char *argv[] = {"EVALSHA", sha, "1", it->key, it->value, it->del ? "del" : "expire",
+                          at};
+    size_t lens[] = {7, 40, 1, it->keylen, it->valuelen, it->del ? 3 : 6, strlen(at)};
+    return redisAppendCommandArgv(c, 7, argv, lens) == REDIS_OK ? 0 : -1;
+}
+
+/* Sends the scripts PIPELINE at a time; a NOSCRIPT (a flush meanwhile) loads
+ * the script again and retries that one. */
+static int act(redisContext *c, sweep *s, char *err, size_t cap) {
+    char sha[41];
+    if (load(c, sha, err, cap) != 0) return -1;
+    for (size_t base = 0; base < s->n; base += PIPELINE) {
+        size_t end = base + PIPELINE < s->n ? base + PIPELINE : s->n;
+        for (size_t i = base; i < end; i++)
+            if (append(c, sha, &s->items[i]) != 0) return snprintf(err, cap, "out of memory"), -1;
+        for (size_t i = base; i < end; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK) r = NULL;
+            if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+                freeReplyObject(r);
+                r = NULL;
+                if (load(c, sha, err, cap) == 0 && append(c, sha, &s->items[i]) == 0 &&
+                    redisGetReply(c, (void **)&r) != REDIS_OK)
+                    r = NULL;
+            }
+            if (!r || r->type != REDIS_REPLY_INTEGER) {
+                snprintf(err, cap, "sweep script: %s",
+                         !r ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+                if (r) freeReplyObject(r);
+                return -1;
+            }
+            s->items[i].done = r->integer == 1;
+            if (r->integer == 1) s->acted++;
+            else s->changed++;
+            freeReplyObject(r);
+        }
+    }
+    return 0;
+}
+
+/* ---- Output ---------------------------------------------------------------------- */
+static void show_items(const sweep *s, int dry) {
+    for (size_t i = 0; i < s->n; i++) {
+        const item *it = &s->items[i];
+        const char *what = it->del ? "delete" : "expire";
+        const char *outcome = dry ? "dry run" : it->done ? "done" : "changed meanwhile: left";
+        if (!lb__cli_is_json()) {
+            char key[64];
+            lb__cli_printable(key, sizeof key, it->key, it->keylen);
+            if (i == 0) printf("%-40s %-7s %15s  %s\n", "KEY", "ACTION", "AT_EPOCH_MS", "OUTCOME");
+            printf("%-40s %-7s %15lld  %s\n", key, what, (long long)it->deadline_ms, outcome);
+            continue;
+        }
+        cJSON *o = lb__cli_event("sweep");
+        if (o) {
+            lb__cli_add_bytes(o, "key", it->key, it->keylen);
+            lb__cli_add_str(o, "action", what);
+            lb__cli_add_str(o, "codec", s->cs->spec[it->codec]);
+            lb__cli_add_i64(o, "expiry", it->expiry);
+            lb__cli_add_i64(o, it->del ? "deadline_epoch_ms" : "expire_at_epoch_ms",
+                            it->deadline_ms);
+            lb__cli_add_bool(o, "dry_run", dry);
+            if (!dry) lb__cli_add_bool(o, "done", it->done);
+        }
+        lb__cli_emit(o);
+    }
+}
+
+static void show_summary(const sweep *s, uint64_t scanned, int dry) {
+    uint64_t del = 0;
+    for (size_t i = 0; i < s->n; i++) del += s->items[i].del;
+    if (!lb__cli_is_json()) {
+        printf("\nscanned %llu keys; %zu TTL-less legacy lock(s): %llu to delete, %llu to "
+               "expire%s\n", (unsigned long long)scanned, s->n, (unsigned long long)del,
+               (unsigned long long)(s->n - del), dry ? " (dry run: nothing written)" : "");
+        if (!dry)
+            printf("acted on %llu; %llu changed meanwhile and were left alone\n",
+                   (unsigned long long)s->acted, (unsigned long long)s->changed);
+        printf("left alone: monotonic-clock %llu", (unsigned long long)s->skipped_mono);
+        for (int f = 1; f < LB__CLI_FORMATS; f++)
+            if (s->left_alone[f])
+                printf(", %s %llu", lb_format_name((lb_format)f),
+                       (unsigned long long)s->left_alone[f]);
+        printf("\n");
+        return;
+    }
+    cJSON *o = lb__cli_event("sweep_summary"), *l;
+    if (!o) return (void)lb__cli_emit(o);
+    lb__cli_add_i64(o, "scanned", (int64_t)scanned);
+    lb__cli_add_i64(o, "candidates", (int64_t)s->n);
+    lb__cli_add_i64(o, "to_delete", (int64_t)del);
+    lb__cli_add_i64(o, "to_expire", (int64_t)(s->n - del));
+    lb__cli_add_bool(o, "dry_run", dry);
+    lb__cli_add_i64(o, "acted", (int64_t)s->acted);
+    lb__cli_add_i64(o, "changed_meanwhile", (int64_t)s->changed);
+    lb__cli_add_i64(o, "skipped_mono", (int64_t)s->skipped_mono);
+    if ((l = cJSON_AddObjectToObject(o, "left_alone")) != NULL)
+        for (int f = 1; f < LB__CLI_FORMATS; f++)
+            lb__cli_add_i64(l, lb_format_name((lb_format)f), (int64_t)s->left_alone[f]);
+    lb__cli_emit(o);
+}
+
+static void sweep_free(sweep *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->items[i].key);
+        free(s->items[i].value);
+    }
+    free(s->items);
+}
+
+static int execute(const lb__cli_args *a, sweep *s, const lb__cli_scanopts *so, int dry) {
+    char err[512];
+    uint64_t scanned = 0;
+    lb__cli_reader *r = NULL;
+    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
+    int rc = lb__cli_reader_new(&r, c, err, sizeof err);
+    if (rc == 0) rc = lb__cli_scan(r, so, on_key, s, &scanned, err, sizeof err);
+    lb__cli_reader_free(r);
+    if (rc != 0 && s->oom) snprintf(err, sizeof err, "out of memory");
+    if (rc == 0 && !dry) rc = act(c, s, err, sizeof err);
+    redisFree(c);
+    if (rc != 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
+    show_items(s, dry);
+    show_summary(s, scanned, dry);
+    return LB__CLI_EXIT_OK;
+}
+
+static int run(const lb__cli_args *a) {
+    lb__cli_codecs cs;
+    lb__cli_scanopts so;
+    sweep s;
+    const char *v;
+    memset(&s, 0, sizeof s);
+    s.grace_ms = GRACE_MS_DEFAULT;
+    if (a->npos != 0) return lb__cli_usage(a, "takes no arguments (the keys are --match)");
+    if (lb__cli_codecs_read(&cs, a, opts) != 0 || lb__cli_scanopts_read(&so, a, opts) != 0 ||
+        ((v = lb__cli_opt(a, opts, "--grace-ms")) &&
+         lb__cli_int(a, "--grace-ms", v, 0, LB__CLI_MS_MAX, &s.grace_ms) != 0))
+        return LB__CLI_EXIT_USAGE;
+    s.cs = &cs;
+    int code = execute(a, &s, &so, lb__cli_opt(a, opts, "--dry-run") != NULL);
+    sweep_free(&s);
+    return code;
+}
+
+const lb__cli_command lb__cli_cmd_sweep = {
+    "sweep", "give TTL-less legacy locks a TTL, or remove those long expired", help, opts, 0,
+    run, 0};

@@ -100,9 +100,9 @@ static void show_raw_string(FILE *f, const char *raw) {
                 bytes[o++] = raw[i];
             }
         }
-        shown = malloc(o * 4 + 1);
+        shown = malloc(o * 4 + 6);
     }
-    if (shown) lb__cli_printable(shown, o * 4 + 1, bytes, o);
+    if (shown) lb__cli_printable(shown, o * 4 + 6, bytes, o);
     fputs(shown ? shown : raw, f);
     free(shown);
     free(bytes);

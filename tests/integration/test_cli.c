@@ -553,6 +553,39 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"clock", "--interval-ms", "60001"},
         {"clock", "--clock-offset-ms", "--5"},
         {"clock", "--mode", "modern"},
+        {"inspect"},
+        {"inspect", ""},
+        {"inspect", "a", "b"},
+        {"inspect", "k", "--max-bytes", "4098"},
+        {"inspect", "k", "--codec", "xml"},
+        {"inspect", "k", "--codec", "ms", "--codec", "ms"},
+        {"inspect", "k", "--ttl-ms", "0"},
+        {"status"},
+        {"status", "--ns", ""},
+        {"status", "--ns", "a}b"},
+        {"status", "--ns", "n", "--match", ""},
+        {"status", "--ns", "n", "--match", "lock:[abc"},
+        {"status", "--ns", "n", "--match", "lock:\\"},
+        {"status", "--ns", "n", "--count", "0"},
+        {"status", "--ns", "n", "--count", "100001"},
+        {"status", "--ns", "n", "--window-ms", "-1"},
+        {"status", "--ns", "n", "--limit", "x"},
+        {"status", "--ns", "n", "extra"},
+        {"mode"},
+        {"mode", "get"},
+        {"mode", "flip", "--ns", "n"},
+        {"mode", "get", "modern", "--ns", "n"},
+        {"mode", "get", "--ns", "n", "--force"},
+        {"mode", "set", "--ns", "n"},
+        {"mode", "set", "sideways", "--ns", "n"},
+        {"mode", "set", "Modern", "--ns", "n"},
+        {"mode", "set", "modern", "--ns", "n", "--match", "[x"},
+        {"sweep", "extra"},
+        {"sweep", "--grace-ms", "-1"},
+        {"sweep", "--grace-ms", "1000000000001"},
+        {"sweep", "--match", "a[b"},
+        {"sweep", "--dry-run=1"},
+        {"sweep", "--codec", "json", "--codec", "json:field=expiryTime,unit=ns,clock=mono"},
         {"hold", "cli:args", "--variant", "magic"},
         {"hold", "cli:args", "-p", "0"},
         {"hold", "cli:args", "-p", "65536"},
@@ -1038,6 +1071,428 @@ static void test_contend_modern_with_fencing_counts_every_update(void **state) {
     lbt_lines_free(&l);
 }
 
+/* ---- inspect ------------------------------------------------------------------------ */
+/* Runs the tool and parses its single JSON line into *out (caller frees). */
+static cJSON *run_json1(const char *const *args, int expect_exit) {
+    int rc = lbt_run(args);
+    if (rc != expect_exit) fail_msg("exit %d, expected %d: %s", rc, expect_exit, proc.err);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_true(l.n >= 1);
+    cJSON *last = l.line[l.n - 1];
+    l.line[l.n - 1] = NULL;
+    l.n--;
+    lbt_lines_free(&l);
+    return last;
+}
+
+static void test_inspect_names_the_format_of_every_kind_of_key(void **state) {
+    (void)state;
+    char live[32], big[5000];
+    snprintf(live, sizeof live, "%lld", (long long)(wall_ms() + 60000));
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cmd_ok("SET %s %s", "cli:i:legacy", live);
+    cmd_ok("SET %s %s PX 90000", "cli:i:compat", live);
+    cmd_ok("SET %s %s PX 90000", "cli:i:token", "0123456789abcdef0123456789abcdef");
+    cmd_ok("SET %s %s PX 90000", "cli:i:uid", "{\"uid\":\"4f1c\"}");
+    cmd_ok("SET %s %s", "cli:i:incr", "2");
+    cmd_ok("SET %s %s", "cli:i:junk", "not a lock");
+    cmd_ok("SET %s %s", "cli:i:big", big);
+    cmd_ok("RPUSH %s %s", "cli:i:list", "a");
+    static const struct {
+        const char *key, *format, *type;
+        int pttl; /* 1: a number, 0: null, -1: absent field */
+    } cases[] = {
+        {"cli:i:legacy", "legacy", "string", 0}, {"cli:i:compat", "compat", "string", 1},
+        {"cli:i:token", "token", "string", 1},   {"cli:i:uid", "token", "string", 1},
+        {"cli:i:incr", "incr", "string", 0},     {"cli:i:junk", "unknown", "string", 0},
+        {"cli:i:big", "unknown", "string", 0},   {"cli:i:list", "wrongtype", "list", 0},
+        {"cli:i:none", "absent", "none", -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"-p", port, "inspect", cases[i].key, "--json", NULL};
+        cJSON *o = run_json1(args, 0);
+        assert_string_equal(str_of(o, "event"), "inspect");
+        if (strcmp(str_of(o, "format"), cases[i].format) != 0)
+            fail_msg("%s: format %s", cases[i].key, str_of(o, "format"));
+        assert_string_equal(str_of(o, "type"), cases[i].type);
+        const cJSON *pttl = cJSON_GetObjectItemCaseSensitive(o, "pttl_ms");
+        if (cases[i].pttl == 1) assert_true(num_of(o, "pttl_ms") > 0);
+        if (cases[i].pttl == 0) assert_true(cJSON_IsNull(pttl));
+        if (cases[i].pttl == -1) assert_null(pttl);
+        cJSON_Delete(o);
+    }
+    /* Details: the codec and expiry of a timestamp, the token's kind, the
+     * counter, and a long value shown cut with its length. */
+    const char *leg[] = {"-p", port, "inspect", "cli:i:legacy", "--json", "--ttl-ms", "90000",
+                         NULL};
+    cJSON *o = run_json1(leg, 0);
+    assert_string_equal(str_of(o, "codec"), "ms");
+    assert_string_equal(str_of(o, "value"), live);
+    assert_true(num_of(o, "expiry") == (double)atoll(live));
+    assert_true(num_of(o, "expiry_epoch_ms") == (double)atoll(live));
+    assert_false(bool_of(o, "expired"));
+    assert_true(num_of(o, "remaining_ms") > 50000 && num_of(o, "remaining_ms") <= 60000);
+    assert_true(num_of(o, "holder_age_ms") >= 30000 && num_of(o, "holder_age_ms") < 40000);
+    cJSON_Delete(o);
+    const char *uid[] = {"-p", port, "inspect", "cli:i:uid", "--json", NULL};
+    o = run_json1(uid, 0);
+    assert_string_equal(str_of(o, "token"), "json-uid");
+    cJSON_Delete(o);
+    const char *incr[] = {"-p", port, "inspect", "cli:i:incr", "--json", NULL};
+    o = run_json1(incr, 0);
+    assert_true(num_of(o, "counter") == 2);
+    cJSON_Delete(o);
+    const char *bigargs[] = {"-p", port, "inspect", "cli:i:big", "--json", "--max-bytes", "10",
+                             NULL};
+    o = run_json1(bigargs, 0);
+    assert_string_equal(str_of(o, "value"), "xxxxxxxxxx");
+    assert_true(num_of(o, "length") == (double)(sizeof big - 1));
+    assert_true(bool_of(o, "truncated"));
+    cJSON_Delete(o);
+    cmd_ok("DEL cli:i:legacy cli:i:compat cli:i:token cli:i:uid cli:i:incr cli:i:junk "
+           "cli:i:big cli:i:list");
+}
+
+/* Codecs are tried in the order given: a seconds value is a timestamp for
+ * --codec s, and an INCR-sized or unknown value for ms alone. */
+static void test_inspect_tries_the_codecs_in_order(void **state) {
+    (void)state;
+    char secs[32];
+    snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
+    cmd_ok("SET %s %s", "cli:i:secs", secs);
+    const char *both[] = {"-p", port, "inspect", "cli:i:secs", "--codec", "s", "--codec",
+                          "ms", "--json", NULL};
+    cJSON *o = run_json1(both, 0);
+    assert_string_equal(str_of(o, "format"), "legacy");
+    assert_string_equal(str_of(o, "codec"), "s");
+    assert_false(bool_of(o, "expired"));
+    cJSON_Delete(o);
+    const char *ms[] = {"-p", port, "inspect", "cli:i:secs", "--json", NULL};
+    o = run_json1(ms, 0);
+    /* Ten digits of seconds read as milliseconds: long expired, in 1970. */
+    assert_true(bool_of(o, "expired"));
+    cJSON_Delete(o);
+    /* Text for people: a table of the same fields, bytes escaped. */
+    cmd_ok("SET %s %b", "cli:i:bin", "\x01\xff", (size_t)2);
+    const char *text[] = {"-p", port, "inspect", "cli:i:bin", NULL};
+    assert_int_equal(lbt_run(text), 0);
+    assert_non_null(strstr(proc.out, "\\x01\\xff"));
+    assert_non_null(strstr(proc.out, "unknown"));
+    cmd_ok("DEL %s %s", "cli:i:secs", "cli:i:bin");
+}
+
+/* ---- status ---------------------------------------------------------------------------- */
+/* A small fleet under "cli:s:*": two live legacy locks, one expired an hour
+ * ago, one compat, one token, one unknown, one hash, and a fencing counter
+ * (a companion key, not a lock). */
+static void fill_fleet(void) {
+    int64_t now = wall_ms();
+    cmd_ok("SET %s %lld", "cli:s:a", (long long)(now + 60000));
+    cmd_ok("SET %s %lld", "cli:s:b", (long long)(now + 60000));
+    cmd_ok("SET %s %lld", "cli:s:old", (long long)(now - 3600000 * 2));
+    cmd_ok("SET %s %lld PX 90000", "cli:s:c", (long long)(now + 60000));
+    cmd_ok("SET %s %s PX 45000", "cli:s:t", "0123456789abcdef0123456789abcdef");
+    cmd_ok("SET %s %s", "cli:s:junk", "hello");
+    cmd_ok("HSET %s %s %s", "cli:s:h", "f", "v");
+    cmd_ok("SET %s %s", "{cli:s:a}:fence", "7");
+}
+
+static void clear_keys(const char *pattern) {
+    redisReply *r = redisCommand(conn, "KEYS %s", pattern);
+    assert_non_null(r);
+    for (size_t i = 0; i < r->elements; i++)
+        cmd_ok("DEL %b", r->element[i]->str, (size_t)r->element[i]->len);
+    freeReplyObject(r);
+}
+
+static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
+    (void)state;
+    fill_fleet();
+    const char *args[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "*cli:s:*",
+                          "--count", "2", "--json", NULL};
+    assert_int_equal(lbt_run(args), 0); /* legacy -> compat: no blocker */
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 8); /* seven locks and the summary */
+    for (int i = 0; i < 7; i++) assert_string_equal(str_of(l.line[i], "event"), "lock");
+    cJSON *o = l.line[7];
+    assert_string_equal(str_of(o, "event"), "status");
+    assert_string_equal(str_of(o, "mode"), "legacy");
+    assert_false(bool_of(o, "mode_key_present"));
+    assert_true(num_of(o, "keys") == 7);
+    assert_true(num_of(o, "companion_keys") == 1);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
+    assert_true(num_of(f, "legacy") == 3);
+    assert_true(num_of(f, "compat") == 1);
+    assert_true(num_of(f, "token") == 1);
+    assert_true(num_of(f, "unknown") == 1);
+    assert_true(num_of(f, "wrongtype") == 1);
+    assert_true(num_of(f, "incr") == 0);
+    assert_true(num_of(o, "ttl_less") == 5);
+    assert_true(num_of(o, "legacy_expired_present") == 1);
+    assert_true(num_of(o, "token_max_pttl_ms") > 0 && num_of(o, "token_max_pttl_ms") <= 45000);
+    assert_string_equal(str_of(o, "next"), "legacy -> compat");
+    assert_string_equal(str_of(o, "verdict"), "ready");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 2);
+    lbt_lines_free(&l);
+
+    /* In compat, the live TTL-less timestamps are a legacy writer's: modern
+     * is not safe yet. Text output names the blocker; --limit cuts the rows. */
+    cmd_ok("SET %s %s", "{cli:ns}:lb-mode", "compat");
+    const char *text[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "cli:s:*",
+                          "--limit", "2", NULL};
+    assert_int_equal(lbt_run(text), 6);
+    assert_non_null(strstr(proc.out, "compat -> modern: not ready"));
+    assert_non_null(strstr(proc.out, "blocker: 2 TTL-less timestamp(s)"));
+    assert_non_null(strstr(proc.out, "... 5 more"));
+    cmd_ok("DEL %s", "{cli:ns}:lb-mode");
+    clear_keys("cli:s:*");
+    cmd_ok("DEL %s", "{cli:s:a}:fence");
+}
+
+/* More keys than one SCAN step and than one read batch: every key is read
+ * once, whatever COUNT says. */
+static void test_status_reads_every_key_across_batches(void **state) {
+    (void)state;
+    int64_t now = wall_ms();
+    for (int base = 0; base < 2500; base += 500) {
+        for (int i = base; i < base + 500; i++)
+            redisAppendCommand(conn, "SET cli:many:%d %lld PX 60000", i, (long long)(now + 50000));
+        for (int i = base; i < base + 500; i++) {
+            redisReply *r;
+            assert_int_equal(redisGetReply(conn, (void **)&r), REDIS_OK);
+            freeReplyObject(r);
+        }
+    }
+    static const char *const counts[] = {"10", "1000", "5000"};
+    for (int i = 0; i < 3; i++) {
+        const char *args[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "cli:many:*",
+                              "--count", counts[i], "--limit", "0", "--json", NULL};
+        cJSON *o = run_json1(args, 0);
+        assert_true(num_of(o, "keys") == 2500);
+        assert_true(num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "compat") == 2500);
+        cJSON_Delete(o);
+    }
+    clear_keys("cli:many:*");
+}
+
+static void census_add(const char *id, lb_mode mode, int64_t age_ms) {
+    lb_census_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.id, sizeof e.id, "%s", id);
+    e.mode = mode;
+    snprintf(e.version, sizeof e.version, "0.1.0");
+    snprintf(e.host, sizeof e.host, "test");
+    e.pid = 1;
+    lb_now now = lb_clock_now(NULL);
+    now.wall_us -= age_ms * 1000;
+    assert_int_equal(lb_census_register(conn, "cli:cns", 7, &e, &now), LB_OK);
+}
+
+static void test_status_and_mode_set_read_the_census(void **state) {
+    (void)state;
+    census_add("j1", LB_MODE_COMPAT, 0);
+    census_add("j2", LB_MODE_COMPAT, 0);
+    census_add("j3", LB_MODE_LEGACY, 120000); /* stale, but within the window */
+    cmd_ok("SET %s %s", "{cli:cns}:lb-mode", "compat");
+    const char *args[] = {"-p", port, "status", "--ns", "cli:cns", "--match", "cli:nothing:*",
+                          "--json", NULL};
+    cJSON *o = run_json1(args, 6);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "census");
+    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "compat"), "live") == 2);
+    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "stale") == 1);
+    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "live") == 0);
+    assert_string_equal(str_of(o, "verdict"), "not ready");
+    cJSON_Delete(o);
+    const char *set[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:cns", "--match",
+                         "cli:nothing:*", "--json", NULL};
+    o = run_json1(set, 6);
+    assert_string_equal(str_of(o, "outcome"), "refused");
+    assert_string_equal(get_value("{cli:cns}:lb-mode"), "compat");
+    cJSON_Delete(o);
+    /* Outside a window shorter than its age, the legacy entry no longer counts. */
+    const char *narrow[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:cns", "--match",
+                            "cli:nothing:*", "--window-ms", "60000", "--json", NULL};
+    o = run_json1(narrow, 0);
+    assert_true(bool_of(o, "changed"));
+    assert_string_equal(get_value("{cli:cns}:lb-mode"), "modern");
+    cJSON_Delete(o);
+    cmd_ok("DEL %s %s", "{cli:cns}:lb-mode", "{cli:cns}:lb-census");
+}
+
+/* ---- mode ------------------------------------------------------------------------------- */
+static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void **state) {
+    (void)state;
+    const char *get[] = {"-p", port, "mode", "get", "--ns", "cli:m", "--json", NULL};
+    cJSON *o = run_json1(get, 0);
+    assert_string_equal(str_of(o, "mode"), "legacy");
+    assert_false(bool_of(o, "control_key_present"));
+    cJSON_Delete(o);
+    /* legacy -> modern skips a stage: refused even with no evidence at all. */
+    const char *jump[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:m", "--match",
+                          "cli:m:*", "--json", NULL};
+    o = run_json1(jump, 6);
+    assert_int_equal(int_reply("EXISTS %s", "{cli:m}:lb-mode"), 0);
+    cJSON_Delete(o);
+    const char *compat[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", NULL};
+    assert_int_equal(lbt_run(compat), 0);
+    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    /* A TTL-less timestamp: a legacy client is still writing. */
+    lb_legacy_lock *legacy = library_holder("cli:m:lock");
+    assert_int_equal(lbt_run(jump), 6);
+    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    assert_non_null(strstr(proc.out, "TTL-less timestamp"));
+    const char *forced[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:m", "--match",
+                            "cli:m:*", "--force", "--json", NULL};
+    o = run_json1(forced, 0);
+    assert_true(bool_of(o, "forced"));
+    assert_string_equal(get_value("{cli:m}:lb-mode"), "modern");
+    cJSON_Delete(o);
+    assert_int_equal(lb_legacy_release(legacy, conn), LB_OK);
+    lb_legacy_lock_free(legacy);
+    /* Stepping back: allowed, with the tokens still held and their PTTL. */
+    cmd_ok("SET %s %s PX 40000", "cli:m:tok", "0123456789abcdef0123456789abcdef");
+    const char *back[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", "--match",
+                          "cli:m:*", "--json", NULL};
+    o = run_json1(back, 0);
+    assert_true(bool_of(o, "changed"));
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings");
+    assert_true(cJSON_GetArraySize(w) >= 1);
+    assert_non_null(strstr(cJSON_GetArrayItem(w, 0)->valuestring, "1 token value(s)"));
+    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    cJSON_Delete(o);
+    /* Already there: nothing to do. */
+    assert_int_equal(lbt_run(back), 0);
+    cmd_ok("DEL %s %s", "{cli:m}:lb-mode", "cli:m:tok");
+}
+
+/* modern -> legacy skips a stage; a control key holding garbage is left alone. */
+static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) {
+    (void)state;
+    cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "modern");
+    const char *back[] = {"-p", port, "mode", "set", "legacy", "--ns", "cli:m2", "--match",
+                          "cli:m2:*", NULL};
+    assert_int_equal(lbt_run(back), 6);
+    assert_string_equal(get_value("{cli:m2}:lb-mode"), "modern");
+    cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "sideways");
+    const char *get[] = {"-p", port, "mode", "get", "--ns", "cli:m2", NULL};
+    const char *set[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m2", NULL};
+    assert_int_equal(lbt_run(get), 3);
+    assert_int_equal(lbt_run(set), 3);
+    assert_string_equal(get_value("{cli:m2}:lb-mode"), "sideways");
+    cmd_ok("DEL %s", "{cli:m2}:lb-mode");
+    cmd_ok("HSET %s %s %s", "{cli:m2}:lb-mode", "f", "v");
+    assert_int_equal(lbt_run(get), 3);
+    assert_int_equal(int_reply("HLEN %s", "{cli:m2}:lb-mode"), 1);
+    cmd_ok("DEL %s", "{cli:m2}:lb-mode");
+}
+
+/* ---- sweep ------------------------------------------------------------------------------ */
+static long long pexpiretime(const char *key) { return int_reply("PEXPIRETIME %s", key); }
+
+static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **state) {
+    (void)state;
+    int64_t now = wall_ms();
+    long long running = now + 60000, recent = now - 2000, old = now - 3600000;
+    cmd_ok("SET %s %lld", "cli:w:run", running);
+    cmd_ok("SET %s %lld", "cli:w:recent", recent);
+    cmd_ok("SET %s %lld", "cli:w:old", old);
+    /* Dry run: says what it would do, writes nothing. */
+    const char *dry[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
+                         "--dry-run", "--json", NULL};
+    cJSON *o = run_json1(dry, 0);
+    assert_true(num_of(o, "candidates") == 3);
+    assert_true(num_of(o, "to_delete") == 1);
+    assert_true(num_of(o, "acted") == 0);
+    cJSON_Delete(o);
+    assert_int_equal(int_reply("PTTL %s", "cli:w:run"), -1);
+    assert_int_equal(int_reply("EXISTS %s", "cli:w:old"), 1);
+    const char *args[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
+                          "--json", NULL};
+    o = run_json1(args, 0);
+    assert_true(num_of(o, "acted") == 3);
+    assert_true(num_of(o, "changed_meanwhile") == 0);
+    cJSON_Delete(o);
+    /* The TTL ends exactly at timestamp + grace. */
+    assert_int_equal(pexpiretime("cli:w:run"), running + 10000);
+    assert_int_equal(pexpiretime("cli:w:recent"), recent + 10000);
+    assert_int_equal(int_reply("EXISTS %s", "cli:w:old"), 0);
+    char v[32];
+    snprintf(v, sizeof v, "%lld", running);
+    assert_string_equal(get_value("cli:w:run"), v);
+    cmd_ok("DEL %s %s", "cli:w:run", "cli:w:recent");
+}
+
+/* Nothing that is not a TTL-less timestamp in a named epoch codec is touched:
+ * unknown values, INCR counters, tokens, compat values, other types, and
+ * timestamps on a monotonic clock. */
+static void test_sweep_never_touches_what_it_cannot_read(void **state) {
+    (void)state;
+    static const char *const values[] = {"garbage", "12", "0123456789abcdef0123456789abcdef",
+                                         "{\"uid\":\"x\"}", "{\"expiryTime\":5}",
+                                         "1700000000000 "};
+    char key[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "cli:n:%d", i);
+        cmd_ok("SET %s %s", key, values[i]);
+    }
+    cmd_ok("SET %s %s PX 100000", "cli:n:compat", "1700000000000");
+    cmd_ok("SADD %s %s", "cli:n:set", "m");
+    const char *args[] = {"-p", port, "sweep", "--match", "cli:n:*", "--codec", "ms",
+                          "--codec", "json", "--json", NULL};
+    cJSON *o = run_json1(args, 0);
+    assert_true(num_of(o, "candidates") == 0);
+    assert_true(num_of(o, "skipped_mono") == 1);
+    const cJSON *left = cJSON_GetObjectItemCaseSensitive(o, "left_alone");
+    assert_true(num_of(left, "unknown") == 2);
+    assert_true(num_of(left, "incr") == 1);
+    assert_true(num_of(left, "token") == 2);
+    assert_true(num_of(left, "compat") == 1);
+    assert_true(num_of(left, "wrongtype") == 1);
+    cJSON_Delete(o);
+    for (int i = 0; i < 6; i++) {
+        snprintf(key, sizeof key, "cli:n:%d", i);
+        assert_string_equal(get_value(key), values[i]);
+        assert_int_equal(int_reply("PTTL %s", key), -1);
+    }
+    assert_int_equal(int_reply("SCARD %s", "cli:n:set"), 1);
+    clear_keys("cli:n:*");
+}
+
+/* ---- Unreachable server and bad input for the migration commands ------------------- */
+static void test_migration_commands_on_a_closed_port_exit_4(void **state) {
+    (void)state;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    char closed[16];
+    snprintf(closed, sizeof closed, "%d", ntohs(a.sin_port));
+    static const char *const cases[][6] = {
+        {"inspect", "k"}, {"status", "--ns", "n"}, {"mode", "get", "--ns", "n"},
+        {"mode", "set", "compat", "--ns", "n"}, {"sweep"}, {"clock"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[12];
+        int n = 0;
+        for (int j = 0; cases[i][j]; j++) args[n++] = cases[i][j];
+        args[n++] = "-p";
+        args[n++] = closed;
+        args[n] = NULL;
+        int rc = lbt_run(args);
+        if (rc != 4) fail_msg("%s: exit %d", cases[i][0], rc);
+        assert_non_null(strstr(proc.err, "cannot connect"));
+    }
+    close(fd);
+}
+
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
@@ -1092,6 +1547,16 @@ int main(void) {
         cmocka_unit_test(test_clock_agrees_with_a_local_server),
         cmocka_unit_test(test_clock_verdicts_skewed_and_uncertain_exit_6),
         cmocka_unit_test(test_clock_without_time_command_exits_4),
+        cmocka_unit_test(test_inspect_names_the_format_of_every_kind_of_key),
+        cmocka_unit_test(test_inspect_tries_the_codecs_in_order),
+        cmocka_unit_test(test_status_counts_formats_and_judges_the_next_stage),
+        cmocka_unit_test(test_status_reads_every_key_across_batches),
+        cmocka_unit_test(test_status_and_mode_set_read_the_census),
+        cmocka_unit_test(test_mode_set_refuses_modern_while_legacy_writes_unless_forced),
+        cmocka_unit_test(test_mode_refuses_jumps_back_and_foreign_control_keys),
+        cmocka_unit_test(test_sweep_expires_running_locks_and_deletes_expired_ones),
+        cmocka_unit_test(test_sweep_never_touches_what_it_cannot_read),
+        cmocka_unit_test(test_migration_commands_on_a_closed_port_exit_4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

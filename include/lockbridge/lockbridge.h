@@ -17,6 +17,7 @@
 #include "lockbridge/watchdog.h"
 #include "lockbridge/migrate.h"
 #include "lockbridge/cluster.h"
+#include "lockbridge/sentinel.h"
 #include "lockbridge/wait.h"
 
 #ifdef __cplusplus

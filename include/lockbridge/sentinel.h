@@ -1,0 +1,87 @@
+/* lockbridge sentinel: runs any lock's step machines on the primary that a
+ * set of Redis Sentinels names, and finds the new one after a failover. */
+#ifndef LOCKBRIDGE_SENTINEL_H
+#define LOCKBRIDGE_SENTINEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lockbridge/core.h"
+#include "lockbridge/legacy.h"
+#include "lockbridge/modern.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lb_sentinel_options {
+    int64_t connect_timeout_ms; /* per connection attempt (sentinel or primary), ms */
+    int64_t command_timeout_ms; /* per command, milliseconds */
+    int64_t retry_ms;           /* how long one command may wait for a primary to be
+                                 * found (none reachable, or it answers READONLY
+                                 * because it was demoted), milliseconds */
+    int64_t retry_backoff_ms;   /* sleep between those attempts, milliseconds */
+    const char *username;       /* AUTH on the primary: NULL for none, or for the */
+    const char *password;       /* "default" user with only a password; copied */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the handle */
+} lb_sentinel_options;
+
+/* Defaults: connect and command timeouts 1 s, retry for 5 s (a Sentinel
+ * failover takes seconds) with 100 ms between attempts, no AUTH, malloc. */
+void lb_sentinel_options_init(lb_sentinel_options *o);
+
+typedef struct lb_sentinel lb_sentinel;
+
+/* Creates a handle for the primary Sentinel knows as `name`, from sentinel
+ * addresses "host:port" (n from 1 to 16), and finds it at once: each sentinel
+ * in turn is asked SENTINEL get-master-addr-by-name, and the address it gives
+ * is used only if that server says ROLE master. *out is reset on entry.
+ * LB_EINVAL for bad arguments, LB_EIO when no primary could be found within
+ * retry_ms (lb_sentinel_errstr says why). One thread at a time. */
+int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, const char *name,
+                    const lb_sentinel_options *o);
+void lb_sentinel_free(lb_sentinel *s);
+
+/* The connection to the primary, found again if it failed or was demoted
+ * since: for the single-server calls (lb_lock_acquire(l, ctx, ...)). Owned by
+ * the handle; valid until the next call on it. NULL if none could be found. */
+struct redisContext *lb_sentinel_primary(lb_sentinel *s);
+/* Forgets the primary: the next command asks the sentinels again. */
+void lb_sentinel_forget(lb_sentinel *s);
+
+/* Runs `m` to completion on the primary. A command answered READONLY (the
+ * server was demoted, so it did not run) or that found no primary reachable
+ * is sent again to the primary the sentinels name, until retry_ms has passed.
+ * A connection lost after a command was sent is not retried (it may have
+ * run): the machine ends with LB_EIO and the next command finds the primary
+ * again. Returns the machine's final status. */
+int lb_sentinel_run(lb_sentinel *s, lb_machine *m, const lb_clock *clock);
+
+typedef struct lb_sentinel_stats {
+    uint64_t resolves;  /* times the sentinels were asked */
+    uint64_t switches;  /* times the primary's address changed */
+    uint64_t readonly;  /* READONLY answers seen (a demoted primary) */
+    uint64_t retries;
+} lb_sentinel_stats;
+void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
+/* Writes "host:port" of the current primary; its length, or LB_ESTATE if none
+ * is known, LB_EINVAL for a short buffer. buf is reset on entry. */
+int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap);
+const char *lb_sentinel_errstr(const lb_sentinel *s);
+
+/* ---- The locks behind Sentinel -------------------------------------------------- */
+int lb_legacy_try_acquire_sentinel(lb_legacy_lock *l, lb_sentinel *s);
+int lb_legacy_acquire_sentinel(lb_legacy_lock *l, lb_sentinel *s, int64_t wait_ms);
+int lb_legacy_release_sentinel(lb_legacy_lock *l, lb_sentinel *s);
+int lb_legacy_extend_sentinel(lb_legacy_lock *l, lb_sentinel *s, int64_t ttl_ms);
+
+int lb_lock_try_acquire_sentinel(lb_lock *l, lb_sentinel *s);
+int lb_lock_acquire_sentinel(lb_lock *l, lb_sentinel *s, int64_t wait_ms);
+int lb_lock_release_sentinel(lb_lock *l, lb_sentinel *s);
+int lb_lock_extend_sentinel(lb_lock *l, lb_sentinel *s, int64_t ms, lb_extend_mode mode);
+int lb_lock_check_sentinel(lb_lock *l, lb_sentinel *s, int64_t *ttl_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -120,6 +120,9 @@ static int forward(lb_mlock *l, const redisReply *r, const lb_now *now) {
     int rc = lb_machine_step(l->sub, r, now);
     if (rc == LB_STEP_SEND) {
         l->m.cmd = *lb_machine_command(l->sub);
+        /* Ours to resend on NOSCRIPT (the reply then reaches the legacy
+         * machine as the script's), and named by the script in traces. */
+        l->m.script = l->sub->script;
         return LB_STEP_SEND;
     }
     rc = legacy_done(l, rc, now);

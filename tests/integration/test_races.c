@@ -254,7 +254,9 @@ static int explore_depth(void) {
 /* Clients whose every write is a single atomic command or script. */
 static int atomic_kind(const char *k) {
     return !k || strcmp(k, "lb-scripted") == 0 || strncmp(k, "lb-modern", 9) == 0 ||
-           strcmp(k, "M1") == 0;
+           strcmp(k, "M1") == 0 || strcmp(k, "lb-compat") == 0 ||
+           strcmp(k, "lb-migrate-modern") == 0 || strcmp(k, "lb-follow-compat") == 0 ||
+           strcmp(k, "switch-compat-modern") == 0;
 }
 
 static int all_scripted(const char *k1, const char *k2, const char *k3) {
@@ -368,6 +370,92 @@ static void test_token_lock_races(void **state) {
     RUN_TABLE(t);
 }
 
+/* ---- Migration: compat and modern clients of the shim beside every other kind ---- */
+
+/* The cross-format acquire in the races of a migration: an expired legacy lock
+ * is taken over only if unchanged since judged, whoever else is racing for it;
+ * a switch of the namespace's mode lands between operations of the followers,
+ * and an operation keeps the mode it started in. */
+static void test_migration_races(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-compat takes over a crashed legacy holder's expired lock", {"lb-wire", "lb-compat"},
+         0, "A:SETNX A! +6000 B:migrate_acquire B:migrate_acquire B:migrate_release", LBR_OK, 0,
+         0},
+        {"two lb-compat racers for one expired legacy lock: one wins",
+         {"lb-wire", "lb-compat", "lb-compat"}, 0,
+         "A:SETNX A! +6000 B:migrate_acquire C:migrate_acquire C:migrate_acquire "
+         "B:migrate_acquire C:migrate_release B?",
+         LBR_OK, 0, 0},
+        {"a legacy takeover between lb-compat's judgement and its takeover",
+         {"lb-wire", "lb-compat", "lb-wire"}, 0,
+         "A:SETNX A! +6000 B:migrate_acquire C:SETNX C:GET C:GETSET B:migrate_acquire "
+         "C:GET C:DEL B?",
+         LBR_OK, 0, 0},
+        {"a legacy GETSET racing an lb-compat takeover", {"lb-wire", "lb-compat", "lb-wire"}, 0,
+         "A:SETNX A! +6000 B:migrate_acquire C:SETNX C:GET B:migrate_acquire C:GETSET "
+         "B:migrate_release C?",
+         LBR_OK, 0, -1},
+        {"R (seconds) beside lb-compat", {"R", "lb-compat"}, "s",
+         "B:migrate_acquire A:SETNX A:GET B:migrate_release A? A! +8000 B?", LBR_OK, 0, 0},
+        {"L1 reads an lb-compat value as a live timestamp", {"lb-compat", "L1"}, 0,
+         "A:migrate_acquire B:SETNX B:GET A:migrate_release B?", LBR_OK, 0, 0},
+        {"lb-migrate-modern respects a legacy lock left behind until its timestamp",
+         {"lb-wire", "lb-migrate-modern"}, 0,
+         "A:SETNX B:migrate_acquire A! +6000 B:migrate_acquire B:migrate_acquire "
+         "B:migrate_release",
+         LBR_OK, 0, 0},
+        {"lb-compat and lb-migrate-modern hand the lock back and forth",
+         {"lb-compat", "lb-migrate-modern"}, 0,
+         "A:migrate_acquire B:migrate_acquire A:migrate_release B:migrate_acquire "
+         "A:migrate_acquire B:migrate_release A?",
+         LBR_OK, 0, 0},
+        {"switch compat->modern while a follower holds a compat lock",
+         {"switch-compat-modern", "lb-follow-compat", "lb-follow-compat"}, 0,
+         "B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch C:migrate_acquire "
+         "B:migrate_release C:migrate_touch C:migrate_acquire C:migrate_release B?",
+         LBR_OK, 0, 0},
+        {"step back modern->compat while a follower holds a token",
+         {"switch-compat-modern", "lb-follow-compat", "lb-follow-compat"}, 0,
+         "A:mode_set B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch "
+         "C:migrate_acquire B:migrate_release C?",
+         LBR_OK, 0, 0},
+        {"step back compat->legacy while a follower holds a compat lock",
+         {"switch-legacy-compat", "lb-follow-legacy", "lb-follow-legacy"}, 0,
+         "A:mode_set B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch C:SETNX "
+         "C:GET B:migrate_release C?",
+         LBR_OK, 0, 0},
+        {"legacy beside modern is the unsafe pair: L1 deletes a token lock",
+         {"lb-migrate-modern", "L1"}, 0, "A:migrate_acquire B:SETNX B:GET B:DEL", LBR_VIOLATION,
+         "B deleted A's valid lock", -1},
+    };
+    RUN_TABLE(t);
+}
+
+static void test_exploration_of_migration_fleets(void **state) {
+    (void)state;
+    static const struct { const char *a, *b, *c, *codec; int less; } fleets[] = {
+        {"lb-compat", "lb-compat", NULL, "ms", 0},
+        {"lb-compat", "lb-wire", NULL, "ms", 0},
+        {"lb-compat", "lb-scripted", NULL, "json", 0},
+        {"lb-compat", "R", NULL, "s", 0},
+        {"lb-compat", "lb-migrate-modern", NULL, "ms", 0},
+        {"lb-migrate-modern", "M1", NULL, "ms", 0},
+        {"lb-compat", "lb-compat", "lb-wire", "ms", 2},
+        {"lb-migrate-modern", "lb-compat", "lb-scripted", "ms", 2},
+        {"switch-compat-modern", "lb-follow-compat", "lb-follow-compat", "ms", 1},
+        {"switch-legacy-compat", "lb-follow-legacy", "lb-wire", "ms", 1},
+    };
+    for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
+        printf("  fleet %s + %s%s%s (%s)\n", fleets[i].a, fleets[i].b, fleets[i].c ? " + " : "",
+               fleets[i].c ? fleets[i].c : "", fleets[i].codec);
+        lbr_explore_result r = explore(fleets[i].a, fleets[i].b, fleets[i].c, fleets[i].codec,
+                                       explore_depth() - fleets[i].less);
+        if (r.violation) fail_msg("%s", r.report);
+        assert_true(r.schedules > 100);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -395,6 +483,8 @@ int main(void) {
         cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
+        cmocka_unit_test(test_migration_races),
+        cmocka_unit_test(test_exploration_of_migration_fleets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -38,7 +38,12 @@ typedef struct lbr_part_config {
  * "L1", "L2", "L3", "L4", "L5", "R", "M1" (reference models of the deployed
  * lockers; M1's expiry is its PX ttl, read on its own clock), "naive-del-takeover", "naive-unconditional-del",
  * "naive-incr-expire" (naive lockers the harness must catch), "L1-incr2" (the
- * double-INCR generation of L1). NULL if unknown. */
+ * double-INCR generation of L1), "lb-compat", "lb-migrate-modern" (the
+ * mode-following lock fixed in a mode), "lb-follow-legacy", "lb-follow-compat"
+ * (following the control key of the namespace named by the key, from that
+ * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client whose
+ * every step sets the namespace's mode, alternately the first and the second;
+ * it never holds the lock). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 
 /* ---- The world ------------------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include "race/race.h"
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 
@@ -81,6 +82,8 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     int scripted = strcmp(kind, "lb-scripted") == 0;
     if (strcmp(kind, "lb-modern") == 0) return token_part_new(kind, cfg, 0);
     if (strcmp(kind, "lb-modern-fenced") == 0) return token_part_new(kind, cfg, 1);
+    lbr_part *mp = lbr_migrate_part_new(kind, cfg); /* tests/race/migrate_parts.c */
+    if (mp) return mp;
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -160,6 +163,11 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     redisReply *r = redisCommand(w->c, "DEL %s", cfg->key);
     if (!r) goto fail;
     freeReplyObject(r);
+    /* Migration followers use the key as their namespace: no mode set yet. */
+    lb_ns_keys nk;
+    if (lb_ns_keys_init(&nk, cfg->key, strlen(cfg->key)) == LB_OK &&
+        (r = redisCommand(w->c, "DEL %s", nk.mode)) != NULL)
+        freeReplyObject(r);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     w->true_us = w->start_us = (int64_t)ts.tv_sec * 1000000;

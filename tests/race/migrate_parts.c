@@ -1,0 +1,149 @@
+/* The migration shim's clients as race participants: the mode-following lock
+ * fixed in compat or modern, followers of a namespace's control key (the lock
+ * key names the namespace), and a pseudo-client whose every step switches the
+ * namespace's mode, so a switch lands at every point of an exploration. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "migrate/internal.h"
+#include "race/race.h"
+
+lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+
+typedef struct mpart {
+    lbr_part part;
+    lb_mlock *lock;
+    lb_codec codec;
+} mpart;
+
+#define MPART(p) ((mpart *)(void *)(p))
+
+static lb_machine *m_acq(lbr_part *p) { return lb_mlock_try_acquire_machine(MPART(p)->lock); }
+static lb_machine *m_rel(lbr_part *p) { return lb_mlock_release_machine(MPART(p)->lock); }
+static int m_bel(const lbr_part *p) { return lb_mlock_held(MPART(p)->lock); }
+
+/* Valid by its own rules: the lease it computed on its own monotonic clock
+ * and, for a timestamp value (compat, legacy), the timestamp by its own clock. */
+static int m_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
+    const lb_mlock *l = MPART(p)->lock;
+    size_t len;
+    int64_t t;
+    (void)codec;
+    if (lb_mlock_held_mode(l) != LB_MODE_MODERN) {
+        const char *v = lb_mlock_value(l, &len);
+        if (lb_codec_decode(&MPART(p)->codec, v, len, &t) != LB_OK ||
+            lb_codec_now(&MPART(p)->codec, now) > t)
+            return 0;
+    }
+    return now->mono_ns <= lb_mlock_deadline_ns(l);
+}
+
+static const char *m_val(const lbr_part *p, size_t *len) {
+    return lb_mlock_value(MPART(p)->lock, len);
+}
+
+static void m_destroy(lbr_part *p) {
+    lb_mlock_free(MPART(p)->lock);
+    free(p);
+}
+
+static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mode mode,
+                            int follow) {
+    lb_mlock_options o;
+    lb_mlock_options_init(&o);
+    o.mode = mode;
+    o.codec = cfg->codec;
+    o.ttl_ms = cfg->ttl_ms;
+    o.clock = cfg->clock;
+    if (follow) {
+        o.ns = cfg->key;
+        o.follow = 1;
+        o.mode_refresh_ms = 0; /* the virtual clock stands still between jumps */
+        o.census_refresh_ms = 0;
+    }
+    mpart *mp = calloc(1, sizeof *mp);
+    if (!mp) return NULL;
+    mp->codec = cfg->codec;
+    if (lb_mlock_new(&mp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK) {
+        free(mp);
+        return NULL;
+    }
+    mp->part = (lbr_part){kind, m_acq, m_rel, m_bel, m_valid, m_val, m_destroy};
+    return &mp->part;
+}
+
+/* ---- the mode switch ------------------------------------------------------------------- */
+typedef struct switcher {
+    lb_machine m; /* first: the machine's address is the switcher's */
+    lbr_part part;
+    lb_ns_keys ns;
+    lb_mode modes[2]; /* set in turn: modes[0], modes[1], modes[0], ... */
+    int sets;
+    int state;
+} switcher;
+
+#define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
+
+static int switch_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    switcher *s = (switcher *)(void *)m;
+    (void)now;
+    if (s->state == 0) {
+        const char *name = lb_mode_name(s->modes[s->sets % 2]);
+        lb__cmd_script(m, &lb__script_mode_set, "1");
+        lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
+        lb__cmd_argz(&m->cmd, name);
+        lb__cmd_argz(&m->cmd, "");
+        lb__cmd_arg(&m->cmd, s->ns.channel, s->ns.channellen);
+        s->state = 1;
+        return LB_STEP_SEND;
+    }
+    if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0)
+        return lb__fail(m, LB_EPROTO, "mode switch failed");
+    s->sets++;
+    return LB_OK;
+}
+
+static lb_machine *sw_acq(lbr_part *p) {
+    switcher *s = SWITCHER(p);
+    lb__machine_begin(&s->m, switch_step);
+    s->state = 0;
+    return &s->m;
+}
+static int sw_bel(const lbr_part *p) { (void)p; return 0; }
+static int sw_valid(const lbr_part *p, const lb_codec *c, const lb_now *n) {
+    (void)p, (void)c, (void)n;
+    return 0;
+}
+static const char *sw_val(const lbr_part *p, size_t *len) {
+    (void)p;
+    *len = 0;
+    return "";
+}
+static void sw_destroy(lbr_part *p) { free(SWITCHER(p)); }
+
+static lbr_part *switch_part(const char *kind, const lbr_part_config *cfg, lb_mode a, lb_mode b) {
+    switcher *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    if (lb_ns_keys_init(&s->ns, cfg->key, strlen(cfg->key)) != LB_OK) {
+        free(s);
+        return NULL;
+    }
+    s->modes[0] = a;
+    s->modes[1] = b;
+    s->part = (lbr_part){kind, sw_acq, sw_acq, sw_bel, sw_valid, sw_val, sw_destroy};
+    return &s->part;
+}
+
+lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
+    if (strcmp(kind, "lb-compat") == 0) return mlock_part(kind, cfg, LB_MODE_COMPAT, 0);
+    if (strcmp(kind, "lb-migrate-modern") == 0) return mlock_part(kind, cfg, LB_MODE_MODERN, 0);
+    if (strcmp(kind, "lb-follow-legacy") == 0) return mlock_part(kind, cfg, LB_MODE_LEGACY, 1);
+    if (strcmp(kind, "lb-follow-compat") == 0) return mlock_part(kind, cfg, LB_MODE_COMPAT, 1);
+    if (strcmp(kind, "switch-legacy-compat") == 0)
+        return switch_part(kind, cfg, LB_MODE_COMPAT, LB_MODE_LEGACY);
+    if (strcmp(kind, "switch-compat-modern") == 0)
+        return switch_part(kind, cfg, LB_MODE_MODERN, LB_MODE_COMPAT);
+    return NULL;
+}

@@ -8,17 +8,26 @@
 #include "migrate/cli/cli.h"
 
 /* Read-only: never writes, so it is safe on any key, whatever it holds. A
- * value is cut at ARGV[1] bytes; its full length is returned beside it. */
+ * value is cut at ARGV[1] bytes; its full length is returned beside it. Two
+ * calls per string key (PTTL, GETRANGE), since the server's time is what bounds
+ * a scan: TYPE only for the keys GETRANGE refuses, STRLEN only for values at
+ * least as long as the cut. */
 static const char read_script[] =
     "local n = tonumber(ARGV[1])\n"
     "local out = {}\n"
     "for i, k in ipairs(KEYS) do\n"
-    "  local t = redis.call('TYPE', k)['ok']\n"
     "  local pttl = redis.call('PTTL', k)\n"
-    "  if t == 'string' then\n"
-    "    out[i] = {t, redis.call('GETRANGE', k, 0, n - 1), pttl, redis.call('STRLEN', k)}\n"
+    "  if pttl == -2 then\n"
+    "    out[i] = {'none', false, -2, -1}\n"
     "  else\n"
-    "    out[i] = {t, false, pttl, -1}\n"
+    "    local v = redis.pcall('GETRANGE', k, 0, n - 1)\n"
+    "    if type(v) == 'table' then\n"
+    "      out[i] = {redis.call('TYPE', k)['ok'], false, pttl, -1}\n"
+    "    else\n"
+    "      local len = #v\n"
+    "      if len >= n then len = redis.call('STRLEN', k) end\n"
+    "      out[i] = {'string', v, pttl, len}\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "return out\n";

@@ -10,6 +10,7 @@
 #include <hiredis/hiredis.h>
 
 #include "lockbridge/lockbridge.h"
+#include "lockbridge/wait.h"
 
 /* Exit codes shared by every command (docs/cli.md keeps the table). */
 enum {
@@ -125,7 +126,7 @@ void lb__cli_endpoint(const lb__cli_conn *o, char *out, size_t cap);
 #define LB__CLI_LOCK_OPTDEFS                                                            \
     {"--mode", 1}, {"--codec", 1}, {"--variant", 1}, {"--ttl-ms", 1}, {"--wait-ms", 1}, \
         {"--clock-offset-ms", 1}, {"--release-margin-ms", 1}, {"--fencing", 0},         \
-        {"--watchdog", 0}, {"--fair", 0}
+        {"--watchdog", 0}, {"--fair", 0}, {"--ns", 1}, {"--grace-ms", 1}
 
 typedef enum lb__cli_mode {
     LB__CLI_MODE_LEGACY = 0, /* the SETNX/GETSET timestamp lock */
@@ -136,7 +137,14 @@ typedef enum lb__cli_mode {
 typedef struct lb__cli_lockopts {
     lb__cli_mode mode;
     lb_legacy_options legacy; /* legacy: codec, variant, ttl, release margin */
-    lb_lock_options modern;   /* modern: ttl, fencing */
+    lb_lock_options modern;   /* modern: ttl, fencing, fair */
+    /* compat, or any mode with --ns: the mode-following lock (ns NULL: none) */
+    int following;
+    lb_mlock_options mlock;
+    int watchdog;             /* modern: renew held locks (--watchdog) */
+    /* Set by lb__cli_lockenv_start once connected; shared by every lock. */
+    lb_watchdog *wd;
+    lb_waiter *waiter;
     lb_clock clock;           /* system clocks shifted by --clock-offset-ms */
     int64_t wait_ms;          /* per blocking acquire, milliseconds */
     char codec_spec[128];     /* the codec as lb_codec_format writes it */
@@ -147,6 +155,13 @@ typedef struct lb__cli_lockopts {
  * lock uses it. Returns 0, or prints a usage error and returns -1. */
 int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
                           const lb__cli_optdef *opts, int64_t wait_ms);
+/* Starts what the options need beside the locks: the watchdog (--watchdog)
+ * and the waiter (--fair), each with its own connection made as `conn` says.
+ * Returns 0, or -1 with a reason in `err`. */
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, char *err,
+                          size_t cap);
+/* Stops them; the locks must be freed first. */
+void lb__cli_lockenv_stop(lb__cli_lockopts *lo);
 /* "wire" or "scripted". */
 const char *lb__cli_variant_name(lb_legacy_variant v);
 /* "legacy", "compat" or "modern". */
@@ -169,6 +184,11 @@ const char *lb__cli_lock_errstr(const lb__cli_lock *l);
 uint64_t lb__cli_lock_commands(const lb__cli_lock *l);
 /* The fencing number of the last acquisition (modern with fencing), else 0. */
 int64_t lb__cli_lock_fence(const lb__cli_lock *l);
+/* 1 when a watchdog renews this lock while held. */
+int lb__cli_lock_watched(const lb__cli_lock *l);
+/* With --watchdog: 1 when the watchdog reported the held lock lost (*why set
+ * to its reason's name), else 0. */
+int lb__cli_lock_watch_lost(const lb__cli_lock *l, const char **why);
 /* Adds the mode's fields to an "acquired" or a "not_acquired" event. */
 void lb__cli_lock_describe_held(const lb__cli_lock *l, cJSON *o);
 void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o);

@@ -236,10 +236,11 @@ static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
     }
     lb__cli_add_str(o, "mode", lb__cli_mode_name(sh->lo->mode));
     lb__cli_add_str(o, "key", sh->key);
-    if (sh->lo->mode == LB__CLI_MODE_LEGACY) {
+    if (sh->lo->mode != LB__CLI_MODE_MODERN || sh->lo->following)
         lb__cli_add_str(o, "codec", sh->lo->codec_spec);
+    if (sh->lo->mode == LB__CLI_MODE_LEGACY || sh->lo->following)
         lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
-    }
+    if (sh->lo->mlock.ns) lb__cli_add_str(o, "ns", sh->lo->mlock.ns);
     if (sh->lo->modern.fencing)
         lb__cli_add_i64(o, "fence_regressions",
                         (int64_t)atomic_load(&sh->fence_regressions));
@@ -314,6 +315,9 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
     int code = cls ? LB__CLI_EXIT_OK : lb__cli_error(a, sh->key, LB_ENOMEM, "out of memory");
     if (code == LB__CLI_EXIT_OK && read_counter(ctl, sh->counter, &c0, err, sizeof err) != 0)
         code = lb__cli_error(a, sh->key, LB_EREDIS, err);
+    if (code == LB__CLI_EXIT_OK &&
+        lb__cli_lockenv_start((lb__cli_lockopts *)sh->lo, &a->conn, err, sizeof err) != 0)
+        code = lb__cli_error(a, sh->key, LB_EIO, err);
     if (code == LB__CLI_EXIT_OK) code = setup(a, sh, cls, n);
     /* Client threads inherit the blocked signals: only this thread takes them. */
     if (code == LB__CLI_EXIT_OK) lb__cli_block_signals();
@@ -334,6 +338,7 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
         }
     }
     if (cls) teardown(cls, n);
+    lb__cli_lockenv_stop((lb__cli_lockopts *)sh->lo);
     redisFree(ctl);
     return code;
 }

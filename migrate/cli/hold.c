@@ -91,13 +91,15 @@ static int release_exit(int rc) {
     return LB__CLI_EXIT_REDIS;
 }
 
-static int report_released(const char *key, lb__cli_lock *l, int rc, int interrupted) {
+static int report_released(const char *key, lb__cli_lock *l, int rc, int interrupted,
+                           const char *lost) {
     cJSON *o = lb__cli_event("released");
     if (o) {
         lb__cli_add_str(o, "key", key);
         lb__cli_add_bool(o, "still_ours", rc == LB_OK);
         lb__cli_add_str(o, "status", lb_err_name(rc));
         lb__cli_add_bool(o, "interrupted", interrupted);
+        if (lost) lb__cli_add_str(o, "watchdog_lost", lost);
         if (rc != LB_OK) lb__cli_add_str(o, "detail", lb__cli_lock_errstr(l));
     }
     lb__cli_emit(o);
@@ -124,6 +126,27 @@ static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int *inter
     }
 }
 
+/* How often a watched hold asks the watchdog whether the lock was lost, ms. */
+#define WATCH_POLL_MS 50
+
+/* Holds for hold_ms: 1 when a signal ended it early. With a watchdog, a lost
+ * lock ends it too, with *lost naming why. */
+static int hold_for(const lb__cli_lock *l, int64_t hold_ms, const char **lost) {
+    const char *why;
+    double end = lb__cli_mono_ms() + (double)hold_ms;
+    *lost = NULL;
+    if (!lb__cli_lock_watched(l)) return lb__cli_wait_signal(hold_ms);
+    for (;;) {
+        double left = end - lb__cli_mono_ms();
+        if (left <= 0) return 0;
+        if (lb__cli_wait_signal(left < WATCH_POLL_MS ? (int64_t)left : WATCH_POLL_MS)) return 1;
+        if (lb__cli_lock_watch_lost(l, &why)) {
+            *lost = why;
+            return 0;
+        }
+    }
+}
+
 static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *lo,
                 int64_t hold_ms, redisContext *c) {
     lb__cli_lock *l = NULL;
@@ -140,8 +163,9 @@ static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *
         code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited, interrupted);
     } else {
         report_acquired(key, l, waited);
-        interrupted = lb__cli_wait_signal(hold_ms);
-        code = report_released(key, l, lb__cli_lock_release(l, c), interrupted);
+        const char *lost;
+        interrupted = hold_for(l, hold_ms, &lost);
+        code = report_released(key, l, lb__cli_lock_release(l, c), interrupted, lost);
     }
     lb__cli_lock_free(l);
     return code;
@@ -159,7 +183,11 @@ static int run(const lb__cli_args *a) {
     char err[512];
     redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, a->pos[0], LB_EIO, err);
-    int code = hold(a, a->pos[0], &lo, hold_ms, c);
+    int code;
+    if (lb__cli_lockenv_start(&lo, &a->conn, err, sizeof err) != 0)
+        code = lb__cli_error(a, a->pos[0], LB_EIO, err);
+    else code = hold(a, a->pos[0], &lo, hold_ms, c);
+    lb__cli_lockenv_stop(&lo);
     redisFree(c);
     return code;
 }

@@ -1,29 +1,74 @@
 /* One lock handle for the tool's lock commands, whatever the mode: the legacy
- * timestamp lock or the token lock, behind the few calls hold and contend need. */
+ * timestamp lock, the token lock (with its watchdog and fair waiting), or the
+ * mode-following lock of the migration library, behind the few calls hold and
+ * contend need. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "migrate/cli/cli.h"
 
 struct lb__cli_lock {
-    lb__cli_mode mode;
     const lb__cli_lockopts *lo;
     lb_legacy_lock *legacy;
     lb_lock *modern;
+    lb_mlock *mlock;
     int64_t fence; /* of the current acquisition, kept past the release */
 };
 
+/* ---- What the locks share: watchdog and waiter -------------------------------------- */
+/* Their connections are made as the command's own: TCP or Unix socket, AUTH
+ * and SELECT included. */
+static redisContext *connect_cb(void *ud) {
+    char err[512];
+    return lb__cli_connect(ud, err, sizeof err);
+}
+
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, char *err,
+                          size_t cap) {
+    int rc = LB_OK;
+    if (lo->watchdog) {
+        lb_watchdog_options o;
+        lb_watchdog_options_init(&o);
+        o.connect = connect_cb;
+        o.connect_ud = (void *)conn;
+        if ((rc = lb_watchdog_new(&lo->wd, &o)) != LB_OK) {
+            snprintf(err, cap, "cannot start the watchdog: %s", lb_strerror(rc));
+            return -1;
+        }
+    }
+    if (lo->modern.fair) {
+        lb_waiter_options o;
+        lb_waiter_options_init(&o);
+        o.connect = connect_cb;
+        o.connect_ud = (void *)conn;
+        if ((rc = lb_waiter_new(&lo->waiter, &o)) != LB_OK) {
+            snprintf(err, cap, "cannot start the waiter: %s", lb_strerror(rc));
+            lb__cli_lockenv_stop(lo);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void lb__cli_lockenv_stop(lb__cli_lockopts *lo) {
+    lb_watchdog_free(lo->wd);
+    lb_waiter_free(lo->waiter);
+    lo->wd = NULL;
+    lo->waiter = NULL;
+}
+
+/* ---- The handle ------------------------------------------------------------------------ */
 int lb__cli_lock_new(lb__cli_lock **out, const char *key, const lb__cli_lockopts *lo) {
     *out = NULL;
     lb__cli_lock *l = calloc(1, sizeof *l);
     if (!l) return LB_ENOMEM;
-    l->mode = lo->mode;
     l->lo = lo;
-    int rc = LB_EINVAL;
-    if (lo->mode == LB__CLI_MODE_LEGACY)
-        rc = lb_legacy_lock_new(&l->legacy, key, strlen(key), &lo->legacy);
+    int rc;
+    if (lo->following) rc = lb_mlock_new(&l->mlock, key, strlen(key), &lo->mlock);
     else if (lo->mode == LB__CLI_MODE_MODERN)
         rc = lb_lock_new(&l->modern, key, strlen(key), &lo->modern);
+    else rc = lb_legacy_lock_new(&l->legacy, key, strlen(key), &lo->legacy);
     if (rc != LB_OK) {
         free(l);
         return rc;
@@ -35,37 +80,93 @@ int lb__cli_lock_new(lb__cli_lock **out, const char *key, const lb__cli_lockopts
 void lb__cli_lock_free(lb__cli_lock *l) {
     if (!l) return;
     lb_legacy_lock_free(l->legacy);
-    lb_lock_free(l->modern);
+    lb_lock_free(l->modern); /* ends its watch first */
+    lb_mlock_free(l->mlock);
     free(l);
+}
+
+/* A lock the watchdog cannot watch is released at once rather than held
+ * without the renewals the user asked for. */
+static int watch(lb__cli_lock *l, redisContext *c) {
+    lb_watch_options o;
+    lb_watch_options_init(&o);
+    int rc = lb_watchdog_watch(l->lo->wd, l->modern, &o);
+    if (rc == LB_OK) return LB_OK;
+    lb_lock_release(l->modern, c);
+    return rc;
 }
 
 int lb__cli_lock_acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms) {
     if (l->legacy) return lb_legacy_acquire(l->legacy, c, wait_ms);
-    int rc = lb_lock_acquire(l->modern, c, wait_ms);
+    if (l->mlock) return lb_mlock_acquire(l->mlock, c, wait_ms);
+    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, c, l->lo->waiter, wait_ms)
+                           : lb_lock_acquire(l->modern, c, wait_ms);
     if (rc == LB_OK) l->fence = lb_lock_fence(l->modern);
+    if (rc == LB_OK && l->lo->wd) rc = watch(l, c);
     return rc;
 }
 
 int lb__cli_lock_release(lb__cli_lock *l, redisContext *c) {
-    return l->legacy ? lb_legacy_release(l->legacy, c) : lb_lock_release(l->modern, c);
+    if (l->legacy) return lb_legacy_release(l->legacy, c);
+    if (l->mlock) return lb_mlock_release(l->mlock, c);
+    return lb_lock_release(l->modern, c);
+}
+
+int lb__cli_lock_watched(const lb__cli_lock *l) { return l->modern && l->lo->wd; }
+
+int lb__cli_lock_watch_lost(const lb__cli_lock *l, const char **why) {
+    int reason = 0;
+    *why = "";
+    if (!l->modern || !l->lo->wd) return 0;
+    if (lb_watchdog_check(l->lo->wd, l->modern, NULL, &reason) != LB_ELOST) return 0;
+    *why = lb_watch_reason_name(reason);
+    return 1;
 }
 
 const char *lb__cli_lock_errstr(const lb__cli_lock *l) {
-    return l->legacy ? lb_legacy_errstr(l->legacy) : lb_lock_errstr(l->modern);
+    if (l->legacy) return lb_legacy_errstr(l->legacy);
+    if (l->mlock) return lb_mlock_errstr(l->mlock);
+    return lb_lock_errstr(l->modern);
 }
 
 uint64_t lb__cli_lock_commands(const lb__cli_lock *l) {
     if (!l) return 0;
-    return l->legacy ? lb_legacy_commands(l->legacy) : lb_lock_commands(l->modern);
+    if (l->legacy) return lb_legacy_commands(l->legacy);
+    if (l->mlock) return lb_mlock_commands(l->mlock);
+    return lb_lock_commands(l->modern);
 }
 
 int64_t lb__cli_lock_fence(const lb__cli_lock *l) { return l->fence; }
 
+/* ---- Reports ------------------------------------------------------------------------- */
+static void describe_mlock_held(const lb__cli_lock *l, cJSON *o) {
+    const lb__cli_lockopts *lo = l->lo;
+    size_t len;
+    const char *value = lb_mlock_value(l->mlock, &len);
+    lb_mode m = lb_mlock_held_mode(l->mlock);
+    lb__cli_add_str(o, "mode", lb_mode_name(m));
+    lb__cli_add_bytes(o, "value", value, len);
+    if (m != LB_MODE_MODERN) lb__cli_add_str(o, "codec", lo->codec_spec);
+    if (m == LB_MODE_LEGACY)
+        lb__cli_add_str(o, "variant", lb__cli_variant_name(lo->legacy.variant));
+    lb__cli_add_i64(o, "ttl_ms", lo->mlock.ttl_ms);
+    if (m == LB_MODE_COMPAT) lb__cli_add_i64(o, "grace_ms", lo->mlock.grace_ms);
+    if (lo->mlock.ns) {
+        lb__cli_add_str(o, "ns", lo->mlock.ns);
+        lb__cli_add_str(o, "client_id", lb_mlock_client_id(l->mlock));
+    }
+}
+
 /* What an "acquired" event says about the lock: the legacy value and its expiry
- * in codec units, or the token, its TTL and the fencing number. */
+ * in codec units, the token, its TTL and the fencing number, or the value and
+ * mode the mode-following lock acquired in. */
 void lb__cli_lock_describe_held(const lb__cli_lock *l, cJSON *o) {
     const lb__cli_lockopts *lo = l->lo;
-    lb__cli_add_str(o, "mode", lb__cli_mode_name(l->mode));
+    if (l->mlock) {
+        describe_mlock_held(l, o);
+        return;
+    }
+    lb__cli_add_str(o, "mode", lb__cli_mode_name(lo->mode));
     if (l->legacy) {
         size_t len;
         const char *value = lb_legacy_value(l->legacy, &len);
@@ -78,10 +179,13 @@ void lb__cli_lock_describe_held(const lb__cli_lock *l, cJSON *o) {
     lb__cli_add_str(o, "token", lb_lock_token(l->modern));
     lb__cli_add_i64(o, "ttl_ms", lo->modern.ttl_ms);
     if (lo->modern.fencing) lb__cli_add_i64(o, "fence", l->fence);
+    if (lo->wd) lb__cli_add_bool(o, "watchdog", 1);
+    if (lo->modern.fair) lb__cli_add_bool(o, "fair", 1);
 }
 
 /* What a "not_acquired" event says about the holder, when it was seen: its
- * expiry in codec units (legacy) or its remaining TTL (-1: none, held for good). */
+ * expiry in codec units (legacy), its remaining TTL (-1: none, held for good),
+ * or what the mode-following lock found at the key. */
 void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o) {
     int64_t t;
     if (l->legacy && lb_legacy_observed_expiry(l->legacy, &t) == LB_OK)
@@ -90,6 +194,15 @@ void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o) {
         t = lb_lock_holder_ttl(l->modern);
         if (t >= 0) lb__cli_add_i64(o, "holder_ttl_ms", t);
         else cJSON_AddNullToObject(o, "holder_ttl_ms");
+    }
+    const lb_class *seen = l->mlock ? lb_mlock_observed(l->mlock) : NULL;
+    if (seen && seen->format != LB_FORMAT_ABSENT) {
+        lb__cli_add_str(o, "holder_format", lb_format_name(seen->format));
+        if (seen->format == LB_FORMAT_LEGACY || seen->format == LB_FORMAT_COMPAT) {
+            lb__cli_add_i64(o, "holder_expiry", seen->expiry);
+            lb__cli_add_i64(o, "holder_remaining_ms", seen->remaining_ms);
+        }
+        if (seen->pttl_ms >= 0) lb__cli_add_i64(o, "holder_ttl_ms", seen->pttl_ms);
     }
 }
 

@@ -29,18 +29,12 @@ int lb__cli_mode_parse(const char *s, lb__cli_mode *out) {
     return -1;
 }
 
-/* compat needs the migration library's mode-following lock, which this build
- * does not have: it is named so that the message says why it is refused. */
 static int read_mode(lb__cli_lockopts *out, const lb__cli_args *a, const char *mode) {
     char shown[64];
     if (!mode) mode = "legacy";
     lb__cli_printable(shown, sizeof shown, mode, strlen(mode));
     if (lb__cli_mode_parse(mode, &out->mode) != 0) {
         lb__cli_usage(a, "unknown --mode \"%s\" (legacy, compat or modern)", shown);
-        return -1;
-    }
-    if (out->mode == LB__CLI_MODE_COMPAT) {
-        lb__cli_usage(a, "--mode compat is not available yet in this version");
         return -1;
     }
     return 0;
@@ -78,30 +72,63 @@ static int read_ms(const lb__cli_args *a, const char *name, const char *v, int64
     return v ? lb__cli_int(a, name, v, min, LB__CLI_MS_MAX, out) : 0;
 }
 
-/* Options that mean something in one mode only are refused in the others
+/* Options that mean something in some modes only are refused in the others
  * rather than ignored: a user who asks for fencing on a timestamp lock would
- * otherwise believe they have it. */
+ * otherwise believe they have it. With --ns the mode follows the namespace, so
+ * the timestamp options apply, and the token lock's extras do not (the
+ * mode-following lock has none of them). */
 static int check_mode_options(const lb__cli_lockopts *out, const lb__cli_args *a,
                               const lb__cli_optdef *opts) {
-    static const char *const legacy_only[] = {"--codec", "--variant", "--release-margin-ms"};
-    static const char *const modern_only[] = {"--fencing"};
-    /* Both come with modules that this build does not have. */
-    static const char *const later[] = {"--watchdog", "--fair"};
-    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-        if (value_of(a, opts, later[i]))
-            return lb__cli_usage(a, "%s is not available yet in this version", later[i]), -1;
-    for (size_t i = 0; out->mode != LB__CLI_MODE_LEGACY && i < 3; i++)
-        if (value_of(a, opts, legacy_only[i]))
-            return lb__cli_usage(a, "%s applies to --mode legacy only", legacy_only[i]), -1;
-    if (out->mode != LB__CLI_MODE_MODERN && value_of(a, opts, modern_only[0]))
-        return lb__cli_usage(a, "%s applies to --mode modern only", modern_only[0]), -1;
+    static const struct {
+        const char *name;
+        unsigned modes; /* bit per lb__cli_mode; bit 3: allowed with --ns */
+    } rules[] = {
+        {"--codec", 1u | 2u | 8u},     {"--variant", 1u | 8u}, {"--release-margin-ms", 1u | 8u},
+        {"--grace-ms", 2u | 8u},       {"--fencing", 4u},      {"--watchdog", 4u},
+        {"--fair", 4u},
+    };
+    int ns = value_of(a, opts, "--ns") != NULL;
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (!value_of(a, opts, rules[i].name)) continue;
+        if (ns ? !(rules[i].modes & 8u) : !(rules[i].modes & (1u << out->mode)))
+            return lb__cli_usage(a, "%s does not apply to --mode %s%s", rules[i].name,
+                                 lb__cli_mode_name(out->mode), ns ? " with --ns" : ""), -1;
+    }
     /* The library refuses such a wire lock; saying so here names the options. */
-    if (out->mode == LB__CLI_MODE_LEGACY && out->legacy.variant == LB_LEGACY_WIRE &&
+    if ((out->mode == LB__CLI_MODE_LEGACY || ns) && out->legacy.variant == LB_LEGACY_WIRE &&
         out->legacy.ttl_ms <= out->legacy.release_margin_ms)
         return lb__cli_usage(a, "--ttl-ms %lld must be above --release-margin-ms %lld with "
                              "--variant wire (every release would be refused)",
                              (long long)out->legacy.ttl_ms,
                              (long long)out->legacy.release_margin_ms), -1;
+    return 0;
+}
+
+/* The mode-following lock: compat always; any mode when --ns names the
+ * namespace whose control key it follows (and whose census it joins). */
+static int read_following(lb__cli_lockopts *out, const lb__cli_args *a,
+                          const lb__cli_optdef *opts) {
+    lb_mlock_options *m = &out->mlock;
+    const char *ns = value_of(a, opts, "--ns"), *grace = value_of(a, opts, "--grace-ms");
+    lb_ns_keys k;
+    char shown[80];
+    lb_mlock_options_init(m);
+    out->following = ns || out->mode == LB__CLI_MODE_COMPAT;
+    if (ns && lb_ns_keys_init(&k, ns, strlen(ns)) != LB_OK) {
+        lb__cli_printable(shown, sizeof shown, ns, strlen(ns));
+        return lb__cli_usage(a, "bad --ns \"%s\": empty, too long, or a '}' without a hash "
+                             "tag", shown), -1;
+    }
+    if (grace && lb__cli_int(a, "--grace-ms", grace, 0, LB__CLI_MS_MAX, &m->grace_ms) != 0)
+        return -1;
+    m->ns = ns;
+    m->follow = ns != NULL;
+    m->mode = (lb_mode)out->mode;
+    m->codec = out->legacy.codec;
+    m->ttl_ms = out->legacy.ttl_ms;
+    m->legacy_variant = out->legacy.variant;
+    m->release_margin_ms = out->legacy.release_margin_ms;
+    m->clock = &out->clock;
     return 0;
 }
 
@@ -127,5 +154,8 @@ int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
     out->modern.clock = &out->clock;
     out->modern.ttl_ms = out->legacy.ttl_ms;
     out->modern.fencing = value_of(a, opts, "--fencing") != NULL;
-    return check_mode_options(out, a, opts);
+    out->modern.fair = value_of(a, opts, "--fair") != NULL;
+    out->watchdog = value_of(a, opts, "--watchdog") != NULL;
+    if (check_mode_options(out, a, opts) != 0) return -1;
+    return read_following(out, a, opts);
 }

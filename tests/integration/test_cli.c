@@ -530,7 +530,6 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"hold", "cli:args", "--codec", "xml"},
         {"hold", "cli:args", "--codec", "json:unit=fortnights"},
         {"hold", "cli:args", "--mode", "sideways"},
-        {"hold", "cli:args", "--mode", "compat"},
         {"hold", "cli:args", "--mode", "Modern"},
         {"hold", "cli:args", "--mode", ""},
         {"hold", "cli:args", "--mode", "modern", "--codec", "s"},
@@ -539,8 +538,16 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"hold", "cli:args", "--fencing"},
         {"hold", "cli:args", "--mode", "legacy", "--fencing"},
         {"hold", "cli:args", "--mode", "modern", "--fencing=yes"},
-        {"hold", "cli:args", "--mode", "modern", "--watchdog"},
-        {"hold", "cli:args", "--mode", "modern", "--fair"},
+        {"hold", "cli:args", "--watchdog"},
+        {"hold", "cli:args", "--mode", "compat", "--fair"},
+        {"hold", "cli:args", "--mode", "compat", "--fencing"},
+        {"hold", "cli:args", "--mode", "compat", "--variant", "scripted"},
+        {"hold", "cli:args", "--mode", "modern", "--ns", "n", "--fencing"},
+        {"hold", "cli:args", "--ns", "n", "--watchdog"},
+        {"hold", "cli:args", "--grace-ms", "5"},
+        {"hold", "cli:args", "--mode", "compat", "--grace-ms", "-5"},
+        {"hold", "cli:args", "--ns", ""},
+        {"hold", "cli:args", "--ns", "x}y"},
         {"hold", "cli:args", "--ttl-ms", "500"},
         {"hold", "cli:args", "--ttl-ms", "1000", "--release-margin-ms", "1000"},
         {"hold", "cli:args", "--json", "--json"},
@@ -1493,6 +1500,141 @@ static void test_migration_commands_on_a_closed_port_exit_4(void **state) {
     close(fd);
 }
 
+/* ---- compat and the mode-following lock ------------------------------------------- */
+/* compat writes what legacy clients read (a timestamp in the codec) with a
+ * Redis TTL of ttl + grace, and releases its own value. */
+static void test_hold_compat_writes_a_timestamp_with_a_ttl(void **state) {
+    (void)state;
+    int64_t before = wall_ms();
+    const char *args[] = {"-p", port, "hold", "cli:compat", "--mode", "compat", "--ttl-ms",
+                          "20000", "--grace-ms", "5000", "--hold-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    long long pttl = int_reply("PTTL %s", "cli:compat");
+    assert_true(pttl > 20000 && pttl <= 25000);
+    lb_codec ms;
+    int64_t t;
+    const char *v = get_value("cli:compat");
+    assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
+    assert_int_equal(lb_codec_decode(&ms, v, strlen(v), &t), LB_OK);
+    assert_true(t >= before + 20000 && t <= wall_ms() + 20001);
+    assert_int_equal(kill(proc.pid, SIGTERM), 0);
+    assert_int_equal(lbt_finish(&proc), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[0], "mode"), "compat");
+    assert_string_equal(str_of(l.line[0], "value"), v);
+    assert_true(num_of(l.line[0], "grace_ms") == 5000);
+    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_int_equal(int_reply("EXISTS %s", "cli:compat"), 0);
+    lbt_lines_free(&l);
+}
+
+/* A live legacy lock is respected; an expired one is taken over. */
+static void test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones(void **state) {
+    (void)state;
+    char live[32];
+    snprintf(live, sizeof live, "%lld", (long long)(wall_ms() + 60000));
+    cmd_ok("SET %s %s", "cli:cl", live);
+    const char *args[] = {"-p", port, "hold", "cli:cl", "--mode", "compat", NULL};
+    assert_int_equal(lbt_run(args), 2);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_string_equal(str_of(l.line[0], "holder_format"), "legacy");
+    assert_true(num_of(l.line[0], "holder_expiry") == (double)atoll(live));
+    assert_string_equal(get_value("cli:cl"), live);
+    lbt_lines_free(&l);
+    cmd_ok("SET %s %lld", "cli:cl", (long long)(wall_ms() - 60000));
+    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(int_reply("EXISTS %s", "cli:cl"), 0);
+}
+
+/* With --ns the lock follows the namespace's control key, and joins its census. */
+static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
+    (void)state;
+    static const char *const modes[] = {"modern", "compat", "legacy"};
+    for (int i = 0; i < 3; i++) {
+        cmd_ok("SET %s %s", "{cli:follow}:lb-mode", modes[i]);
+        const char *args[] = {"-p", port, "hold", "cli:fl", "--ns", "cli:follow", NULL};
+        assert_int_equal(lbt_run(args), 0);
+        lbt_lines l;
+        lbt_parse(&proc, &l);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(str_of(l.line[0], "mode"), modes[i]);
+        assert_string_equal(str_of(l.line[0], "ns"), "cli:follow");
+        if (i == 0) assert_true(is_token(str_of(l.line[0], "value")));
+        assert_true(bool_of(l.line[1], "still_ours"));
+        lbt_lines_free(&l);
+    }
+    assert_true(int_reply("HLEN %s", "{cli:follow}:lb-census") >= 1);
+    cmd_ok("DEL %s %s", "{cli:follow}:lb-mode", "{cli:follow}:lb-census");
+}
+
+/* ---- Watchdog and fair waiting ------------------------------------------------------- */
+/* A 300 ms lock held for a second survives only if it is renewed. */
+static void test_hold_modern_watchdog_keeps_a_short_lock(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--watchdog",
+                          "--ttl-ms", "300", "--hold-ms", "1000", NULL};
+    assert_int_equal(lbt_run(args), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_true(bool_of(l.line[0], "watchdog"));
+    assert_true(bool_of(l.line[1], "still_ours"));
+    lbt_lines_free(&l);
+    /* Without the watchdog the same hold outlives its lock. */
+    const char *bare[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--ttl-ms", "300",
+                          "--hold-ms", "1000", NULL};
+    assert_int_equal(lbt_run(bare), 5);
+}
+
+/* The watchdog notices the lock taken away and ends the hold at once. */
+static void test_hold_modern_watchdog_reports_a_lost_lock(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "hold", "cli:wdl", "--mode", "modern", "--watchdog",
+                          "--ttl-ms", "900", "--hold-ms", "600000", NULL};
+    lbt_spawn(&proc, args);
+    lbt_wait_lines(&proc, 1);
+    cmd_ok("SET %s %s PX 60000", "cli:wdl", "intruder");
+    assert_int_equal(lbt_finish(&proc), 5); /* no signal: the loss ended it */
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[1], "watchdog_lost"), "LB_WATCH_REFUSED");
+    assert_false(bool_of(l.line[1], "interrupted"));
+    assert_string_equal(get_value("cli:wdl"), "intruder");
+    cmd_ok("DEL %s", "cli:wdl");
+    lbt_lines_free(&l);
+}
+
+static void test_contend_compat_and_fair_count_every_update(void **state) {
+    (void)state;
+    static const char *const extra[][6] = {
+        {"--mode", "compat"},
+        {"--mode", "modern", "--fair"},
+        {"--mode", "modern", "--watchdog", "--ttl-ms", "200"},
+    };
+    for (int i = 0; i < 3; i++) {
+        const char *args[24];
+        int n = 0;
+        const char *base[] = {"contend", "cli:cf", "-p", port, "--clients", "3", "--seconds",
+                              "1", "--counter-key", "cli:cfn", "--cs-sleep-ms", "1", NULL};
+        for (int j = 0; base[j]; j++) args[n++] = base[j];
+        for (int j = 0; extra[i][j]; j++) args[n++] = extra[i][j];
+        args[n] = NULL;
+        cJSON *o = run_json1(args, 0);
+        assert_true(num_of(o, "acquisitions") > 0);
+        assert_true(num_of(o, "lost_updates") == 0);
+        assert_true(num_of(o, "lost_locks") == 0);
+        assert_true(num_of(o, "failed_clients") == 0);
+        cJSON_Delete(o);
+        assert_int_equal(int_reply("EXISTS %s", "cli:cf"), 0);
+    }
+    cmd_ok("DEL %s", "cli:cfn");
+}
+
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
@@ -1547,6 +1689,12 @@ int main(void) {
         cmocka_unit_test(test_clock_agrees_with_a_local_server),
         cmocka_unit_test(test_clock_verdicts_skewed_and_uncertain_exit_6),
         cmocka_unit_test(test_clock_without_time_command_exits_4),
+        cmocka_unit_test(test_hold_compat_writes_a_timestamp_with_a_ttl),
+        cmocka_unit_test(test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones),
+        cmocka_unit_test(test_hold_with_ns_follows_the_namespace_mode),
+        cmocka_unit_test(test_hold_modern_watchdog_keeps_a_short_lock),
+        cmocka_unit_test(test_hold_modern_watchdog_reports_a_lost_lock),
+        cmocka_unit_test(test_contend_compat_and_fair_count_every_update),
         cmocka_unit_test(test_inspect_names_the_format_of_every_kind_of_key),
         cmocka_unit_test(test_inspect_tries_the_codecs_in_order),
         cmocka_unit_test(test_status_counts_formats_and_judges_the_next_stage),

@@ -20,6 +20,7 @@ struct lb_sentinel {
     int next; /* the sentinel asked first next time: the last one that answered */
     lb__addr primary;
     int known; /* `primary` holds an address */
+    int64_t asked_ms; /* monotonic ms when a sentinel last named the primary */
     redisContext *c;
     lb_sentinel_stats stats;
     char errstr[LB__ERRSTR_CAP];
@@ -32,6 +33,7 @@ void lb_sentinel_options_init(lb_sentinel_options *o) {
     o->command_timeout_ms = 1000;
     o->retry_ms = 5000;
     o->retry_backoff_ms = 100;
+    o->recheck_ms = 1000;
 }
 
 static void set_err(lb_sentinel *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -141,15 +143,31 @@ static int resolve_once(lb_sentinel *s) {
         s->primary = p;
         s->known = 1;
         s->c = c;
+        s->asked_ms = lb__mono_ms();
         s->errstr[0] = '\0';
         return 0;
     }
     return -1;
 }
 
+/* When recheck_ms has passed, asks one sentinel whether the primary is still
+ * where we think, and forgets it if not. An unreachable sentinel changes
+ * nothing: the next sentinel is asked next time. */
+static void recheck(lb_sentinel *s) {
+    if (!s->c || lb__mono_ms() - s->asked_ms < s->opts.recheck_ms) return;
+    lb__addr p;
+    int i = s->next;
+    s->next = (s->next + 1) % s->n;
+    if (ask_sentinel(s, &s->sentinels[i], &p) != 0) return;
+    s->next = i;
+    s->asked_ms = lb__mono_ms();
+    if (!lb__addr_equal(&p, &s->primary)) drop(s);
+}
+
 /* The primary's connection, found again while `deadline` (monotonic ms)
  * allows; NULL if none. */
 static redisContext *primary_until(lb_sentinel *s, int64_t deadline) {
+    recheck(s);
     if (s->c && !s->c->err) return s->c;
     drop(s);
     for (;;) {
@@ -184,7 +202,7 @@ int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, cons
     }
     if (!sentinels || n < 1 || n > SENTINELS_MAX || !name || !name[0] ||
         o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0 || o->retry_ms < 0 ||
-        o->retry_backoff_ms < 0 || (o->username && !o->password))
+        o->retry_backoff_ms < 0 || o->recheck_ms < 0 || (o->username && !o->password))
         return LB_EINVAL;
     lb_sentinel *s = lb__alloc(o->allocator, sizeof *s);
     if (!s) return LB_ENOMEM;

@@ -21,13 +21,24 @@ typedef struct lb_sentinel_options {
                                  * found (none reachable, or it answers READONLY
                                  * because it was demoted), milliseconds */
     int64_t retry_backoff_ms;   /* sleep between those attempts, milliseconds */
+    int64_t recheck_ms;         /* a command sent this long after the sentinels were
+                                 * last asked asks one again first, ms (0: every
+                                 * command); see below */
     const char *username;       /* AUTH on the primary: NULL for none, or for the */
     const char *password;       /* "default" user with only a password; copied */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the handle */
 } lb_sentinel_options;
 
 /* Defaults: connect and command timeouts 1 s, retry for 5 s (a Sentinel
- * failover takes seconds) with 100 ms between attempts, no AUTH, malloc. */
+ * failover takes seconds) with 100 ms between attempts, recheck after 1 s, no
+ * AUTH, malloc.
+ *
+ * Why recheck: after a failover the old primary, if it is still up, goes on
+ * accepting writes until the sentinels get round to demoting it (seconds),
+ * and everything written there meanwhile is discarded when it becomes a
+ * replica. A client that only looked for a new primary on errors would keep
+ * taking locks there; asking a sentinel every recheck_ms bounds how long it
+ * can. */
 void lb_sentinel_options_init(lb_sentinel_options *o);
 
 typedef struct lb_sentinel lb_sentinel;

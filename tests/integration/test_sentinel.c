@@ -1,0 +1,242 @@
+/* The Sentinel driver against three real sentinels watching a primary and its
+ * replica: the primary found through any sentinel and checked, bad names and
+ * addresses refused, and a forced failover followed, with what it did to
+ * locks taken across it counted and printed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "harness/sentinel.h"
+#include "lockbridge/lockbridge.h"
+
+static lbt_sentinels env;
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int setup(void **state) {
+    (void)state;
+    return lbt_sentinels_start(&env);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lbt_sentinels_stop(&env);
+    return 0;
+}
+
+static lb_sentinel *new_handle(void) {
+    const char *addrs[] = {"127.0.0.1:1", env.addr[1], env.addr[2]}; /* the first is closed */
+    lb_sentinel *s = NULL;
+    assert_int_equal(lb_sentinel_new(&s, addrs, 3, LBT_SENTINEL_NAME, NULL), LB_OK);
+    return s;
+}
+
+static lb_lock *new_lock(const char *key) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 60000;
+    o.fencing = 1;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    return l;
+}
+
+/* The value at `key` on data server i, "" if absent. */
+static const char *value_on(int i, const char *key) {
+    static char buf[128];
+    redisContext *c = lbt_redis_connect(&env.data[i]);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "GET %s", key);
+    assert_non_null(r);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return buf;
+}
+
+static void assert_primary_is(lb_sentinel *s, int i) {
+    char addr[64], want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", env.data[i].port);
+    assert_true(lb_sentinel_primary_addr(s, addr, sizeof addr) > 0);
+    assert_string_equal(addr, want);
+}
+
+static void test_the_primary_is_found_through_any_sentinel_and_locks_work(void **state) {
+    (void)state;
+    int p = lbt_sentinels_primary(&env);
+    assert_true(p >= 0);
+    lb_sentinel *s = new_handle();
+    assert_primary_is(s, p);
+    lb_lock *a = new_lock("s:basic"), *b = new_lock("s:basic");
+    assert_int_equal(lb_lock_acquire_sentinel(a, s, 1000), LB_OK);
+    assert_string_equal(value_on(p, "s:basic"), lb_lock_token(a));
+    assert_int_equal(lb_lock_try_acquire_sentinel(b, s), LB_EBUSY);
+    assert_int_equal(lb_lock_extend_sentinel(a, s, 30000, LB_EXTEND_REPLACE), LB_OK);
+    int64_t ttl;
+    assert_int_equal(lb_lock_check_sentinel(a, s, &ttl), LB_OK);
+    assert_true(ttl > 0);
+    assert_int_equal(lb_lock_release_sentinel(a, s), LB_OK);
+    /* The connection serves the single-server calls as well. */
+    redisContext *c = lb_sentinel_primary(s);
+    assert_non_null(c);
+    assert_int_equal(lb_lock_try_acquire(b, c), LB_OK);
+    assert_int_equal(lb_lock_release(b, c), LB_OK);
+    lb_legacy_options lo;
+    lb_legacy_options_init(&lo);
+    lo.variant = LB_LEGACY_SCRIPTED;
+    lb_legacy_lock *l = NULL;
+    assert_int_equal(lb_legacy_lock_new(&l, "s:legacy", 8, &lo), LB_OK);
+    assert_int_equal(lb_legacy_acquire_sentinel(l, s, 1000), LB_OK);
+    assert_int_equal(lb_legacy_extend_sentinel(l, s, 20000), LB_OK);
+    assert_int_equal(lb_legacy_release_sentinel(l, s), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire_sentinel(l, s), LB_OK);
+    assert_int_equal(lb_legacy_release_sentinel(l, s), LB_OK);
+    lb_legacy_lock_free(l);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_sentinel_free(s);
+}
+
+static void test_unknown_names_non_sentinels_and_bad_arguments_are_refused(void **state) {
+    (void)state;
+    lb_sentinel_options o;
+    lb_sentinel_options_init(&o);
+    o.retry_ms = 0;
+    lb_sentinel *s = (lb_sentinel *)1;
+    const char *addrs[] = {env.addr[0]};
+    assert_int_equal(lb_sentinel_new(&s, addrs, 1, "nobody", &o), LB_EIO);
+    assert_null(s);
+    /* A data server is no sentinel: it answers SENTINEL with an error. */
+    char data_addr[32];
+    snprintf(data_addr, sizeof data_addr, "127.0.0.1:%d", env.data[0].port);
+    const char *not_sentinel[] = {data_addr};
+    assert_int_equal(lb_sentinel_new(&s, not_sentinel, 1, LBT_SENTINEL_NAME, &o), LB_EIO);
+    assert_null(s);
+    assert_int_equal(lb_sentinel_new(&s, addrs, 0, LBT_SENTINEL_NAME, &o), LB_EINVAL);
+    assert_int_equal(lb_sentinel_new(&s, addrs, 1, "", &o), LB_EINVAL);
+    assert_int_equal(lb_sentinel_new(&s, addrs, 1, NULL, &o), LB_EINVAL);
+    const char *bad[] = {"127.0.0.1"};
+    assert_int_equal(lb_sentinel_new(&s, bad, 1, LBT_SENTINEL_NAME, &o), LB_EINVAL);
+    o.username = "u"; /* a user needs a password */
+    assert_int_equal(lb_sentinel_new(&s, addrs, 1, LBT_SENTINEL_NAME, &o), LB_EINVAL);
+    assert_int_equal(lb_sentinel_new(NULL, addrs, 1, LBT_SENTINEL_NAME, NULL), LB_EINVAL);
+    lb_sentinel_free(NULL);
+    assert_null(lb_sentinel_primary(NULL));
+}
+
+/* SENTINEL FAILOVER promotes the replica without asking the primary to stop
+ * first. Locks confirmed on the replica (WAIT) must survive it; locks taken
+ * while it runs are counted: taken, failed (no primary, or a connection cut
+ * by the sentinels' reconfiguration), released, lost. */
+static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) {
+    (void)state;
+    enum { HELD = 20 };
+    int p = lbt_sentinels_primary(&env), r = 1 - p;
+    assert_true(p >= 0);
+    lb_sentinel *s = new_handle();
+    lb_lock *held[HELD];
+    for (int i = 0; i < HELD; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "s:held:%d", i);
+        held[i] = new_lock(key);
+        assert_int_equal(lb_lock_try_acquire_sentinel(held[i], s), LB_OK);
+    }
+    /* Every write so far is on the replica before the failover starts. */
+    redisReply *w = redisCommand(lb_sentinel_primary(s), "WAIT 1 5000");
+    assert_non_null(w);
+    assert_int_equal(w->integer, 1);
+    freeReplyObject(w);
+
+    redisContext *c = lbt_redis_connect(&env.sentinel[0]);
+    assert_non_null(c);
+    redisReply *f = redisCommand(c, "SENTINEL FAILOVER %s", LBT_SENTINEL_NAME);
+    assert_non_null(f);
+    if (f->type == REDIS_REPLY_ERROR) fail_msg("SENTINEL FAILOVER: %s", f->str);
+    freeReplyObject(f);
+    redisFree(c);
+
+    /* Operations go on through the failover. Once every sentinel names the
+     * new primary, an acquisition still made on the old one (up, and not yet
+     * demoted) is split-brain: it will be discarded when the old primary is
+     * turned into a replica. The handle's recheck bounds how long that lasts. */
+    int taken = 0, failed = 0, released = 0, lost = 0, promoted = 0, on_new = 0, on_old = 0;
+    int64_t switched_ms = 0, followed_ms = 0;
+    char old_addr[64];
+    snprintf(old_addr, sizeof old_addr, "127.0.0.1:%d", env.data[p].port);
+    int64_t limit = mono_ms() + 30000;
+    for (int i = 0; mono_ms() < limit && on_new < 50; i++) {
+        char key[32], addr[64];
+        snprintf(key, sizeof key, "s:during:%d", i);
+        lb_lock *l = new_lock(key);
+        int rc = lb_lock_try_acquire_sentinel(l, s);
+        lb_sentinel_primary_addr(s, addr, sizeof addr);
+        if (rc == LB_OK) {
+            taken++;
+            if (promoted) {
+                if (strcmp(addr, old_addr) == 0) on_old++;
+                else if (on_new++ == 0) followed_ms = mono_ms();
+            }
+            rc = lb_lock_release_sentinel(l, s);
+            if (rc == LB_OK) released++;
+            else if (rc == LB_ELOST) lost++;
+            else failed++;
+        } else {
+            failed++;
+        }
+        lb_lock_free(l);
+        if (!promoted && i % 5 == 0 && lbt_sentinels_wait_primary(&env, r, 0) == 0) {
+            promoted = 1;
+            switched_ms = mono_ms();
+        }
+    }
+    lb_sentinel_stats st;
+    lb_sentinel_stats_get(s, &st);
+    print_message("sentinel failover: %d locks taken during it, %d released, %d lost, %d failed; "
+                  "after the sentinels switched: %d taken on the old primary (split-brain), "
+                  "%d on the new, the first %lld ms after the switch was seen; %llu resolves, "
+                  "%llu READONLY answers, %llu primary switches\n",
+                  taken, released, lost, failed, on_old, on_new,
+                  (long long)(on_new ? followed_ms - switched_ms : -1),
+                  (unsigned long long)st.resolves, (unsigned long long)st.readonly,
+                  (unsigned long long)st.switches);
+    assert_true(promoted);
+    assert_int_equal(lbt_sentinels_wait_primary(&env, r, 20000), 0);
+    assert_int_equal(on_new, 50);
+    assert_true(st.switches >= 1);
+    assert_primary_is(s, r);
+    /* Locks confirmed on the replica before the failover are still ours. */
+    for (int i = 0; i < HELD; i++) {
+        assert_int_equal(lb_lock_release_sentinel(held[i], s), LB_OK);
+        lb_lock_free(held[i]);
+    }
+    /* The handle's connection now serves the single-server calls on the new
+     * primary. */
+    lb_lock *late = new_lock("s:late");
+    redisContext *now = lb_sentinel_primary(s);
+    assert_non_null(now);
+    assert_int_equal(lb_lock_try_acquire(late, now), LB_OK);
+    assert_string_equal(value_on(r, "s:late"), lb_lock_token(late));
+    assert_int_equal(lb_lock_release(late, now), LB_OK);
+    lb_lock_free(late);
+    lb_sentinel_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
+        cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
+        cmocka_unit_test(test_a_forced_failover_is_followed_to_the_new_primary),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

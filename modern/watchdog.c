@@ -38,7 +38,8 @@ typedef struct lb__watch {
     int state;
     lb_watch_reason reason;
     int busy;              /* the thread renews or reports it, mutex released */
-    int removed;           /* unwatched while busy: the thread frees it */
+    int removed;           /* unwatched: no callback, no renewal any more */
+    int reap;              /* unwatched from its own callback: the thread frees it */
     char detail[LB__ERRSTR_CAP];
 } lb__watch;
 
@@ -205,12 +206,12 @@ static lb__watch *find_watch(lb_watchdog *wd, const lb_lock *l) {
     return NULL;
 }
 
-/* Ends a busy period: wakes unwatchers, and frees the entry if it was
- * unwatched meanwhile. Mutex held. */
+/* Ends a busy period: wakes unwatchers (who then free the entry), or frees it
+ * if its own callback unwatched it. Mutex held. */
 static void settle(lb_watchdog *wd, lb__watch *w) {
     w->busy = 0;
     pthread_cond_broadcast(&wd->idle);
-    if (w->removed) {
+    if (w->reap) {
         unlink_watch(wd, w);
         free_watch(wd, w);
     }
@@ -249,17 +250,21 @@ static int64_t renewal_ms(const lb__watch *w, int64_t now) {
 
 /* One renewal of `w` (busy), the mutex released during the I/O. */
 static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
-    int64_t ms = renewal_ms(w, now);
-    if (ms <= 0) {
+    if (renewal_ms(w, now) <= 0) {
         w->next_ns = INT64_MAX; /* hold limit: let the lease run out */
         return;
     }
     int64_t timeout_ms = min64(wd->opts.io_timeout_ms, (earliest_deadline(wd) - now) / NS_PER_MS);
     int reconnected = 0;
+    int64_t ms = 0;
     char detail[LB__ERRSTR_CAP] = "";
+    /* Fields of `w` are written by this thread only while it is in the list,
+     * so they are read here without the mutex; `shadow` is ours alone. */
     pthread_mutex_unlock(&wd->mu);
     int rc = ensure_connection(wd, now, timeout_ms, detail, &reconnected);
-    if (rc == LB_OK) {
+    /* The TTL is chosen after a possible reconnect, so that a trimmed last
+     * renewal ends at the hold limit, not after it. */
+    if (rc == LB_OK && (ms = renewal_ms(w, now_ns(wd))) > 0) {
         redisSetTimeout(wd->c, tv_ms(timeout_ms));
         lb_machine *m = lb_lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
         rc = lb_sync_run(wd->c, m, wd->opts.clock);
@@ -274,10 +279,15 @@ static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
     int64_t after = now_ns(wd);
     pthread_mutex_lock(&wd->mu);
     if (reconnected) wd->stats.reconnects++;
+    if (rc == LB_OK && ms <= 0) {
+        w->next_ns = INT64_MAX;
+        return;
+    }
     memcpy(w->detail, detail, sizeof w->detail);
     if (rc == LB_OK) {
         wd->stats.renewals++;
-        w->deadline_ns = w->shadow->deadline_ns;
+        /* Our lease never runs past the limit, even by the command's transit. */
+        w->deadline_ns = min64(w->shadow->deadline_ns, w->limit_ns);
         /* A renewal trimmed to the hold limit was the last one. */
         w->next_ns = ms < w->ttl_ms ? INT64_MAX
                                     : w->deadline_ns - w->ttl_ms * NS_PER_MS + w->interval_ns;
@@ -548,10 +558,13 @@ void lb__watch_detach(lb_lock *l) {
     w->owner = NULL;
     /* A renewal or callback in flight finishes first: after this returns,
      * nothing extends the lock and its callback never runs. On the thread
-     * itself (from a callback) the entry is freed when the callback returns. */
-    int self = on_thread(wd);
-    while (w->busy && !self) pthread_cond_wait(&wd->idle, &wd->mu);
-    int free_now = !w->busy;
+     * itself (from the callback) the entry is freed when the callback returns. */
+    int free_now = 1;
+    if (w->busy && on_thread(wd)) {
+        w->reap = 1;
+        free_now = 0;
+    }
+    while (free_now && w->busy) pthread_cond_wait(&wd->idle, &wd->mu);
     if (free_now) unlink_watch(wd, w);
     pthread_mutex_unlock(&wd->mu);
     if (free_now) free_watch(wd, w);

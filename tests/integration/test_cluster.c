@@ -260,6 +260,7 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
         assert_true(lb_lock_holder_ttl(b) > 0);
         lb_lock_free(b);
     }
+    uint64_t lock_commands = 0;
     for (int i = 0; i < N; i++) {
         int64_t ttl;
         assert_int_equal(lb_lock_check_cluster(locks[i], cl, &ttl), LB_OK);
@@ -267,12 +268,15 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
         assert_int_equal(lb_lock_extend_cluster(locks[i], cl, 20000, LB_EXTEND_REPLACE), LB_OK);
         assert_int_equal(lb_lock_release_cluster(locks[i], cl), LB_OK);
         assert_string_equal(value_on(owner_of(keys[i]), keys[i]), "");
+        lock_commands += lb_lock_commands(locks[i]);
         lb_lock_free(locks[i]);
     }
     /* One connection per primary, opened once; no redirection on a stable map. */
     lb_cluster_stats st;
     lb_cluster_stats_get(cl, &st);
     assert_true(st.connects <= 4); /* a seed read for the map, then the 3 primaries */
+    /* No hidden round trips: the locks' commands and the one CLUSTER SLOTS. */
+    assert_int_equal(st.commands, lock_commands + 1);
     assert_int_equal(st.moved, 0);
     assert_int_equal(st.ask, 0);
     assert_int_equal(st.retries, 0);

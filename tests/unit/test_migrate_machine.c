@@ -1,0 +1,459 @@
+/* The mode-following lock's step machines fed hand-built replies, without a
+ * server: command shapes, every reply the scripts can give and malformed ones,
+ * mode reads, option checks and allocation failures. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lockbridge/lockbridge.h"
+#include "unit/lbt_fake.h"
+
+#define T0_WALL_US INT64_C(1700000000000000)
+#define T0_MONO_NS INT64_C(5000000000000)
+#define LIVE "1700000060000"
+#define EXPIRED "1699999990000"
+
+/* ---- Replies with elements ---------------------------------------------------------- */
+enum { X_NONE, X_INT, X_STR, X_NIL, X_ERR, X_STATUS, X_ARR };
+
+typedef struct el {
+    int kind;
+    long long i;
+    const char *s;
+} el;
+
+typedef struct rep {
+    int kind;
+    long long i;
+    const char *s;
+    int n; /* X_ARR: elements */
+    el e[6];
+} rep;
+
+#define RI(v) {X_INT, (v), NULL, 0, {{0, 0, 0}}}
+#define RS(v) {X_STR, 0, (v), 0, {{0, 0, 0}}}
+#define RE(v) {X_ERR, 0, (v), 0, {{0, 0, 0}}}
+#define RNONE {X_NONE, 0, NULL, 0, {{0, 0, 0}}}
+#define EI(v) {X_INT, (v), NULL}
+#define ES(v) {X_STR, 0, (v)}
+#define ET(v) {X_STATUS, 0, (v)}
+#define EN {X_NIL, 0, NULL}
+
+typedef struct built {
+    redisReply top;
+    redisReply elems[6];
+    redisReply *ptrs[6];
+} built;
+
+static void fill(redisReply *r, int kind, long long i, const char *s) {
+    memset(r, 0, sizeof *r);
+    switch (kind) {
+    case X_INT: r->type = REDIS_REPLY_INTEGER; r->integer = i; break;
+    case X_STR: r->type = REDIS_REPLY_STRING; break;
+    case X_NIL: r->type = REDIS_REPLY_NIL; break;
+    case X_ERR: r->type = REDIS_REPLY_ERROR; break;
+    case X_STATUS: r->type = REDIS_REPLY_STATUS; break;
+    case X_ARR: r->type = REDIS_REPLY_ARRAY; break;
+    default: break;
+    }
+    if (s) {
+        r->str = (char *)(uintptr_t)s;
+        r->len = strlen(s);
+    }
+}
+
+static const redisReply *build(built *b, const rep *d) {
+    if (d->kind == X_NONE) return NULL;
+    fill(&b->top, d->kind, d->i, d->s);
+    if (d->kind == X_ARR) {
+        for (int k = 0; k < d->n; k++) {
+            fill(&b->elems[k], d->e[k].kind, d->e[k].i, d->e[k].s);
+            b->ptrs[k] = &b->elems[k];
+        }
+        b->top.elements = (size_t)d->n;
+        b->top.element = d->n ? b->ptrs : NULL;
+    }
+    return &b->top;
+}
+
+/* ---- Driving ------------------------------------------------------------------------ */
+typedef struct fixture {
+    lbt_fake_time ft;
+    lb_clock clk;
+    lb_mlock *l;
+} fixture;
+
+static void make(fixture *f, lb_mode mode, const char *ns, int follow) {
+    lb_mlock_options o;
+    f->ft = (lbt_fake_time){T0_WALL_US, T0_MONO_NS};
+    f->clk = lbt_fake_clock(&f->ft, 0);
+    lb_mlock_options_init(&o);
+    o.mode = mode;
+    o.ttl_ms = 10000;
+    o.grace_ms = 2000;
+    o.clock = &f->clk;
+    o.ns = ns;
+    o.follow = follow;
+    o.census_refresh_ms = 0;
+    o.client_id = "unit";
+    o.host = "h";
+    f->l = NULL;
+    assert_int_equal(lb_mlock_new(&f->l, "k", 1, &o), LB_OK);
+}
+
+/* Starts `m` and feeds `replies` (at most n) while it asks to send; returns the
+ * final status (LB_STEP_SEND if the replies ran out first) and the number of
+ * commands sent. The last command is copied to `last` (argv joined by '|'). */
+static int feed(fixture *f, lb_machine *m, const rep *replies, int n, int *sent, char *last,
+                size_t cap) {
+    lb_now now = lb_clock_now(&f->clk);
+    int rc = lb_machine_step(m, NULL, &now);
+    *sent = 0;
+    for (int i = 0; rc == LB_STEP_SEND && i < n; i++) {
+        const lb_cmd *cmd = lb_machine_command(m);
+        (*sent)++;
+        if (last) {
+            size_t o = 0;
+            last[0] = '\0';
+            for (int a = 0; a < cmd->argc && o + 1 < cap; a++) {
+                int w = snprintf(last + o, cap - o, "%s%.*s", a ? "|" : "", (int)cmd->argvlen[a],
+                                 cmd->argv[a]);
+                if (w < 0) break;
+                o += (size_t)w;
+            }
+        }
+        built b;
+        now = lb_clock_now(&f->clk);
+        rc = lb_machine_step(m, build(&b, &replies[i]), &now);
+    }
+    return rc;
+}
+
+/* ---- Acquire ------------------------------------------------------------------------ */
+typedef struct acq_case {
+    const char *name;
+    rep replies[4];
+    int n;
+    int rc;
+    int sent;
+    lb_format seen; /* the observed format after a busy or foreign end */
+} acq_case;
+
+#define BUSY(type, v, pttl, len) {X_ARR, 0, NULL, 5, {EI(0), ET(type), ES(v), EI(pttl), EI(len)}}
+
+static void test_acquire_handles_every_reply(void **state) {
+    (void)state;
+    static const acq_case t[] = {
+        {"free", {{X_ARR, 0, NULL, 1, {EI(1)}}}, 1, LB_OK, 1, LB_FORMAT_ABSENT},
+        {"taken over", {{X_ARR, 0, NULL, 1, {EI(2)}}}, 1, LB_OK, 1, LB_FORMAT_ABSENT},
+        {"live legacy", {BUSY("string", LIVE, -1, 13)}, 1, LB_EBUSY, 1, LB_FORMAT_LEGACY},
+        {"live compat", {BUSY("string", LIVE, 9000, 13)}, 1, LB_EBUSY, 1, LB_FORMAT_COMPAT},
+        {"expired compat", {BUSY("string", EXPIRED, 9000, 13)}, 1, LB_EBUSY, 1, LB_FORMAT_COMPAT},
+        {"token", {BUSY("string", "0123456789abcdef0123456789abcdef", 9000, 32)}, 1, LB_EBUSY, 1,
+         LB_FORMAT_TOKEN},
+        {"expired legacy, then taken over",
+         {BUSY("string", EXPIRED, -1, 13), {X_ARR, 0, NULL, 1, {EI(2)}}}, 2, LB_OK, 2,
+         LB_FORMAT_LEGACY},
+        {"expired legacy that keeps changing",
+         {BUSY("string", EXPIRED, -1, 13), BUSY("string", "1699999991000", -1, 13),
+          BUSY("string", "1699999992000", -1, 13)},
+         3, LB_EBUSY, 3, LB_FORMAT_LEGACY},
+        {"unknown", {BUSY("string", "who?", -1, 4)}, 1, LB_EFOREIGN, 1, LB_FORMAT_UNKNOWN},
+        {"incr", {BUSY("string", "2", -1, 1)}, 1, LB_EFOREIGN, 1, LB_FORMAT_INCR},
+        {"a longer value than returned", {BUSY("string", LIVE, -1, 99999)}, 1, LB_EFOREIGN, 1,
+         LB_FORMAT_UNKNOWN},
+        {"wrong type", {{X_ARR, 0, NULL, 5, {EI(0), ET("hash"), EN, EI(-1), EI(0)}}}, 1,
+         LB_EWRONGTYPE, 1, LB_FORMAT_WRONGTYPE},
+        {"error reply", {RE("ERR something")}, 1, LB_EREDIS, 1, LB_FORMAT_ABSENT},
+        {"WRONGTYPE error", {RE("WRONGTYPE Operation")}, 1, LB_EWRONGTYPE, 1, LB_FORMAT_ABSENT},
+        {"transport failure", {RNONE}, 1, LB_EIO, 1, LB_FORMAT_ABSENT},
+        {"integer", {RI(1)}, 1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"string", {RS("OK")}, 1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"empty array", {{X_ARR, 0, NULL, 0, {{0, 0, 0}}}}, 1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"unknown status", {{X_ARR, 0, NULL, 1, {EI(7)}}}, 1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"acquired with extra elements", {{X_ARR, 0, NULL, 2, {EI(1), EI(1)}}}, 1, LB_EPROTO, 1,
+         LB_FORMAT_ABSENT},
+        {"busy, too short", {{X_ARR, 0, NULL, 3, {EI(0), ET("string"), ES(LIVE)}}}, 1, LB_EPROTO,
+         1, LB_FORMAT_ABSENT},
+        {"busy, value an integer", {{X_ARR, 0, NULL, 5, {EI(0), ET("string"), EI(5), EI(-1),
+                                                        EI(1)}}},
+         1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"busy, pttl a string", {{X_ARR, 0, NULL, 5, {EI(0), ET("string"), ES(LIVE), ES("x"),
+                                                     EI(13)}}},
+         1, LB_EPROTO, 1, LB_FORMAT_ABSENT},
+        {"status element not an integer", {{X_ARR, 0, NULL, 1, {ES("1")}}}, 1, LB_EPROTO, 1,
+         LB_FORMAT_ABSENT},
+    };
+    for (int mode = LB_MODE_COMPAT; mode <= LB_MODE_MODERN; mode++) {
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            fixture f;
+            int sent;
+            char last[512];
+            make(&f, (lb_mode)mode, NULL, 0);
+            int rc = feed(&f, lb_mlock_try_acquire_machine(f.l), t[i].replies, t[i].n, &sent,
+                          last, sizeof last);
+            if (rc != t[i].rc || sent != t[i].sent)
+                fail_msg("%s (%s): rc %s sent %d", t[i].name, lb_mode_name((lb_mode)mode),
+                         lb_err_name(rc), sent);
+            assert_int_equal(lb_mlock_held(f.l), rc == LB_OK);
+            if (rc != LB_OK && t[i].seen != LB_FORMAT_ABSENT)
+                assert_int_equal(lb_mlock_observed(f.l)->format, t[i].seen);
+            /* A takeover call carries the value judged expired as its last argument. */
+            if (t[i].n >= 2) {
+                const char *tail = strrchr(last, '|');
+                assert_non_null(tail);
+                assert_true(strcmp(tail + 1, t[i].n == 2 ? EXPIRED : "1699999991000") == 0);
+            }
+            lb_mlock_free(f.l);
+        }
+    }
+}
+
+static void test_commands_have_the_documented_shape(void **state) {
+    (void)state;
+    static const rep ok[1] = {{X_ARR, 0, NULL, 1, {EI(1)}}};
+    fixture f;
+    int sent;
+    char last[512];
+    make(&f, LB_MODE_COMPAT, NULL, 0);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, last, sizeof last),
+                     LB_OK);
+    /* EVALSHA sha 1 key value px observed: timestamp now + ttl + 1 ms, PX ttl + grace. */
+    char want[256];
+    snprintf(want, sizeof want, "|1|k|1700000010001|12000|");
+    assert_memory_equal(last, "EVALSHA|", 8);
+    assert_non_null(strstr(last, want));
+    assert_int_equal(lb_mlock_held_mode(f.l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_deadline_ns(f.l), T0_MONO_NS + INT64_C(10000) * 1000000);
+    /* Extend: a later timestamp, PX ttl + grace, compared with ours. */
+    static const rep one[1] = {RI(1)};
+    lbt_fake_advance(&f.ft, 1000);
+    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, last, sizeof last),
+                     LB_OK);
+    assert_non_null(strstr(last, "|1|k|1700000010001|1700000011001|12000"));
+    /* Expired by our clock: refused without a command, key left to its TTL. */
+    lbt_fake_advance(&f.ft, 20000);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), one, 1, &sent, NULL, 0), LB_EEXPIRED);
+    assert_int_equal(sent, 0);
+    assert_false(lb_mlock_held(f.l));
+    lb_mlock_free(f.l);
+
+    make(&f, LB_MODE_MODERN, NULL, 0);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, last, sizeof last),
+                     LB_OK);
+    size_t len;
+    const char *tok = lb_mlock_value(f.l, &len);
+    assert_int_equal(len, 32);
+    snprintf(want, sizeof want, "|1|k|%s|10000|", tok);
+    assert_non_null(strstr(last, want));
+    /* Modern release after the lease: the token is unique, the script compares. */
+    lbt_fake_advance(&f.ft, 20000);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), one, 1, &sent, last, sizeof last),
+                     LB_OK);
+    snprintf(want, sizeof want, "|1|k|%s|{k}:released", tok);
+    assert_non_null(strstr(last, want));
+    lb_mlock_free(f.l);
+}
+
+/* ---- Release and extend ----------------------------------------------------------------- */
+static void test_release_and_extend_replies(void **state) {
+    (void)state;
+    static const struct {
+        int extend;
+        rep r;
+        int rc, held;
+    } t[] = {
+        {0, RI(1), LB_OK, 0},        {0, RI(0), LB_ELOST, 0},
+        {0, RI(-1), LB_ELOST, 0},    {0, RS("1"), LB_EPROTO, 1},
+        {0, RE("ERR x"), LB_EREDIS, 1}, {0, RNONE, LB_EIO, 1},
+        {1, RI(1), LB_OK, 1},        {1, RI(0), LB_ELOST, 0},
+        {1, RI(-1), LB_ELOST, 0},    {1, {X_ARR, 0, NULL, 0, {{0, 0, 0}}}, LB_EPROTO, 1},
+        {1, RNONE, LB_EIO, 1},
+    };
+    static const rep ok[1] = {{X_ARR, 0, NULL, 1, {EI(1)}}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        fixture f;
+        int sent;
+        make(&f, LB_MODE_COMPAT, NULL, 0);
+        assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
+        lb_machine *m = t[i].extend ? lb_mlock_extend_machine(f.l, 5000) : lb_mlock_release_machine(f.l);
+        int rc = feed(&f, m, &t[i].r, 1, &sent, NULL, 0);
+        if (rc != t[i].rc || lb_mlock_held(f.l) != t[i].held)
+            fail_msg("row %zu: rc %s held %d", i, lb_err_name(rc), lb_mlock_held(f.l));
+        lb_mlock_free(f.l);
+    }
+    /* Not held: nothing to release or extend. */
+    fixture f;
+    int sent;
+    make(&f, LB_MODE_MODERN, NULL, 0);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), NULL, 0, &sent, NULL, 0), LB_ESTATE);
+    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10), NULL, 0, &sent, NULL, 0), LB_ESTATE);
+    assert_int_equal(sent, 0);
+    lb_mlock_free(f.l);
+}
+
+/* ---- Mode reads ---------------------------------------------------------------------- */
+static void test_mode_reads_decide_the_next_operations_mode(void **state) {
+    (void)state;
+    static const struct {
+        rep touch;
+        lb_mode after;
+        int rc;
+    } t[] = {
+        {{X_ARR, 0, NULL, 2, {EI(1), ES("modern")}}, LB_MODE_MODERN, LB_STEP_SEND},
+        {{X_ARR, 0, NULL, 2, {EI(1), ES("legacy")}}, LB_MODE_LEGACY, LB_STEP_SEND},
+        {{X_ARR, 0, NULL, 1, {EI(0)}}, LB_MODE_COMPAT, LB_STEP_SEND},       /* absent */
+        {{X_ARR, 0, NULL, 2, {EI(1), ES("fast")}}, LB_MODE_COMPAT, LB_STEP_SEND}, /* kept */
+        {{X_ARR, 0, NULL, 1, {EI(-1)}}, LB_MODE_COMPAT, LB_STEP_SEND},      /* wrong type */
+        {RI(1), LB_MODE_COMPAT, LB_EPROTO},
+        {RE("ERR no"), LB_MODE_COMPAT, LB_EREDIS},
+        {RNONE, LB_MODE_COMPAT, LB_EIO},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        fixture f;
+        int sent;
+        char last[512];
+        make(&f, LB_MODE_COMPAT, "ns", 1);
+        lb_machine *m = lb_mlock_try_acquire_machine(f.l);
+        int rc = feed(&f, m, &t[i].touch, 1, &sent, last, sizeof last);
+        assert_memory_equal(last, "EVALSHA|", 8);
+        assert_non_null(strstr(last, "|2|{ns}:lb-mode|{ns}:lb-census||"));
+        if (rc != t[i].rc || lb_mlock_mode(f.l) != t[i].after)
+            fail_msg("row %zu: rc %s mode %s", i, lb_err_name(rc), lb_mode_name(lb_mlock_mode(f.l)));
+        if (rc == LB_STEP_SEND) {
+            /* The acquire that follows speaks the mode just read. */
+            const lb_cmd *cmd = lb_machine_command(m);
+            if (t[i].after == LB_MODE_LEGACY) assert_memory_equal(cmd->argv[0], "SETNX", 5);
+            else assert_memory_equal(cmd->argv[0], "EVALSHA", 7);
+        }
+        lb_mlock_free(f.l);
+    }
+    /* Not due again until the refresh interval passes or a notification. */
+    fixture f;
+    int sent;
+    char last[512];
+    static const rep seq[2] = {{X_ARR, 0, NULL, 1, {EI(0)}}, {X_ARR, 0, NULL, 1, {EI(1)}}};
+    static const rep rel[1] = {RI(1)};
+    make(&f, LB_MODE_COMPAT, "ns", 1);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(sent, 2);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), &seq[1], 1, &sent, last,
+                          sizeof last), LB_OK);
+    assert_int_equal(sent, 1);
+    assert_null(strstr(last, "lb-mode"));
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    lb_mlock_notify(f.l);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(sent, 2);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    lbt_fake_advance(&f.ft, 1000);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(sent, 2);
+    lb_mlock_free(f.l);
+}
+
+/* ---- Options and memory ------------------------------------------------------------------ */
+static void test_bad_options_are_refused(void **state) {
+    (void)state;
+    static const struct { const char *what; int field; int64_t v; } t[] = {
+        {"ttl 0", 0, 0},           {"ttl too large", 0, INT64_C(2000000000000)},
+        {"grace < 0", 1, -1},      {"refresh < 0", 2, -1},
+        {"census < 0", 3, -1},     {"backoff min 0", 4, 0},
+        {"mode 7", 5, 7},          {"follow 2", 6, 2},
+        {"follow without ns", 7, 1},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.ns = "ns";
+        switch (t[i].field) {
+        case 0: o.ttl_ms = t[i].v; break;
+        case 1: o.grace_ms = t[i].v; break;
+        case 2: o.mode_refresh_ms = t[i].v; break;
+        case 3: o.census_refresh_ms = t[i].v; break;
+        case 4: o.backoff_min_ms = t[i].v; break;
+        case 5: o.mode = (lb_mode)t[i].v; break;
+        case 6: o.follow = (int)t[i].v; break;
+        case 7: o.follow = 1; o.ns = NULL; break;
+        }
+        lb_mlock *l = (lb_mlock *)&o;
+        if (lb_mlock_new(&l, "k", 1, &o) != LB_EINVAL) fail_msg("%s accepted", t[i].what);
+        assert_null(l);
+    }
+    lb_mlock_options o;
+    lb_mlock_options_init(&o);
+    lb_mlock *l = NULL;
+    assert_int_equal(lb_mlock_new(&l, "", 0, &o), LB_EINVAL);
+    assert_int_equal(lb_mlock_new(&l, "a}b", 3, &o), LB_EINVAL); /* no companion names */
+    o.ns = "x}y";
+    assert_int_equal(lb_mlock_new(&l, "k", 1, &o), LB_EINVAL);
+    assert_int_equal(lb_mlock_new(NULL, "k", 1, &o), LB_EINVAL);
+    assert_int_equal(lb_mlock_new(&l, "k", 1, NULL), LB_OK); /* defaults */
+    assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
+    assert_string_equal(lb_mlock_client_id(l), "");
+    lb_mlock_free(l);
+    lb_mlock_free(NULL);
+}
+
+typedef struct counting_alloc {
+    int calls, fail_at, live;
+} counting_alloc;
+
+static void *counting_malloc(void *ud, size_t n) {
+    counting_alloc *a = ud;
+    if (++a->calls == a->fail_at) return NULL;
+    void *p = malloc(n);
+    if (p) a->live++;
+    return p;
+}
+
+static void counting_free(void *ud, void *p) {
+    counting_alloc *a = ud;
+    a->live--;
+    free(p);
+}
+
+static void test_every_allocation_failure_is_enomem_and_leaks_nothing(void **state) {
+    (void)state;
+    int failures = 0;
+    for (int n = 1; n < 50; n++) {
+        counting_alloc a = {0, n, 0};
+        lb_allocator alloc = {counting_malloc, counting_free, &a};
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.allocator = &alloc;
+        o.ns = "ns";
+        lb_mlock *l = NULL;
+        int rc = lb_mlock_new(&l, "k", 1, &o);
+        if (rc != LB_OK) {
+            assert_int_equal(rc, LB_ENOMEM);
+            assert_null(l);
+            assert_int_equal(a.live, 0);
+            failures++;
+            continue;
+        }
+        lb_mlock_free(l);
+        assert_int_equal(a.live, 0);
+        break;
+    }
+    assert_true(failures >= 3); /* handle, key, channel, legacy lock... */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_handles_every_reply),
+        cmocka_unit_test(test_commands_have_the_documented_shape),
+        cmocka_unit_test(test_release_and_extend_replies),
+        cmocka_unit_test(test_mode_reads_decide_the_next_operations_mode),
+        cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_every_allocation_failure_is_enomem_and_leaks_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -633,14 +633,28 @@ static void test_help_and_version_exit_0(void **state) {
     (void)state;
     static const char *const cases[][4] = {
         {"--help"}, {"help"}, {"help", "hold"}, {"hold", "--help"}, {"contend", "--help"},
-        {"--help", "contend"},
+        {"--help", "contend"}, {"clock", "--help"}, {"inspect", "--help"},
+        {"status", "--help"}, {"mode", "--help"}, {"sweep", "--help"}, {"help", "sweep"},
+        {"--help", "sweep"},
     };
     static const char *const expect[] = {"hold", "contend", "usage: lockbridge hold",
                                          "usage: lockbridge hold", "usage: lockbridge contend",
-                                         "usage: lockbridge contend"};
+                                         "usage: lockbridge contend", "usage: lockbridge clock",
+                                         "usage: lockbridge inspect", "usage: lockbridge status",
+                                         "usage: lockbridge mode", "usage: lockbridge sweep",
+                                         "usage: lockbridge sweep", "usage: lockbridge sweep"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_int_equal(lbt_run(cases[i]), 0);
         assert_non_null(strstr(proc.out, expect[i]));
+    }
+    const char *general[] = {"--help", NULL};
+    assert_int_equal(lbt_run(general), 0);
+    static const char *const names[] = {"hold", "contend", "clock", "inspect", "status", "mode",
+                                        "sweep"};
+    for (int i = 0; i < 7; i++) {
+        char row[32];
+        snprintf(row, sizeof row, "  %s ", names[i]);
+        assert_non_null(strstr(proc.out, row));
     }
     const char *version[] = {"--version", NULL};
     assert_int_equal(lbt_run(version), 0);

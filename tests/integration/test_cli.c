@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "harness/proxy.h"
 #include "harness/redis_server.h"
 #include "lockbridge/lockbridge.h"
 
@@ -1482,6 +1483,55 @@ static void test_sweep_never_touches_what_it_cannot_read(void **state) {
     clear_keys("cli:n:*");
 }
 
+/* SCRIPT LOAD calls the server has answered so far. */
+static long long script_loads(void) {
+    redisReply *r = redisCommand(conn, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    const char *at = strstr(r->str, "cmdstat_script|load:calls=");
+    long long n = at ? atoll(at + strlen("cmdstat_script|load:calls=")) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A lock taken over between the scan and the action is left alone: the sweep
+ * runs through a proxy that delays every byte by 300 ms, and the key changes
+ * as soon as the server has loaded the sweep's script (its second SCRIPT LOAD,
+ * after the reader's), at least 600 ms before the action can reach it. */
+static void test_sweep_leaves_a_lock_changed_since_the_scan(void **state) {
+    (void)state;
+    cmd_ok("SET %s %lld", "cli:race:k", (long long)(wall_ms() - 3600000));
+    lbt_proxy *p = lbt_proxy_start(server.port);
+    assert_non_null(p);
+    lbt_proxy_delay(p, 300);
+    char pp[16];
+    snprintf(pp, sizeof pp, "%d", lbt_proxy_port(p));
+    long long before = script_loads();
+    const char *args[] = {"-p", pp, "sweep", "--match", "cli:race:*", "--json", NULL};
+    lbt_spawn(&proc, args);
+    for (int i = 0; script_loads() < before + 2; i++) {
+        assert_true(i < LBT_STUCK_MS);
+        usleep(1000);
+    }
+    char taken[32];
+    snprintf(taken, sizeof taken, "%lld", (long long)(wall_ms() + 60000));
+    cmd_ok("SET %s %s", "cli:race:k", taken); /* a legacy client's takeover */
+    int rc = lbt_finish(&proc);
+    lbt_proxy_stop(p);
+    assert_int_equal(rc, 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[0], "action"), "delete");
+    assert_false(bool_of(l.line[0], "done"));
+    assert_true(num_of(l.line[1], "changed_meanwhile") == 1);
+    assert_true(num_of(l.line[1], "acted") == 0);
+    assert_string_equal(get_value("cli:race:k"), taken);
+    assert_int_equal(int_reply("PTTL %s", "cli:race:k"), -1);
+    cmd_ok("DEL %s", "cli:race:k");
+    lbt_lines_free(&l);
+}
+
 /* ---- Unreachable server and bad input for the migration commands ------------------- */
 static void test_migration_commands_on_a_closed_port_exit_4(void **state) {
     (void)state;
@@ -1718,6 +1768,7 @@ int main(void) {
         cmocka_unit_test(test_mode_refuses_jumps_back_and_foreign_control_keys),
         cmocka_unit_test(test_sweep_expires_running_locks_and_deletes_expired_ones),
         cmocka_unit_test(test_sweep_never_touches_what_it_cannot_read),
+        cmocka_unit_test(test_sweep_leaves_a_lock_changed_since_the_scan),
         cmocka_unit_test(test_migration_commands_on_a_closed_port_exit_4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

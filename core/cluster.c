@@ -286,7 +286,8 @@ static int pause_for_retry(lb_cluster *cl, int64_t deadline) {
 
 /* Follows a MOVED: the map is read again, the node that answered first (it
  * knows the new owner), and the slot pointed at the target whatever a
- * lagging node said. Returns the target's pool index or -1. */
+ * lagging node said. Returns the target's pool index (where the command goes
+ * next) or -1. */
 static int follow_moved(lb_cluster *cl, unsigned slot, const lb__addr *to, int from) {
     cl->stats.moved++;
     refresh_from(cl, from);
@@ -300,12 +301,13 @@ static int follow_moved(lb_cluster *cl, unsigned slot, const lb__addr *to, int f
  * exhausted, or NULL for a transport failure. */
 static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
     int64_t deadline = lb__deadline_ms(cl->opts.retry_ms);
-    int redirects = 0, ask = -1;
+    int redirects = 0, ask = -1, moved = -1;
     for (;;) {
-        if (cl->stale && ask < 0) refresh_from(cl, -1);
-        int i = ask >= 0 ? ask : cl->owner[slot] == LB__NO_NODE ? -1 : cl->owner[slot];
+        if (cl->stale && ask < 0 && moved < 0) refresh_from(cl, -1);
+        int i = ask >= 0 ? ask : moved;
+        if (i < 0 && cl->owner[slot] != LB__NO_NODE) i = cl->owner[slot];
         int asking = ask >= 0;
-        ask = -1;
+        ask = moved = -1;
         redisContext *c = i >= 0 ? node_conn(cl, i) : NULL;
         if (!c) {
             /* Nothing was sent: the owner is unknown or unreachable (failing
@@ -334,7 +336,9 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
                 cl->stats.ask++;
                 ask = pool_node(cl, &to);
             } else {
-                follow_moved(cl, slot, &to, i);
+                /* The reply's slot, not ours: a command may name a key of
+                 * another slot than the one it was routed by. */
+                moved = follow_moved(cl, to_slot, &to, i);
             }
             continue;
         }

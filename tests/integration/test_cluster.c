@@ -308,6 +308,36 @@ static void test_legacy_locks_of_both_variants_work_across_slots(void **state) {
     lb_cluster_free(other);
 }
 
+/* lb_cluster_run routes by the key it is given; a command naming a key of
+ * another primary's slot is still delivered, by following the MOVED. */
+static void test_a_command_routed_by_the_wrong_key_arrives_through_moved(void **state) {
+    (void)state;
+    const char *key = "wrong:route";
+    char other[32];
+    int owner = owner_of(key), n = 0;
+    do snprintf(other, sizeof other, "elsewhere:%d", n++);
+    while (owner_of(other) == owner);
+    lb_cluster *cl = new_cluster();
+    lb_lock *l = new_lock(key, 10000, 0);
+    assert_int_equal(lb_cluster_run(cl, other, strlen(other), lb_lock_try_acquire_machine(l), NULL),
+                     LB_OK);
+    assert_string_equal(value_on(owner, key), lb_lock_token(l));
+    lb_cluster_stats st;
+    lb_cluster_stats_get(cl, &st);
+    assert_int_equal(st.moved, 1);
+    /* The map is not bent: the routing key's slot keeps its own owner. */
+    char addr[64], want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", cluster.node[owner_of(other)].port);
+    assert_true(lb_cluster_slot_owner(cl, lb_cluster_keyslot(other, strlen(other)), addr,
+                                      sizeof addr) > 0);
+    assert_string_equal(addr, want);
+    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK);
+    assert_int_equal(lb_cluster_run(NULL, key, 1, lb_lock_check_machine(l), NULL), LB_EINVAL);
+    assert_int_equal(lb_cluster_run(cl, key, 0, lb_lock_check_machine(l), NULL), LB_EINVAL);
+    lb_lock_free(l);
+    lb_cluster_free(cl);
+}
+
 /* ---- slot migration ------------------------------------------------------------ */
 
 /* A primary other than `not`. */
@@ -657,6 +687,7 @@ int main(void) {
         cmocka_unit_test(test_bad_seeds_are_refused_and_dead_seeds_are_an_io_error),
         cmocka_unit_test(test_locks_on_keys_in_many_slots_land_on_their_owners),
         cmocka_unit_test(test_legacy_locks_of_both_variants_work_across_slots),
+        cmocka_unit_test(test_a_command_routed_by_the_wrong_key_arrives_through_moved),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_coordinated_failover_during_a_contended_run_loses_no_lock),

@@ -155,6 +155,22 @@ bench: $(STATIC) $(TOOL)
 	$(MAKE) $(BUILD)/bench/lockbridge-bench
 	BUILD=$(BUILD) sh tools/bench.sh
 
+# The benchmark's main and its other files in tests/bench (one part each).
+BENCH_SRC := $(filter-out tests/bench/lockbridge-bench.c,$(wildcard tests/bench/*.c))
+$(BUILD)/bench/lockbridge-bench: tests/bench/lockbridge-bench.c $(BENCH_SRC) tests/bench/bench.h \
+    $(HARNESS_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(BENCH_SRC) $(HARNESS_OBJ) $(STATIC) \
+	    $(EVENT_LIBS) $(LIBS)
+
+# Opt-in: the peers make bench compares with (Debian's python3-redis and
+# gnuplot for the plots; node-redlock and redis-semaphore from npm, into
+# tests/bench/peers/node_modules).
+.PHONY: bench-peers
+bench-peers:
+	sh tools/deps.sh --bench
+	cd tests/bench/peers && npm install --no-audit --no-fund
+
 $(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
@@ -171,4 +187,5 @@ help:
 	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
+	@echo "make bench-peers  install the peers make bench compares with (opt-in)"
 	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"

@@ -1,16 +1,23 @@
 #!/bin/sh
 # Runs the benchmark (a temporary redis-server, then the tables) and writes
-# docs/benchmarks.md from that run: figures, machine, versions, date, verdicts.
+# docs/benchmarks.md and its plots in docs/img/ from that run: figures,
+# machine, load, versions, targets and what limits the missed ones.
 # Usage: BUILD=build sh tools/bench.sh [lockbridge-bench options, e.g. --seconds 1]
-# LB_BENCH_DOC names another report file (for trial runs); LB_REDIS_SERVER another
-# redis-server binary (the harness honours it too).
+# LB_BENCH_DOC names another report file (for trial runs; its plots then go
+# beside it in img/); LB_REDIS_SERVER another redis-server binary (the harness
+# honours it too); LB_BENCH_PYTHON and LB_BENCH_NODE the peers' interpreters.
 set -eu
 
 BUILD=${BUILD:-build}
 bin=$BUILD/bench/lockbridge-bench
 doc=${LB_BENCH_DOC:-docs/benchmarks.md}
+docdir=$(dirname "$doc")
+imgdir=$docdir/img
 csv=$BUILD/bench/results.csv
+plot=$BUILD/bench/plot.dat
 redis=${LB_REDIS_SERVER:-redis-server}
+python=${LB_BENCH_PYTHON:-/usr/bin/python3}
+node=${LB_BENCH_NODE:-node}
 
 if [ ! -x "$bin" ]; then
     echo "bench.sh: $bin is missing; run: make BUILD=$BUILD $bin" >&2
@@ -24,7 +31,7 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
 t0=$(date +%s)
 status=0
-"$bin" --csv "$csv" --markdown "$frag" "$@" || status=$?
+"$bin" --csv "$csv" --markdown "$frag" --plot-data "$plot" "$@" || status=$?
 t1=$(date +%s)
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -33,97 +40,185 @@ if [ ! -s "$frag" ]; then
     exit "${status:-1}"
 fi
 
+# ---- Plots: one PNG per figure against the number of clients ------------------
+# plot.dat holds one block per strategy (a quoted title line, then rows of
+# clients, tta p99 ms, Redis commands per acquisition, min/max per client).
+plots=""
+if command -v gnuplot >/dev/null 2>&1 && [ -s "$plot" ]; then
+    mkdir -p "$imgdir"
+    # One clause per block: lockbridge solid, peers dashed, each its own point.
+    clauses() { # column
+        grep '^"' "$plot" | awk -v f="$plot" -v c="$1" 'BEGIN {
+            n = split("#1f77b4 #ff7f0e #2ca02c #d62728 #9467bd #8c564b #e377c2 #7f7f7f " \
+                      "#bcbd22 #17becf #000000 #393b79 #ad494a #637939 #7b4173 #a55194", rgb, " ")
+        } {
+            dt = index($0, "(peer)") ? 2 : 1
+            printf "%s\"%s\" index %d using 1:%d with linespoints lw 2 dt %d pt %d lc rgb \"%s\" title columnheader(1)",
+                (NR > 1 ? ", " : ""), f, NR - 1, c, dt, NR, rgb[(NR - 1) % n + 1]
+        }'
+    }
+    draw() { # file, column, y label, title, log scale on y (1/0)
+        gnuplot <<EOF
+set terminal pngcairo size 1000,760 font ",10"
+set output "$imgdir/$1"
+set title "$4"
+set xlabel "contending clients"
+set ylabel "$3"
+set logscale x 2
+set xtics (2, 8, 32)
+set xrange [1.6:40]
+$( [ "$5" = 1 ] && echo 'set logscale y' || true )
+set grid
+set key below noenhanced maxrows 8
+set termoption noenhanced
+plot $(clauses "$2")
+EOF
+    }
+    draw bench-tta-p99.png 2 "time to acquire, p99 (ms, log scale)" \
+        "Time to acquire, p99, one key (peers dashed)" 1 &&
+    draw bench-commands.png 3 "Redis commands per acquisition (log scale)" \
+        "Redis commands per acquisition, critical section's 2 included" 1 &&
+    draw bench-fairness.png 4 "min / max acquisitions per client (1 = even)" \
+        "Fairness: fewest over most acquisitions per client" 0 &&
+    plots="bench-tta-p99.png bench-commands.png bench-fairness.png" ||
+    echo "bench.sh: gnuplot failed; no plots" >&2
+else
+    echo "bench.sh: gnuplot is not installed (make bench-peers installs it); no plots" >&2
+fi
+
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 [ -n "$cpu" ] || cpu=$(uname -m)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 cc_version=$(${CC:-cc} --version 2>/dev/null | head -n 1)
+mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+version_of() { "$@" 2>/dev/null | head -n 1 || true; }
+bench_version=$(version_of redis-benchmark --version)
+py_version=$(version_of "$python" --version)
+node_version=$(version_of "$node" --version)
+gp_version=$(version_of gnuplot --version)
 
 {
 cat <<'EOF'
 # Benchmarks
 
-This file is written by `make bench` (`tools/bench.sh` running
-`tests/bench/lockbridge-bench`) from one run; run it again rather than editing it.
-The raw figures of the run are in `<BUILD>/bench/results.csv`, one figure per line
-(`table,row,column,value`).
+This file and the plots in `docs/img/` are written by `make bench` (`tools/bench.sh`
+running `tests/bench/lockbridge-bench`) from one run; run it again rather than editing
+it. The raw figures are in `<BUILD>/bench/results.csv`, one figure per line
+(`table,row,column,value`), and the plotted ones in `<BUILD>/bench/plot.dat`.
 
 ## The run
 
 EOF
 echo "- Date: $started; the whole run took $((t1 - t0)) s."
-echo "- Machine: $(nproc) CPUs, $cpu; kernel $(uname -sr)."
+echo "- Machine: $(nproc) CPUs, $cpu, $mem; kernel $(uname -sr)."
 echo "- Load average (1, 5, 15 min): $load_start at the start, $load_end at the end."
 echo "- Versions: $("$bin" --versions); lockbridge commit $commit;"
 echo "  $("$redis" --version 2>/dev/null || echo "redis-server: version unknown");"
-echo "  compiler $cc_version."
-echo "- Arguments: ${*:-(defaults)}; exit status $status (0: every expectation on round"
-echo "  trips, command counts and lost updates held)."
+echo "  ${bench_version:-redis-benchmark: not found}; compiler $cc_version;"
+echo "  peers' interpreters: ${py_version:-python3: not found} ($python), node ${node_version:-not found};"
+echo "  plots: ${gp_version:-gnuplot not installed}. The peers' library versions are in their table."
+echo "- Arguments: ${*:-(defaults)}; exit status $status (0: no lost update, no overlap,"
+echo "  no failed run, and the library's command counts agree with the server's; the"
+echo "  speed targets are verdicts in the table, not the exit status)."
 cat <<'EOF'
 
 Other processes (builds and test suites of other engineers) may have shared this
-machine during the run, and the benchmark's own clients, the server and the loopback
-all share its CPUs. Absolute times are therefore noisy; the ratios, measured side by
-side in the same run (the uncontended rows on one connection, interleaved), are the
-figures to compare.
+machine during the run, and the benchmark's own clients, the peers, the server and the
+loopback all share its CPUs: the load averages above say how busy it was. Absolute
+times are therefore noisy; the ratios, measured side by side in the same run, are the
+figures to compare, and the verdicts are taken on them.
 
 ## How it measures
 
 - A temporary `redis-server` is started by the test harness on a free loopback port
-  (persistence off) and stopped at the end. Times come from `CLOCK_MONOTONIC`.
+  (persistence off) and stopped at the end; the quorum row starts two more. Times come
+  from `CLOCK_MONOTONIC` (the peers' drivers read the same clock).
+- Reference: the `PING` round trip of one client (a row of the uncontended table), and
+  `redis-benchmark -P 16 -t set -q` on the same server: the server's pipelined `SET`
+  rate with 50 connections.
 - Uncontended: one connection. Every row is warmed up first (this also loads the
-  scripts: the first `EVALSHA` meets `NOSCRIPT`), then the rows are measured in interleaved
-  rounds (the table's title gives the counts), each round starting at a different row, so that a noisy moment
-  hits every row alike. Each sample is one `PING`, or one acquire plus one release of a
-  free key. Median and p99 are nearest-rank; `x_ping_median` is the row's median over
-  the `PING` median of the same run.
-- `round_trips` is the library's own count per operation (`lb_machine_commands`, or
-  `lb_legacy_commands` for the row that uses the blocking sync API). `redis_calls` is
-  the server's count from `INFO commandstats` read before and after each block (the
-  `INFO` calls left out); Redis also counts the commands a script runs, and those are
-  reported apart as `in_scripts`. `check` is `ok` when, command by command, the server
-  saw at least what the bench sent, the library's count equals what was sent, and
-  anything beyond that is explained by the scripts sent (at most two calls each).
-- The rows other than "sync API" drive the step machines with a copy of the sync
-  driver's loop that also tallies command names; the "sync API" row calls
-  `lb_legacy_try_acquire` and `lb_legacy_release`, to show the two cost the same.
-- Contended: one key; 2, 8 and 32 threads, each on its own connection, each looping
-  acquire, critical section, release for a few seconds, with no pause between a release
-  and the next acquire (the harshest case for fairness). The critical section reads a
-  counter with `GET` and writes it back plus one with `SET`; lost updates are
-  acquisitions minus the counter's final value, and `overlaps` counts clients that
-  found another inside the critical section (checked in process). Time to acquire runs
-  from the start of an acquire to its success. `redis_calls_per_acq` is the server's
-  count (commandstats) per acquisition, less the critical section's `GET` and `SET`
-  and including commands run inside scripts; `sent_per_acq` is the library's count
-  (`lb_legacy_commands`). Strategies:
-  - `lockbridge wire` and `lockbridge scripted`: `lb_legacy_acquire` with the default
-    options (jittered back-off from 2 ms doubling to 100 ms, bounded by the holder's
-    expiry).
-  - `fixed 200 ms sleep-and-retry`: the loop the legacy fleets settled on, written here
-    in C on the same wire protocol: `lb_legacy_try_acquire`, then sleep 200 ms on busy.
-  - `tight polling`: `lb_legacy_try_acquire` again at once on busy.
+  scripts: the first `EVALSHA` meets `NOSCRIPT`), then the rows are measured in
+  interleaved rounds, each round starting at a different row, so that a noisy moment
+  hits every row alike. A sample is one `PING`, or one acquire plus one release of a
+  free key: legacy wire-only and scripted (ms codec), modern, modern with fencing,
+  compat (the mode-following lock in compat mode, not following a control key), and a
+  quorum of three local servers (the sync API; its commands go to three servers one
+  after the other). Median and p99 are nearest-rank; `x_ping_median` is the row's
+  median over the `PING` median. `round_trips` is the library's own count per
+  operation, `redis_calls` the servers' count from `INFO commandstats` (read before
+  and after each block, the `INFO` calls left out), which includes the commands a
+  script runs, reported apart as `in_scripts`; `check` is `ok` when the two agree.
+- Contended: one key; 2, 8 and 32 clients, each on its own connection (threads of the
+  benchmark for lockbridge, processes or connections of the peers' drivers), each
+  looping acquire, critical section, release for the run's length, with no pause
+  between a release and the next acquire (the harshest case for fairness). The
+  critical section reads a counter with `GET` and writes it back plus one with `SET`;
+  lost updates are acquisitions minus the counter's final value. Time to acquire runs
+  from the start of an acquire to its success; a wait still unfinished when the run
+  ends counts with its length so far (a starved client's wait is the one that
+  matters), so `tta_max_ms` near the run's length means a client was starved. Hand-off
+  runs from the moment a holder starts its release to the moment the next acquire
+  (by any client, the same one included) succeeds. `redis_calls_per_acq` is the
+  server's count (`INFO commandstats`, script internals included) per acquisition,
+  the critical section's `GET` and `SET` included; `sent_per_acq` is what the
+  lockbridge clients sent, counted by the library, plus those two. `max_over_min` is
+  the most acquisitions of one client over the fewest (`inf`: a client never got the
+  lock). `gave_up` counts a peer's acquire calls that failed at its own retry limit
+  (the client then tries again). Every lock has a 30 s TTL.
+- lockbridge strategies: the modern lock with `lb_lock_acquire` (polling: jittered
+  back-off from 2 ms doubling to 100 ms, bounded by the holder's TTL); with
+  `lb_lock_acquire_wait` and a waiter per client (wake-on-release: the release
+  script publishes, waiters wake at once); fair mode with its defaults (queued
+  waiters, the release hands the lock to the oldest; after 16 hand-offs in a row the
+  lock is left free for 200 ms so that legacy pollers get a turn) and without that
+  yield (`fair_yield_every` 0, for fleets of lockbridge clients only); compat with
+  `lb_mlock_acquire`; legacy wire-only and scripted with `lb_legacy_acquire`.
+- Peers, on the same server in the same run, each with its defaults and with a tuned
+  retry (their table gives versions and settings): redis-py's `Lock` (one process per
+  client), node-redlock and redis-semaphore's `Mutex` (one node process, a connection
+  per client), and the legacy fleets' loop, a fixed 200 ms sleep between attempts
+  on the L1 wire sequence, written in C in the benchmark. A peer that is not
+  installed is reported as skipped; `make bench-peers` installs them.
+- Many keys: one thread, one connection, libevent, the asynchronous driver; 512 modern
+  lock handles, each on its own key, each looping acquire then release as soon as the
+  previous step answers. A lock is one acquire and its release.
+- Memory: 100 000 modern lock handles whose allocator counts the bytes it hands out
+  (requested sizes, without malloc's own overhead), all acquired at once through the
+  asynchronous driver; then this process's VmRSS, and the server's `used_memory`.
 
 ## Results
 
 EOF
 cat "$frag"
+if [ -n "$plots" ]; then
+    echo "## Plots"
+    echo
+    for p in $plots; do
+        echo "![$p](img/$p)"
+        echo
+    done
+fi
 cat <<'EOF'
 ## Reading the figures
 
-- A lock operation on one connection cannot cost less than its round trips, so the
-  floor of an acquire+release is as many `PING` medians as it has round trips: two for
-  the scripted variant (`SETNX`, then the compare-and-delete script) and three for the
-  wire variant (`SETNX`, then `GET` and `DEL` to release after comparing). The
-  expectations table gives the verdict on each: `met` or `ahead` where the count or the
-  time is at or under the floor, `behind` with the margin where it is over.
-- Under contention the interesting columns are the spread of acquisitions across
-  clients (`max_per_client` against `min_per_client`: a client that releases and at
-  once asks again usually wins against sleepers), the tail of the time to acquire, and
-  the Redis calls each acquisition costs, and how each of these moves as clients are
-  added.
+- A lock operation on one connection cannot cost less than its round trips: the
+  modern lock's acquire+release is two (`SET NX PX`, then the release script), so
+  its floor is two `PING` medians.
+- On one key, the lock is a chain of hand-offs: the holder's critical section (two
+  round trips), its release, and the next acquire. Whatever a strategy does, the
+  acquisitions per second of one key are bounded by that chain; what strategies
+  change is who gets the lock next, how long the others wait, and how many commands
+  the waiters spend meanwhile.
+- Percentiles of the time to acquire are taken over acquisitions: a client that
+  releases and at once acquires again wins many fast acquisitions while a starved one
+  contributes a single long wait, so read `tta_p99_ms` together with `tta_max_ms` and
+  `max_over_min`.
+- The targets table says `behind` with the ratio to its bound wherever lockbridge
+  misses a target, and its last column says what limits that row.
 EOF
 } > "$frag.doc"
 
+mkdir -p "$docdir"
 mv "$frag.doc" "$doc"
-echo "bench.sh: wrote $doc and $csv"
+echo "bench.sh: wrote $doc, $csv${plots:+ and the plots in $imgdir}"
 exit "$status"

@@ -3,6 +3,10 @@
 # missing. With --check, installs only if something is missing (used by make test).
 set -eu
 pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libcmocka-dev redis-server redis-tools openjdk-17-jdk-headless libevent-dev valgrind"
+# Opt-in (--bench, used by make bench-peers): a peer make bench compares with
+# (redis-py's Lock) and gnuplot for the report's plots.
+bench_pkgs="python3-redis gnuplot-nox"
+[ "${1:-}" = "--bench" ] && pkgs="$bench_pkgs"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,125 @@
+/* lockbridge-bench: many distinct keys locked from one thread through the
+ * asynchronous driver on libevent: each handle loops acquire, release on its
+ * own key, all of them in flight at once on one connection. */
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "lockbridge/lockbridge.h"
+
+typedef struct slot slot;
+
+typedef struct async_run {
+    redisAsyncContext *ac;
+    int64_t end_ns;
+    int active;   /* handles still looping */
+    uint64_t locks, errors;
+    char error[160];
+    slot *slots;
+} async_run;
+
+struct slot {
+    async_run *run;
+    lb_lock *lock;
+};
+
+static void start_acquire(slot *s);
+
+static void slot_error(async_run *run, const char *what, int status, lb_machine *m) {
+    if (run->errors++ == 0)
+        snprintf(run->error, sizeof run->error, "%s: %s (%s)", what, lb_err_name(status),
+                 m ? lb_machine_errstr(m) : "");
+}
+
+/* The last handle to stop closes the connection, which ends the loop. */
+static void slot_stop(slot *s) {
+    if (--s->run->active == 0) redisAsyncDisconnect(s->run->ac);
+}
+
+static void on_released(lb_machine *m, int status, void *ud) {
+    slot *s = ud;
+    if (status != LB_OK) {
+        slot_error(s->run, "release", status, m);
+        slot_stop(s);
+        return;
+    }
+    s->run->locks++;
+    if (bench_mono_ns() >= s->run->end_ns) slot_stop(s);
+    else start_acquire(s);
+}
+
+static void on_acquired(lb_machine *m, int status, void *ud) {
+    slot *s = ud;
+    if (status != LB_OK) {
+        slot_error(s->run, "acquire", status, m);
+        slot_stop(s);
+        return;
+    }
+    lb_machine *rel = lb_lock_release_machine(s->lock);
+    if (lb_async_run(s->run->ac, rel, NULL, on_released, s) != LB_OK) {
+        slot_error(s->run, "release start", LB_ESTATE, rel);
+        slot_stop(s);
+    }
+}
+
+static void start_acquire(slot *s) {
+    lb_machine *m = lb_lock_try_acquire_machine(s->lock);
+    if (lb_async_run(s->run->ac, m, NULL, on_acquired, s) != LB_OK) {
+        slot_error(s->run, "acquire start", LB_ESTATE, m);
+        slot_stop(s);
+    }
+}
+
+int run_async(const lbt_redis *server, double seconds, int inflight, async_result *res) {
+    memset(res, 0, sizeof *res);
+    res->inflight = (uint64_t)inflight;
+    async_run run;
+    memset(&run, 0, sizeof run);
+    redisContext *ctl = lbt_redis_connect(server);
+    struct event_base *base = event_base_new();
+    run.slots = calloc((size_t)inflight, sizeof *run.slots);
+    int ok = ctl && base && run.slots;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    for (int i = 0; ok && i < inflight; i++) {
+        char key[48];
+        int n = snprintf(key, sizeof key, "bench:async:%d", i);
+        run.slots[i].run = &run;
+        ok = lb_lock_new(&run.slots[i].lock, key, (size_t)n, &o) == LB_OK;
+    }
+    tally before, after, delta;
+    memset(&delta, 0, sizeof delta);
+    if (ok) ok = server_tally(ctl, &before) == 0;
+    if (ok) {
+        run.ac = redisAsyncConnect("127.0.0.1", server->port);
+        ok = run.ac && !run.ac->err && redisLibeventAttach(run.ac, base) == REDIS_OK;
+    }
+    int64_t t0 = 0, t1 = 0;
+    if (ok) {
+        t0 = bench_mono_ns();
+        run.end_ns = t0 + (int64_t)(seconds * 1e9);
+        run.active = inflight;
+        for (int i = 0; i < inflight; i++) start_acquire(&run.slots[i]);
+        event_base_dispatch(base); /* returns once the connection is closed */
+        t1 = bench_mono_ns();
+        run.ac = NULL;             /* freed by hiredis after the disconnect */
+        if (server_tally(ctl, &after) == 0) {
+            tally_accumulate(&delta, &after, &before);
+            res->server_calls = tally_total(&delta);
+        }
+    } else if (run.ac) {
+        redisAsyncFree(run.ac);
+    }
+    res->seconds = (double)(t1 - t0) / 1e9;
+    res->locks = run.locks;
+    res->errors = run.errors + (ok ? 0 : 1);
+    snprintf(res->error, sizeof res->error, "%s", ok ? run.error : "setup failed");
+    for (int i = 0; run.slots && i < inflight; i++) lb_lock_free(run.slots[i].lock);
+    free(run.slots);
+    if (base) event_base_free(base);
+    if (ctl) redisFree(ctl);
+    return ok && res->errors == 0 ? 0 : -1;
+}

@@ -156,10 +156,11 @@ typedef struct lb__cli_lockopts {
 int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
                           const lb__cli_optdef *opts, int64_t wait_ms);
 /* Starts what the options need beside the locks: the watchdog (--watchdog)
- * and the waiter (--fair), each with its own connection made as `conn` says.
- * Returns 0, or -1 with a reason in `err`. */
-int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, char *err,
-                          size_t cap);
+ * and the waiter (--fair), each with its own connection made as `conn` says;
+ * with --ns, reads the namespace's mode on `c` to start in it. Returns 0, or
+ * -1 with a reason in `err`. */
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisContext *c,
+                          char *err, size_t cap);
 /* Stops them; the locks must be freed first. */
 void lb__cli_lockenv_stop(lb__cli_lockopts *lo);
 /* "wire" or "scripted". */

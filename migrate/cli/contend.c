@@ -316,7 +316,7 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
     if (code == LB__CLI_EXIT_OK && read_counter(ctl, sh->counter, &c0, err, sizeof err) != 0)
         code = lb__cli_error(a, sh->key, LB_EREDIS, err);
     if (code == LB__CLI_EXIT_OK &&
-        lb__cli_lockenv_start((lb__cli_lockopts *)sh->lo, &a->conn, err, sizeof err) != 0)
+        lb__cli_lockenv_start((lb__cli_lockopts *)sh->lo, &a->conn, ctl, err, sizeof err) != 0)
         code = lb__cli_error(a, sh->key, LB_EIO, err);
     if (code == LB__CLI_EXIT_OK) code = setup(a, sh, cls, n);
     /* Client threads inherit the blocked signals: only this thread takes them. */

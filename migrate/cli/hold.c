@@ -184,7 +184,7 @@ static int run(const lb__cli_args *a) {
     redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, a->pos[0], LB_EIO, err);
     int code;
-    if (lb__cli_lockenv_start(&lo, &a->conn, err, sizeof err) != 0)
+    if (lb__cli_lockenv_start(&lo, &a->conn, c, err, sizeof err) != 0)
         code = lb__cli_error(a, a->pos[0], LB_EIO, err);
     else code = hold(a, a->pos[0], &lo, hold_ms, c);
     lb__cli_lockenv_stop(&lo);

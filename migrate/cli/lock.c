@@ -24,9 +24,23 @@ static redisContext *connect_cb(void *ud) {
     return lb__cli_connect(ud, err, sizeof err);
 }
 
-int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, char *err,
-                          size_t cap) {
+/* A lock that follows a namespace starts in the mode its control key holds,
+ * so that its first census entry already says the mode it will use. */
+static int start_mode(lb__cli_lockopts *lo, redisContext *c, char *err, size_t cap) {
+    lb_mode m;
+    int found;
+    if (!lo->mlock.ns) return 0;
+    int rc = lb_mode_get(c, lo->mlock.ns, strlen(lo->mlock.ns), &m, &found);
+    if (rc == LB_OK && found) lo->mlock.mode = m;
+    if (rc == LB_OK || rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return 0;
+    snprintf(err, cap, "reading the namespace's mode: %s", lb_strerror(rc));
+    return -1;
+}
+
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisContext *c,
+                          char *err, size_t cap) {
     int rc = LB_OK;
+    if (start_mode(lo, c, err, cap) != 0) return -1;
     if (lo->watchdog) {
         lb_watchdog_options o;
         lb_watchdog_options_init(&o);

@@ -1631,7 +1631,18 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
         assert_true(bool_of(l.line[1], "still_ours"));
         lbt_lines_free(&l);
     }
-    assert_true(int_reply("HLEN %s", "{cli:follow}:lb-census") >= 1);
+    /* One census entry per run, each in the mode that run used from the start. */
+    redisReply *r = redisCommand(conn, "HVALS %s", "{cli:follow}:lb-census");
+    assert_non_null(r);
+    assert_int_equal(r->elements, 3);
+    int per_mode[3] = {0, 0, 0};
+    for (size_t i = 0; i < r->elements; i++) {
+        lb_census_entry e;
+        assert_int_equal(lb_census_decode(r->element[i]->str, r->element[i]->len, &e), LB_OK);
+        per_mode[e.mode]++;
+    }
+    freeReplyObject(r);
+    assert_true(per_mode[0] == 1 && per_mode[1] == 1 && per_mode[2] == 1);
     cmd_ok("DEL %s %s", "{cli:follow}:lb-mode", "{cli:follow}:lb-census");
 }
 

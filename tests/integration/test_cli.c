@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pty.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -980,6 +981,41 @@ static void test_json_flag_anywhere_and_text_by_default_for_clock(void **state) 
     lbt_lines_free(&l);
 }
 
+/* On a terminal, hold writes text for people rather than JSON lines. */
+static void test_hold_on_a_terminal_writes_text(void **state) {
+    (void)state;
+    int master, slave;
+    assert_int_equal(openpty(&master, &slave, NULL, NULL, NULL), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(slave, 1);
+        close(master);
+        close(slave);
+        execl(tool, tool, "-p", port, "hold", "cli:tty", (char *)NULL);
+        _exit(127);
+    }
+    close(slave);
+    char out[4096];
+    size_t len = 0;
+    for (;;) { /* a pty's master reads EIO once the child's side is closed */
+        struct pollfd fd = {master, POLLIN, 0};
+        assert_true(poll(&fd, 1, LBT_STUCK_MS) > 0);
+        ssize_t n = read(master, out + len, sizeof out - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+    close(master);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_non_null(strstr(out, "acquired"));
+    assert_non_null(strstr(out, "still_ours"));
+    assert_null(strstr(out, "{\"event\""));
+    assert_int_equal(int_reply("EXISTS %s", "cli:tty"), 0);
+}
+
 /* ---- clock ----------------------------------------------------------------------- */
 static void test_clock_agrees_with_a_local_server(void **state) {
     (void)state;
@@ -1761,6 +1797,7 @@ int main(void) {
         cmocka_unit_test(test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it),
         cmocka_unit_test(test_hold_modern_reports_its_lock_lost_and_exits_5),
         cmocka_unit_test(test_json_flag_anywhere_and_text_by_default_for_clock),
+        cmocka_unit_test(test_hold_on_a_terminal_writes_text),
         cmocka_unit_test(test_clock_agrees_with_a_local_server),
         cmocka_unit_test(test_clock_verdicts_skewed_and_uncertain_exit_6),
         cmocka_unit_test(test_clock_without_time_command_exits_4),

@@ -1435,6 +1435,12 @@ static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) 
     assert_int_equal(lbt_run(back), 6);
     assert_string_equal(get_value("{cli:m2}:lb-mode"), "modern");
     cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "sideways");
+    const char *status[] = {"-p", port, "status", "--ns", "cli:m2", "--match", "cli:m2:*",
+                            "--json", NULL};
+    cJSON *o = run_json1(status, 6);
+    assert_string_equal(str_of(o, "mode"), "unreadable");
+    assert_string_equal(str_of(o, "verdict"), "not ready");
+    cJSON_Delete(o);
     const char *get[] = {"-p", port, "mode", "get", "--ns", "cli:m2", NULL};
     const char *set[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m2", NULL};
     assert_int_equal(lbt_run(get), 3);
@@ -1683,11 +1689,12 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
 }
 
 /* ---- Watchdog and fair waiting ------------------------------------------------------- */
-/* A 300 ms lock held for a second survives only if it is renewed. */
+/* A 600 ms lock held for 1.5 s survives only if it is renewed (every 200 ms:
+ * two renewals in a row may fail before it lapses). */
 static void test_hold_modern_watchdog_keeps_a_short_lock(void **state) {
     (void)state;
     const char *args[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--watchdog",
-                          "--ttl-ms", "300", "--hold-ms", "1000", NULL};
+                          "--ttl-ms", "600", "--hold-ms", "1500", NULL};
     assert_int_equal(lbt_run(args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
@@ -1696,8 +1703,8 @@ static void test_hold_modern_watchdog_keeps_a_short_lock(void **state) {
     assert_true(bool_of(l.line[1], "still_ours"));
     lbt_lines_free(&l);
     /* Without the watchdog the same hold outlives its lock. */
-    const char *bare[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--ttl-ms", "300",
-                          "--hold-ms", "1000", NULL};
+    const char *bare[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--ttl-ms", "600",
+                          "--hold-ms", "1500", NULL};
     assert_int_equal(lbt_run(bare), 5);
 }
 
@@ -1725,7 +1732,7 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
     static const char *const extra[][6] = {
         {"--mode", "compat"},
         {"--mode", "modern", "--fair"},
-        {"--mode", "modern", "--watchdog", "--ttl-ms", "200"},
+        {"--mode", "modern", "--watchdog", "--ttl-ms", "1000"},
     };
     for (int i = 0; i < 3; i++) {
         const char *args[24];

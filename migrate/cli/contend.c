@@ -234,7 +234,9 @@ static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
         lb__cli_emit(o);
         return;
     }
-    lb__cli_add_str(o, "mode", lb__cli_mode_name(sh->lo->mode));
+    /* With --ns, the mode the namespace was in when the run started. */
+    lb__cli_add_str(o, "mode", sh->lo->following ? lb_mode_name(sh->lo->mlock.mode)
+                                                 : lb__cli_mode_name(sh->lo->mode));
     lb__cli_add_str(o, "key", sh->key);
     if (sh->lo->mode != LB__CLI_MODE_MODERN || sh->lo->following)
         lb__cli_add_str(o, "codec", sh->lo->codec_spec);

@@ -138,6 +138,12 @@ static int take_batch(lb__cli_reader *r, const redisReply *const *keys, size_t n
         if (append_read(r, keys, n) != 0 || redisGetReply(r->c, (void **)&rep) != REDIS_OK)
             rep = NULL;
     }
+    if (rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "CROSSSLOT", 9) == 0) {
+        snprintf(err, cap, "reading keys: they lie in several hash slots (a Redis Cluster "
+                           "node?); the scanning commands need a single server");
+        freeReplyObject(rep);
+        return -1;
+    }
     if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != n) {
         reply_error(r->c, rep, "reading keys", err, cap);
         if (rep) freeReplyObject(rep);

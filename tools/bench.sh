@@ -147,7 +147,9 @@ figures to compare, and the verdicts are taken on them.
   median over the `PING` median. `round_trips` is the library's own count per
   operation, `redis_calls` the servers' count from `INFO commandstats` (read before
   and after each block, the `INFO` calls left out), which includes the commands a
-  script runs, reported apart as `in_scripts`; `check` is `ok` when the two agree.
+  script runs, reported apart as `in_scripts`; `server_us` is the server's own time
+  (commandstats `usec`) for the commands the row sent, per operation, a script's
+  internals inside its `EVALSHA`; `check` is `ok` when the counts agree.
 - Contended: one key; 2, 8 and 32 clients, each on its own connection (threads of the
   benchmark for lockbridge, processes or connections of the peers' drivers), each
   looping acquire, critical section, release for the run's length, with no pause

@@ -39,12 +39,16 @@ double per_op(uint64_t n, uint64_t ops);
 typedef struct tally {
     char name[TALLY_MAX][TALLY_NAME_CAP]; /* lower case, as in INFO commandstats */
     uint64_t calls[TALLY_MAX];
+    uint64_t usec[TALLY_MAX]; /* server time, microseconds (INFO commandstats) */
     int n;
     int overflow; /* a name did not fit: the tally cannot be trusted */
 } tally;
 
 void tally_add(tally *t, const char *name, size_t len, uint64_t calls);
 uint64_t tally_get(const tally *t, const char *name);
+uint64_t tally_usec(const tally *t, const char *name);
+/* Adds server time to a name already counted (tally_add first). */
+void tally_add_usec(tally *t, const char *name, uint64_t usec);
 uint64_t tally_total(const tally *t);
 /* Reads INFO commandstats into `t`, the INFO calls left out, so the difference
  * of two readings counts only the work between them. 0, or -1 on failure. */
@@ -98,6 +102,7 @@ int reference_set_rate(const lbt_redis *server, int requests, reference *ref);
  * and its count check are handed to the targets. */
 typedef struct uncontended_summary {
     int64_t modern_median_ns;
+    double modern_server_us, ping_server_us; /* server time per operation, us */
     int checks_ok; /* every row's library count matches the server's */
     int failures;
 } uncontended_summary;

@@ -93,6 +93,17 @@ uint64_t tally_get(const tally *t, const char *name) {
     return 0;
 }
 
+uint64_t tally_usec(const tally *t, const char *name) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], name) == 0) return t->usec[i];
+    return 0;
+}
+
+void tally_add_usec(tally *t, const char *name, uint64_t usec) {
+    for (int i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], name) == 0) t->usec[i] += usec;
+}
+
 uint64_t tally_total(const tally *t) {
     uint64_t sum = 0;
     for (int i = 0; i < t->n; i++) sum += t->calls[i];
@@ -111,11 +122,17 @@ int server_tally(redisContext *c, tally *t) {
         p += strlen("cmdstat_");
         const char *colon = strchr(p, ':');
         if (!colon || strncmp(colon + 1, "calls=", 6) != 0) break;
-        char *end;
-        unsigned long long calls = strtoull(colon + 7, &end, 10);
+        char *end, name[TALLY_NAME_CAP];
+        unsigned long long calls = strtoull(colon + 7, &end, 10), usec = 0;
         if (end == colon + 7) break;
-        if ((size_t)(colon - p) != 4 || strncmp(p, "info", 4) != 0)
-            tally_add(t, p, (size_t)(colon - p), calls);
+        if (strncmp(end, ",usec=", 6) == 0) usec = strtoull(end + 6, &end, 10);
+        size_t len = (size_t)(colon - p) < sizeof name ? (size_t)(colon - p) : sizeof name - 1;
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (strcmp(name, "info") != 0) {
+            tally_add(t, name, len, calls);
+            tally_add_usec(t, name, usec);
+        }
         p = end;
     }
     freeReplyObject(r);
@@ -125,8 +142,10 @@ int server_tally(redisContext *c, tally *t) {
 void tally_accumulate(tally *acc, const tally *after, const tally *before) {
     for (int i = 0; i < after->n; i++) {
         uint64_t was = tally_get(before, after->name[i]);
-        if (after->calls[i] > was)
+        if (after->calls[i] > was) {
             tally_add(acc, after->name[i], strlen(after->name[i]), after->calls[i] - was);
+            tally_add_usec(acc, after->name[i], after->usec[i] - tally_usec(before, after->name[i]));
+        }
     }
 }
 

@@ -264,11 +264,20 @@ static const char *row_check(const row_run *rr) {
     return "ok";
 }
 
+/* Server time of the commands the row sent (script internals are inside
+ * their EVALSHA's time), microseconds per operation; -1 when unknown. */
+static double server_us(const row_run *rr) {
+    if (rr->spec->kind == ROW_QUORUM || rr->spec->kind == ROW_NOT_BUILT || !rr->ops) return -1;
+    uint64_t usec = 0;
+    for (int i = 0; i < rr->sent.n; i++) usec += tally_usec(&rr->server, rr->sent.name[i]);
+    return (double)usec / (double)rr->ops;
+}
+
 static void fill(table *t, const row_run *rows) {
     static const char *const cols[] = {"operation", "samples", "median_us", "p99_us",
                                        "x_ping_median", "p99_x_ping_median", "round_trips",
-                                       "redis_calls", "in_scripts", "server_calls_per_op",
-                                       "check", NULL};
+                                       "redis_calls", "in_scripts", "server_us",
+                                       "server_calls_per_op", "check", NULL};
     table_init(t, "uncontended", cols);
     table_title(t,
                 "Uncontended acquire+release beside PING, one connection, %zu samples per row "
@@ -302,8 +311,10 @@ static void fill(table *t, const row_run *rows) {
                  server >= rr->lib_cmds ? per_op(server - rr->lib_cmds, rr->ops) : -1.0);
         }
         cell(t, r, 7, "%.2f", per_op(server, rr->ops));
-        cell(t, r, 9, "%s", mix);
-        cell(t, r, 10, "%s", row_check(rr));
+        if (server_us(rr) >= 0) cell(t, r, 9, "%.1f", server_us(rr));
+        else cell(t, r, 9, "-");
+        cell(t, r, 10, "%s", mix);
+        cell(t, r, 11, "%s", row_check(rr));
     }
 }
 
@@ -324,6 +335,8 @@ int run_uncontended(const lbt_redis *server, int samples_per_row, table *t, refe
         ref->ping_median_ns = percentile(&rows[IDX_PING].t, 50);
         ref->ping_p99_ns = percentile(&rows[IDX_PING].t, 99);
         sum->modern_median_ns = percentile(&rows[IDX_MODERN].t, 50);
+        sum->modern_server_us = server_us(&rows[IDX_MODERN]);
+        sum->ping_server_us = server_us(&rows[IDX_PING]);
         sum->checks_ok = 1;
         for (int i = 0; i < N_ROWS; i++) {
             const char *check = row_check(&rows[i]);

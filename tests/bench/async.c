@@ -109,6 +109,8 @@ int run_async(const lbt_redis *server, double seconds, int inflight, async_resul
         if (server_tally(ctl, &after) == 0) {
             tally_accumulate(&delta, &after, &before);
             res->server_calls = tally_total(&delta);
+            res->server_usec = tally_usec(&delta, "set") + tally_usec(&delta, "evalsha") +
+                               tally_usec(&delta, "eval");
         }
     } else if (run.ac) {
         redisAsyncFree(run.ac);

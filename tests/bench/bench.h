@@ -160,6 +160,7 @@ typedef struct async_result {
     double seconds;
     uint64_t locks, errors, inflight;
     uint64_t server_calls;
+    uint64_t server_usec; /* server time of the commands sent (SET, EVALSHA), us */
     char error[160];
 } async_result;
 int run_async(const lbt_redis *server, double seconds, int inflight, async_result *res);

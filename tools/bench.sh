@@ -118,7 +118,7 @@ echo "  ${bench_version:-redis-benchmark: not found}; compiler $cc_version;"
 echo "  peers' interpreters: ${py_version:-python3: not found} ($python), node ${node_version:-not found};"
 echo "  plots: ${gp_version:-gnuplot not installed}. The peers' library versions are in their table."
 echo "- Arguments: ${*:-(defaults)}; exit status $status (0: no lost update, no overlap,"
-echo "  no failed run, and the library's command counts agree with the server's; the"
+echo "  no failed run of lockbridge, and the library's command counts agree with the server's; the"
 echo "  speed targets are verdicts in the table, not the exit status)."
 cat <<'EOF'
 

@@ -7,25 +7,31 @@
 static const lb__cli_optdef opts[] = {LB__CLI_LOCK_OPTDEFS, {"--hold-ms", 1}, {NULL, 0}};
 
 static const char help[] =
-    "usage: lockbridge hold KEY [--mode legacy|modern] [--ttl-ms N] [--wait-ms N]\n"
-    "                           [--hold-ms N] [--clock-offset-ms N]\n"
-    "                           legacy: [--codec SPEC] [--variant wire|scripted]\n"
-    "                                   [--release-margin-ms N]\n"
-    "                           modern: [--fencing]\n"
+    "usage: lockbridge hold KEY [--mode legacy|compat|modern] [--ns NS] [--ttl-ms N]\n"
+    "                           [--wait-ms N] [--hold-ms N] [--clock-offset-ms N]\n"
+    "                           legacy, compat: [--codec SPEC]  compat: [--grace-ms N]\n"
+    "                           legacy: [--variant wire|scripted] [--release-margin-ms N]\n"
+    "                           modern: [--fencing] [--watchdog] [--fair]\n"
     "\n"
     "Acquires the lock at KEY, reports \"acquired\", holds the lock, releases it and\n"
     "reports \"released\". JSON lines when stdout is not a terminal or with --json.\n"
     "\n"
-    "  --mode legacy|modern    legacy: the SETNX/GETSET timestamp lock (default);\n"
-    "                          modern: the token lock (SET NX PX, scripted release)\n"
-    "  --codec SPEC            legacy value format: ms (default), s, float, json,\n"
+    "  --mode MODE             legacy: the SETNX/GETSET timestamp lock (default);\n"
+    "                          compat: timestamps with a Redis TTL of ttl + grace,\n"
+    "                          through the migration scripts; modern: the token lock\n"
+    "  --ns NS                 follow namespace NS's control key (start in its mode,\n"
+    "                          --mode when it has none) and join its census\n"
+    "  --codec SPEC            value format: ms (default), s, float, json,\n"
     "                          json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono\n"
     "  --variant wire|scripted legacy. wire: SETNX/GET/GETSET/DEL only (default);\n"
     "                          scripted: atomic takeover and release in Lua\n"
-    "  --fencing               modern: also take the next fencing number, reported\n"
-    "                          as \"fence\"\n"
-    "  --ttl-ms N              legacy: validity written into the value; modern: the\n"
-    "                          key's TTL; ms (default 30000)\n"
+    "  --grace-ms N            compat: extra Redis TTL beyond --ttl-ms (default 1000)\n"
+    "  --fencing               modern: also take the next fencing number (\"fence\")\n"
+    "  --watchdog              modern: renew the lock while held; a lock the watchdog\n"
+    "                          reports lost ends the hold at once (exit 5)\n"
+    "  --fair                  modern: queue, and be handed the lock in turn\n"
+    "  --ttl-ms N              legacy, compat: validity written into the value;\n"
+    "                          modern: the key's TTL; ms (default 30000)\n"
     "  --wait-ms N             how long to keep trying, ms (default 0: one attempt);\n"
     "                          SIGINT or SIGTERM ends the wait between attempts\n"
     "  --hold-ms N             how long to hold before releasing, ms (default 0);\n"
@@ -33,7 +39,6 @@ static const char help[] =
     "  --clock-offset-ms N     shift this client's clock, ms (default 0)\n"
     "  --release-margin-ms N   legacy wire release refuses this close to expiry, ms\n"
     "                          (default 1000; --ttl-ms must be above it)\n"
-    "  --watchdog, --fair      not available yet in this version\n"
     "  --json                  JSON lines even on a terminal\n"
     "\n"
     "Exit: 0 released while still ours; 1 usage; 2 not acquired in time;\n"
@@ -113,12 +118,17 @@ static int report_released(const char *key, lb__cli_lock *l, int rc, int interru
  * milliseconds. */
 #define WAIT_SLICE_MS 1000
 
-static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int *interrupted) {
+static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int fair,
+                   int *interrupted) {
     double deadline = lb__cli_mono_ms() + (double)wait_ms;
     *interrupted = 0;
     for (;;) {
         double left = deadline - lb__cli_mono_ms();
         int64_t slice = left <= 0 ? 0 : left < WAIT_SLICE_MS ? (int64_t)left : WAIT_SLICE_MS;
+        /* A fair waiter whose wait ends leaves the queue: slices would send it
+         * to the back every second, so it waits in one piece (a signal is
+         * then taken when the wait ends). */
+        if (fair) slice = left <= 0 ? 0 : (int64_t)left;
         int rc = lb__cli_lock_acquire(l, c, slice);
         if ((rc != LB_ETIMEDOUT && rc != LB_EFOREIGN) || lb__cli_mono_ms() >= deadline)
             return rc;
@@ -157,7 +167,7 @@ static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *
     lb__cli_block_signals();
     int interrupted, code;
     double t0 = lb__cli_mono_ms();
-    rc = acquire(l, c, lo->wait_ms, &interrupted);
+    rc = acquire(l, c, lo->wait_ms, lo->modern.fair, &interrupted);
     double waited = lb__cli_mono_ms() - t0;
     if (rc != LB_OK) {
         code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited, interrupted);

@@ -296,12 +296,22 @@ static int follow_moved(lb_cluster *cl, unsigned slot, const lb__addr *to, int f
     return t;
 }
 
+/* What route() hands the machine: `r`, with `waited` (the last TRYAGAIN or
+ * CLUSTERDOWN answer kept for the record) freed unless it is `r`. */
+static redisReply *give(redisReply *r, redisReply *waited) {
+    if (waited && waited != r) freeReplyObject(waited);
+    return r;
+}
+
 /* Sends one command to the owner of `slot` and returns the reply the machine
  * should see: a normal reply, the last error once redirects or retries are
- * exhausted, or NULL for a transport failure. */
+ * exhausted, or NULL for a transport failure. When time runs out with no
+ * primary to send to, the last CLUSTERDOWN/TRYAGAIN answer (if any) says why
+ * better than a transport failure would. */
 static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
     int64_t deadline = lb__deadline_ms(cl->opts.retry_ms);
     int redirects = 0, ask = -1, moved = -1;
+    redisReply *waited = NULL;
     for (;;) {
         if (cl->stale && ask < 0 && moved < 0) refresh_from(cl, -1);
         int i = ask >= 0 ? ask : moved;
@@ -315,22 +325,22 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
             if (i < 0) set_err(cl, "no primary serves slot %u", slot);
             cl->stale = 1;
             if (pause_for_retry(cl, deadline)) continue;
-            return NULL;
+            return give(waited, NULL);
         }
         redisReply *r = exec(cl, c, cmd, asking);
         if (!r) {
             set_err(cl, "%s:%d: %s", cl->nodes[i].addr.host, cl->nodes[i].addr.port, c->errstr);
             drop_conn(cl, i);
             cl->stale = 1;
-            return NULL; /* the command may have run: never sent again */
+            return give(NULL, waited); /* the command may have run: never sent again */
         }
-        if (r->type != REDIS_REPLY_ERROR) return r;
+        if (r->type != REDIS_REPLY_ERROR) return give(r, waited);
         unsigned to_slot;
         lb__addr to;
         lb__redirect kind = lb__redirect_parse(r->str, (size_t)r->len, cl->nodes[i].addr.host,
                                                &to_slot, &to);
         if (kind != LB__REDIRECT_NONE) {
-            if (++redirects > cl->opts.max_redirects) return r;
+            if (++redirects > cl->opts.max_redirects) return give(r, waited);
             freeReplyObject(r);
             if (kind == LB__REDIRECT_ASK) {
                 cl->stats.ask++;
@@ -342,17 +352,15 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
             }
             continue;
         }
-        if (lb__cluster_retryable(r->str, (size_t)r->len)) {
-            /* An importing node answers TRYAGAIN to a multi-key command whose
-             * keys are not all there yet: that ASK was a wait, not a chain
-             * of redirections, and retry_ms bounds it. */
-            if (asking) redirects--;
-            if (r->len >= 11 && memcmp(r->str, "CLUSTERDOWN", 11) == 0) cl->stale = 1;
-            if (!pause_for_retry(cl, deadline)) return r;
-            freeReplyObject(r);
-            continue;
-        }
-        return r;
+        if (!lb__cluster_retryable(r->str, (size_t)r->len)) return give(r, waited);
+        /* An importing node answers TRYAGAIN to a multi-key command whose keys
+         * are not all there yet: that ASK was a wait, not a chain of
+         * redirections, and retry_ms bounds it. */
+        if (asking) redirects--;
+        if (r->len >= 11 && memcmp(r->str, "CLUSTERDOWN", 11) == 0) cl->stale = 1;
+        give(NULL, waited);
+        waited = r;
+        if (!pause_for_retry(cl, deadline)) return waited;
     }
 }
 

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -468,6 +470,52 @@ static void test_tryagain_is_retried_then_reported_and_nothing_is_written(void *
     lb_cluster_free(cl);
 }
 
+/* A slot that nobody serves puts the cluster down (full coverage is
+ * required): every node answers CLUSTERDOWN. The driver waits it out within
+ * retry_ms, and reports it past that. */
+static void test_clusterdown_is_waited_out_then_reported(void **state) {
+    (void)state;
+    const char *key = "down:1";
+    unsigned slot = lb_cluster_keyslot(key, strlen(key));
+    int owner = owner_of(key);
+    char s[8];
+    snprintf(s, sizeof s, "%u", slot);
+    lb_cluster *quick = new_cluster_retry(300), *patient = new_cluster_retry(10000);
+    for (int i = 0; i < LBT_CLUSTER_NODES; i++) {
+        redisReply *r = on_node(i, "CLUSTER DELSLOTS %s", s); /* replicas refuse: fine */
+        freeReplyObject(r);
+    }
+    lb_lock *l = new_lock(key, 10000, 0);
+    assert_int_equal(lb_lock_try_acquire_cluster(l, quick), LB_EREDIS);
+    assert_non_null(strstr(lb_lock_errstr(l), "CLUSTERDOWN"));
+    lb_cluster_stats st;
+    lb_cluster_stats_get(quick, &st);
+    assert_true(st.retries >= 2);
+    /* Another process gives the slot back while this one waits. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct timespec ts = {0, 300 * 1000000};
+        nanosleep(&ts, NULL);
+        redisContext *c = lbt_redis_connect(&cluster.node[owner]);
+        redisReply *r = c ? redisCommand(c, "CLUSTER ADDSLOTS %s", s) : NULL;
+        _exit(r && r->type == REDIS_REPLY_STATUS ? 0 : 1);
+    }
+    int rc = lb_lock_try_acquire_cluster(l, patient);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_errstr(l));
+    lb_cluster_stats_get(patient, &st);
+    assert_true(st.retries >= 1);
+    assert_string_equal(value_on(owner, key), lb_lock_token(l));
+    assert_int_equal(lb_lock_release_cluster(l, patient), LB_OK);
+    assert_int_equal(lbt_cluster_wait_ok(&cluster, 10000), 0);
+    lb_lock_free(l);
+    lb_cluster_free(quick);
+    lb_cluster_free(patient);
+}
+
 /* ---- failovers during contended runs -------------------------------------------
  * Clients, each with its own cluster handle, take and release locks on a few
  * keys owned by one primary. The test keeps its own record of who believes it
@@ -707,6 +755,7 @@ int main(void) {
         cmocka_unit_test(test_a_command_routed_by_the_wrong_key_arrives_through_moved),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
+        cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),
         cmocka_unit_test(test_coordinated_failover_during_a_contended_run_loses_no_lock),
         /* Last: it leaves the cluster with a crashed node. */
         cmocka_unit_test(test_primary_crash_during_a_contended_run_is_counted),

@@ -71,8 +71,9 @@ int lb__cli_is_mono(const lb__cli_codecs *cs, const lb_class *cl) {
 }
 
 int lb__cli_is_companion(const char *key, size_t len) {
-    static const char *const suffixes[] = {"}:fence", "}:released", "}:lb-mode",
-                                           "}:lb-mode-ch", "}:lb-census"};
+    static const char *const suffixes[] = {"}:fence",   "}:released", "}:queue",
+                                           "}:fair",    "}:lb-mode",  "}:lb-mode-ch",
+                                           "}:lb-census"};
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
         size_t n = strlen(suffixes[i]);
         if (len > n && memcmp(key + len - n, suffixes[i], n) == 0) return 1;

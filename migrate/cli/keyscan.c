@@ -33,7 +33,7 @@ static const char read_script[] =
     "return out\n";
 
 /* Keys a batch reads at most: a script call on 1000 keys holds the server for
- * about a millisecond, so other clients barely wait. */
+ * a few milliseconds (2 to 4 us a key measured), so other clients barely wait. */
 #define BATCH_MAX 1000
 /* Progress lines on stderr at most this often on long scans, milliseconds. */
 #define PROGRESS_EVERY_MS 1000

@@ -1727,6 +1727,38 @@ static void test_hold_modern_watchdog_reports_a_lost_lock(void **state) {
     lbt_lines_free(&l);
 }
 
+/* Two fair holds: the second waits in the queue and takes the lock when the
+ * first releases it. */
+static void test_hold_fair_waiter_takes_the_lock_after_the_holder(void **state) {
+    (void)state;
+    lbt_proc first;
+    const char *a1[] = {"-p", port, "hold", "cli:fair", "--mode", "modern", "--fair",
+                        "--hold-ms", "600000", NULL};
+    lbt_spawn(&first, a1);
+    lbt_wait_lines(&first, 1);
+    long long before = int_reply("EXISTS %s", "cli:fair");
+    assert_int_equal(before, 1);
+    const char *a2[] = {"-p", port, "hold", "cli:fair", "--mode", "modern", "--fair",
+                        "--wait-ms", "20000", NULL};
+    lbt_spawn(&proc, a2);
+    /* Once the second is queued, the first lets go. */
+    for (int i = 0; int_reply("EXISTS %s", "{cli:fair}:queue") == 0; i++) {
+        assert_true(i < LBT_STUCK_MS);
+        usleep(1000);
+    }
+    assert_int_equal(kill(first.pid, SIGTERM), 0);
+    assert_int_equal(lbt_finish(&first), 0);
+    assert_int_equal(lbt_finish(&proc), 0);
+    lbt_lines l;
+    lbt_parse(&proc, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(str_of(l.line[0], "event"), "acquired");
+    assert_true(bool_of(l.line[0], "fair"));
+    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_int_equal(int_reply("EXISTS %s", "cli:fair"), 0);
+    lbt_lines_free(&l);
+}
+
 static void test_contend_compat_and_fair_count_every_update(void **state) {
     (void)state;
     static const char *const extra[][6] = {
@@ -1813,6 +1845,7 @@ int main(void) {
         cmocka_unit_test(test_hold_with_ns_follows_the_namespace_mode),
         cmocka_unit_test(test_hold_modern_watchdog_keeps_a_short_lock),
         cmocka_unit_test(test_hold_modern_watchdog_reports_a_lost_lock),
+        cmocka_unit_test(test_hold_fair_waiter_takes_the_lock_after_the_holder),
         cmocka_unit_test(test_contend_compat_and_fair_count_every_update),
         cmocka_unit_test(test_inspect_names_the_format_of_every_kind_of_key),
         cmocka_unit_test(test_inspect_tries_the_codecs_in_order),

@@ -43,8 +43,10 @@ typedef struct lb_cluster lb_cluster;
 /* Creates a handle from seed addresses, "host:port" ("[v6addr]:port" or
  * "v6addr:port" for IPv6, split at the last ':'), of any nodes of the cluster
  * (n from 1 to 64): the slot map is read at once (CLUSTER SLOTS) from the first
- * seed that answers. *out is reset on entry. LB_EINVAL for a bad address,
- * LB_EIO when no seed answers, LB_EPROTO for a slot map that does not parse.
+ * seed that answers. *out is reset on entry. LB_EINVAL for a bad address or
+ * option, LB_EIO when no seed can be reached (or AUTH fails), LB_EREDIS when
+ * the last seed asked answered with an error (not in cluster mode, NOAUTH),
+ * LB_EPROTO for a slot map that does not parse.
  * A handle is used by one thread at a time; it keeps one connection per
  * primary, opened when first needed. */
 int lb_cluster_new(lb_cluster **out, const char *const *seeds, int n,

@@ -516,6 +516,67 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
     lb_cluster_free(patient);
 }
 
+/* Sets (or clears, with "") a password on every node, authenticating with
+ * `current` first when there is one. */
+static void set_password(const char *current, const char *next) {
+    for (int i = 0; i < LBT_CLUSTER_NODES; i++) {
+        redisContext *c = lbt_redis_connect(&cluster.node[i]);
+        assert_non_null(c);
+        if (current) {
+            redisReply *a = redisCommand(c, "AUTH %s", current);
+            assert_non_null(a);
+            assert_int_equal(a->type, REDIS_REPLY_STATUS);
+            freeReplyObject(a);
+        }
+        redisReply *r = redisCommand(c, "CONFIG SET masterauth %s", next);
+        assert_non_null(r);
+        freeReplyObject(r);
+        r = redisCommand(c, "CONFIG SET requirepass %s", next);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        redisFree(c);
+    }
+}
+
+static void test_auth_is_sent_on_every_connection(void **state) {
+    (void)state;
+    set_password(NULL, "s3cret");
+    const char *seeds[] = {cluster.seed[0], cluster.seed[3]};
+    lb_cluster_options o;
+    lb_cluster_options_init(&o);
+    o.retry_ms = 0;
+    lb_cluster *cl = (lb_cluster *)1;
+    int rc_none = lb_cluster_new(&cl, seeds, 2, &o); /* NOAUTH */
+    o.password = "wrong";
+    int rc_wrong = lb_cluster_new(&cl, seeds, 2, &o);
+    o.password = "s3cret";
+    int rc_right = lb_cluster_new(&cl, seeds, 2, &o);
+    int locked = -1, released = -1;
+    if (rc_right == LB_OK) {
+        lb_lock *l = new_lock("auth:1", 10000, 1);
+        locked = lb_lock_try_acquire_cluster(l, cl);
+        released = lb_lock_release_cluster(l, cl);
+        lb_lock_free(l);
+        lb_cluster_free(cl);
+    }
+    set_password("s3cret", ""); /* before any assertion, so later tests run */
+    assert_int_equal(rc_none, LB_EREDIS);
+    assert_int_equal(rc_wrong, LB_EIO);
+    assert_int_equal(rc_right, LB_OK);
+    assert_int_equal(locked, LB_OK);
+    assert_int_equal(released, LB_OK);
+    o.username = "u";
+    o.password = NULL; /* a user without a password */
+    assert_int_equal(lb_cluster_new(&cl, seeds, 2, &o), LB_EINVAL);
+    lb_cluster_options_init(&o);
+    o.retry_ms = -1;
+    assert_int_equal(lb_cluster_new(&cl, seeds, 2, &o), LB_EINVAL);
+    lb_cluster_options_init(&o);
+    o.command_timeout_ms = 0;
+    assert_int_equal(lb_cluster_new(&cl, seeds, 2, &o), LB_EINVAL);
+}
+
 /* ---- failovers during contended runs -------------------------------------------
  * Clients, each with its own cluster handle, take and release locks on a few
  * keys owned by one primary. The test keeps its own record of who believes it
@@ -756,6 +817,7 @@ int main(void) {
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),
+        cmocka_unit_test(test_auth_is_sent_on_every_connection),
         cmocka_unit_test(test_coordinated_failover_during_a_contended_run_loses_no_lock),
         /* Last: it leaves the cluster with a crashed node. */
         cmocka_unit_test(test_primary_crash_during_a_contended_run_is_counted),

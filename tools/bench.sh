@@ -191,9 +191,18 @@ figures to compare, and the verdicts are taken on them.
 ## Results
 
 EOF
+ahead=$(grep '^targets,' "$csv" | grep -c ',verdict,"*\(ahead\|met\)' || true)
+behind=$(grep '^targets,' "$csv" | grep -c ',verdict,"*\(behind\|missed\)' || true)
+echo "Targets: $ahead met or ahead, $behind behind or missed in this run; the targets"
+echo "table gives each verdict as a ratio to its bound and, where lockbridge is behind,"
+echo "what limits it."
+echo
 cat "$frag"
 if [ -n "$plots" ]; then
     echo "## Plots"
+    echo
+    echo "Against the number of clients, one line per strategy that ran: lockbridge's solid,"
+    echo "peers' dashed and marked \"(peer)\"."
     echo
     for p in $plots; do
         echo "![$p](img/$p)"

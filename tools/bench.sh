@@ -158,9 +158,11 @@ figures to compare, and the verdicts are taken on them.
   lost updates are acquisitions minus the counter's final value. Time to acquire runs
   from the start of an acquire to its success; a wait still unfinished when the run
   ends counts with its length so far (a starved client's wait is the one that
-  matters), so `tta_max_ms` near the run's length means a client was starved. Hand-off
-  runs from the moment a holder starts its release to the moment the next acquire
-  (by any client, the same one included) succeeds. `redis_calls_per_acq` is the
+  matters), so `tta_max_ms` near the run's length means a client was starved. A
+  hand-off is the lock passing to another client: it runs from the moment a holder
+  starts its release to the moment another client's acquire succeeds;
+  `handoffs_share` is the share of acquisitions that were hand-offs (the rest went
+  to the client that had just released it). `redis_calls_per_acq` is the
   server's count (`INFO commandstats`, script internals included) per acquisition,
   the critical section's `GET` and `SET` included; `sent_per_acq` is what the
   lockbridge clients sent, counted by the library, plus those two. `max_over_min` is

@@ -64,7 +64,7 @@ long long server_info_int(redisContext *c, const char *section, const char *fiel
 long long self_rss_bytes(void);
 
 /* ---- Tables: one layout printed to the terminal, CSV and markdown --------------- */
-#define TABLE_COLS 16
+#define TABLE_COLS 20
 #define TABLE_ROWS 64
 #define CELL_CAP 400
 
@@ -126,7 +126,7 @@ typedef struct contended {
     tally calls;       /* the same, by command */
     long long sent;    /* commands the library says it sent; -1 unknown */
     samples tta;       /* time to acquire, censored waits at the end included */
-    samples handoff;   /* release start to the next holder's acquire */
+    samples handoff;   /* a release's start to another client's acquire */
 } contended;
 
 #define CONTENDED_MAX 96

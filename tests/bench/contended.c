@@ -51,6 +51,7 @@ struct run_state;
 typedef struct worker {
     pthread_t thread;
     struct run_state *run;
+    int index; /* this client's place in the run, from 0 */
     redisContext *c;
     lb_legacy_lock *legacy;
     lb_lock *modern;
@@ -72,6 +73,7 @@ typedef struct run_state {
     atomic_int inside;            /* clients inside the critical section right now */
     atomic_uint overlaps;
     _Atomic int64_t last_release; /* monotonic ns at which the last release began */
+    atomic_int last_releaser;     /* index + 1 of the client that began it */
     worker *w;
 } run_state;
 
@@ -157,11 +159,15 @@ static void *worker_main(void *arg) {
             worker_error(w, "acquire", rc, worker_errstr(w));
             break;
         }
+        /* A hand-off is the lock passing to another client: a client that takes
+         * it again after its own release is not one. */
         int64_t last = atomic_load(&run->last_release);
-        if (last && samples_push(&w->handoff, t1 - last) != 0)
+        int from = atomic_load(&run->last_releaser);
+        if (last && from != w->index + 1 && samples_push(&w->handoff, t1 - last) != 0)
             worker_error(w, "samples", LB_ENOMEM, "");
         int cs = critical_section(w);
         if (cs == 0) w->acquisitions++;
+        atomic_store(&run->last_releaser, w->index + 1);
         atomic_store(&run->last_release, bench_mono_ns());
         rc = release(w);
         if (rc != LB_OK) worker_error(w, "release", rc, worker_errstr(w));
@@ -206,6 +212,7 @@ static int workers_new(run_state *run, const lbt_redis *server) {
     for (int i = 0; i < run->clients; i++) {
         worker *w = &run->w[i];
         w->run = run;
+        w->index = i;
         w->c = lbt_redis_connect(server);
         if (!w->c) return -1;
         int rc;

@@ -60,7 +60,7 @@ static double spread(const contended *r) {
 static void fill_contended(table *t, const contended_set *set, double seconds) {
     static const char *const cols[] = {
         "strategy",        "clients",       "acq_per_s",      "tta_p50_ms",
-        "tta_p99_ms",      "tta_max_ms",    "handoff_p50_ms", "handoff_p99_ms",
+        "tta_p99_ms",      "tta_max_ms",    "handoffs_share", "handoff_p50_ms", "handoff_p99_ms",
         "redis_calls_per_acq", "sent_per_acq", "max_per_client", "min_per_client",
         "max_over_min",    "gave_up",       "lost_updates",   "status", NULL};
     table_init(t, "contended", cols);
@@ -82,21 +82,22 @@ static void fill_contended(table *t, const contended_set *set, double seconds) {
         cell(t, row, 3, "%.2f", ms(percentile(&r->tta, 50)));
         cell(t, row, 4, "%.2f", ms(percentile(&r->tta, 99)));
         cell(t, row, 5, "%.2f", ms(samples_max(&r->tta)));
-        cell(t, row, 6, "%.2f", ms(percentile(&r->handoff, 50)));
-        cell(t, row, 7, "%.2f", ms(percentile(&r->handoff, 99)));
-        cell(t, row, 8, "%.2f", calls_per_acq(r));
-        if (r->sent >= 0) cell(t, row, 9, "%.2f", per_op((uint64_t)r->sent, r->acquisitions) + 2);
-        else cell(t, row, 9, "-");
-        cell(t, row, 10, "%" PRIu64, r->max_client);
-        cell(t, row, 11, "%" PRIu64, r->min_client);
-        if (r->min_client) cell(t, row, 12, "%.2f", spread(r));
-        else cell(t, row, 12, "inf");
-        cell(t, row, 13, "%" PRIu64, r->gave_up);
-        cell(t, row, 14, "%lld", r->lost);
+        cell(t, row, 6, "%.2f", per_op(r->handoff.n, r->acquisitions));
+        cell(t, row, 7, "%.2f", ms(percentile(&r->handoff, 50)));
+        cell(t, row, 8, "%.2f", ms(percentile(&r->handoff, 99)));
+        cell(t, row, 9, "%.2f", calls_per_acq(r));
+        if (r->sent >= 0) cell(t, row, 10, "%.2f", per_op((uint64_t)r->sent, r->acquisitions) + 2);
+        else cell(t, row, 10, "-");
+        cell(t, row, 11, "%" PRIu64, r->max_client);
+        cell(t, row, 12, "%" PRIu64, r->min_client);
+        if (r->min_client) cell(t, row, 13, "%.2f", spread(r));
+        else cell(t, row, 13, "inf");
+        cell(t, row, 14, "%" PRIu64, r->gave_up);
+        cell(t, row, 15, "%lld", r->lost);
         if (r->overlaps > 0)
-            cell(t, row, 15, "%s: %lld overlaps %s", status_name(r), r->overlaps, r->note);
+            cell(t, row, 16, "%s: %lld overlaps %s", status_name(r), r->overlaps, r->note);
         else
-            cell(t, row, 15, "%s%s%s", status_name(r), r->note[0] ? ": " : "", r->note);
+            cell(t, row, 16, "%s%s%s", status_name(r), r->note[0] ? ": " : "", r->note);
     }
 }
 

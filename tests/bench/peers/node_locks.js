@@ -91,7 +91,7 @@ async function main() {
     await c.ping();
     conns.push(c);
   }
-  let lastRelease = 0;
+  let lastRelease = 0, lastReleaser = -1;
   const tta = [], handoff = [], perClient = new Array(clients).fill(0);
   let gaveUp = 0, errors = 0, error = '';
 
@@ -113,10 +113,11 @@ async function main() {
           await release();
           break;
         }
-        if (lastRelease) handoff.push(t1 - lastRelease);
+        if (lastRelease && lastReleaser !== i) handoff.push(t1 - lastRelease); // to another client
         const v = await c.get(counter);
         await c.set(counter, v === null ? 1 : Number(v) + 1);
         perClient[i]++;
+        lastReleaser = i;
         lastRelease = now();
         await release();
       }

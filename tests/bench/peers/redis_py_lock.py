@@ -18,7 +18,7 @@ TTL_S = 30  # lock lifetime, seconds: the same 30 s every locker in the bench us
 SLEEP_S = {"default": None, "tuned": 0.002}  # retry sleep, seconds; None: the library's
 
 
-def client(args, ready, go, end_ns, last_release, out):
+def client(index, args, ready, go, end_ns, last_release, last_releaser, out):
     host, port, key, counter, sleep = args
     res = {"acq": 0, "tta": [], "handoff": [], "errors": 0, "error": ""}
     try:
@@ -43,11 +43,12 @@ def client(args, ready, go, end_ns, last_release, out):
             if not got:
                 break
             last = last_release.value
-            if last:
+            if last and last_releaser.value != index + 1:  # to another client only
                 res["handoff"].append(t1 - last)
             v = r.get(counter)
             r.set(counter, int(v) + 1 if v is not None else 1)
             res["acq"] += 1
+            last_releaser.value = index + 1
             last_release.value = time.monotonic_ns()
             lock.release()
     except Exception as e:
@@ -64,10 +65,12 @@ def main():
     go = ctx.Event()
     end_ns = ctx.Value("q", 0, lock=False)
     last_release = ctx.Value("q", 0, lock=False)
+    last_releaser = ctx.Value("i", 0, lock=False)
     out = ctx.Queue()
     args = (host, port, key, counter, SLEEP_S[variant])
-    procs = [ctx.Process(target=client, args=(args, ready, go, end_ns, last_release, out))
-             for _ in range(clients)]
+    procs = [ctx.Process(target=client,
+                         args=(i, args, ready, go, end_ns, last_release, last_releaser, out))
+             for i in range(clients)]
     for p in procs:
         p.start()
     ready.wait()

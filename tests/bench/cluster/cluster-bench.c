@@ -3,6 +3,7 @@
  * several client processes; PING round trips measured alongside. Prints a
  * markdown table for docs/scaling.md. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,14 @@
 #define DEFAULT_KEYS 20000 /* distinct keys per run, count */
 #define PINGS 5000         /* PING round trips sampled per target, count */
 #define MAX_PROCS 16       /* client processes at most, count */
+
+/* Set by SIGINT/SIGTERM: runs stop early so the servers are always torn down. */
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig) {
+    (void)sig;
+    stop = 1;
+}
 
 typedef enum kind { K_TOKEN, K_FENCED, K_LEGACY_WIRE } kind;
 static const char *const KIND_NAMES[] = {"token", "token+fencing", "legacy wire"};
@@ -86,7 +95,7 @@ static result run_client(const char *seed_or_null, int port, kind k, const char 
     }
     char key[64];
     int64_t t0 = mono_ns();
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; i < n && !stop; i++) {
         snprintf(key, sizeof key, "%s:%d:%ld", prefix, proc, i);
         if (pair(&t, k, key, &r.commands) == LB_OK) r.pairs++;
         else r.failures++;
@@ -168,6 +177,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: cluster-bench [keys] [client processes, 1..%d]\n", MAX_PROCS);
         return 2;
     }
+    /* A closed stdout (piped into head) must not kill the run before its
+     * servers are stopped; nor must ^C. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
     lbt_redis single;
     lbt_cluster cluster;
     if (lbt_redis_start(&single, NULL) != 0) return 1;
@@ -188,7 +205,7 @@ int main(int argc, char **argv) {
     printf("| target | lock | clients | pairs | pairs/s | us per pair per client | "
            "commands per pair | connections | failures |\n");
     printf("|---|---|---|---|---|---|---|---|---|\n");
-    for (int k = K_TOKEN; k <= K_LEGACY_WIRE; k++) {
+    for (int k = K_TOKEN; k <= K_LEGACY_WIRE && !stop; k++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "b%d", k);
         row("one server", (kind)k, 1, run_procs(NULL, single.port, (kind)k, prefix, 1, keys));

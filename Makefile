@@ -130,6 +130,14 @@ asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" test
 
+# ThreadSanitizer build of the tests whose code runs threads of its own.
+TSAN_TESTS := tests/integration/test_watchdog
+tsan: check-deps
+	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
+	    $(TSAN_TESTS:%=build-tsan/%)
+	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	    sh tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
+
 # Deeper exhaustive exploration of interleavings than `make test` runs.
 EXPLORE_DEPTH ?= 7
 explore: $(BUILD)/tests/integration/test_races
@@ -183,6 +191,7 @@ help:
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests"
 	@echo "make asan       the same tests under ASan+UBSan"
+	@echo "make tsan       the threaded tests (TSAN_TESTS) under ThreadSanitizer"
 	@echo "make valgrind   unit and library integration tests under valgrind"
 	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"

@@ -27,7 +27,7 @@
 #define T_ASYNC_X 0.5          /* async locks/s / pipelined SET rate, at least */
 #define TARGET_CLIENTS 32
 
-enum { T_UNCONT, T_PEERS, T_CONT, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
+enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
 typedef struct options {
     const char *csv, *markdown, *plot, *peers_dir;
@@ -119,7 +119,22 @@ static int write_plot(const char *path, const contended_set *set) {
     return fclose(f);
 }
 
-/* ---- Async and memory tables ------------------------------------------------------ */
+/* ---- Reference, async and memory tables ------------------------------------------------------ */
+static void fill_reference(table *t, const reference *ref) {
+    static const char *const cols[] = {"measure", "value", NULL};
+    table_init(t, "reference", cols);
+    table_title(t, "Reference: the server alone, on the same machine in the same run");
+    int r;
+    r = table_row(t), cell(t, r, 0, "PING round trip of one client, median, us"),
+    cell(t, r, 1, "%.1f", us(ref->ping_median_ns));
+    r = table_row(t), cell(t, r, 0, "PING round trip of one client, p99, us"),
+    cell(t, r, 1, "%.1f", us(ref->ping_p99_ns));
+    r = table_row(t), cell(t, r, 0, "redis-benchmark -P 16 -t set, requests per second"),
+    cell(t, r, 1, "%.0f", ref->set_rate);
+    r = table_row(t), cell(t, r, 0, "redis-benchmark's own summary"),
+    cell(t, r, 1, "%s", ref->set_line[0] ? ref->set_line : "redis-benchmark failed");
+}
+
 static void fill_async(table *t, const async_result *a, const reference *ref) {
     static const char *const cols[] = {"measure", "value", NULL};
     table_init(t, "async", cols);
@@ -387,6 +402,7 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
     fprintf(stderr, "bench: redis-benchmark -P 16 -t set\n");
     if (reference_set_rate(server, SET_REQUESTS, &ref) != 0)
         fprintf(stderr, "bench: no pipelined SET rate: its target cannot be checked\n");
+    fill_reference(&tabs[T_REF], &ref);
     redisContext *ctl = lbt_redis_connect(server);
     if (!ctl) return 2;
     peers_table_attach(&tabs[T_PEERS]);
@@ -401,8 +417,8 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
     run_memory(server, o->locks, &mem);
     fill_memory(&tabs[T_MEM], &mem);
     fill_targets(&tabs[T_TARGETS], &ref, &u, set, &a);
-    table *order[] = {&tabs[T_UNCONT], &tabs[T_TARGETS], &tabs[T_CONT], &tabs[T_PEERS],
-                      &tabs[T_ASYNC], &tabs[T_MEM]};
+    table *order[] = {&tabs[T_TARGETS], &tabs[T_REF], &tabs[T_UNCONT], &tabs[T_CONT],
+                      &tabs[T_PEERS], &tabs[T_ASYNC], &tabs[T_MEM]};
     int out = write_outputs(o, order, N_TABLES, set);
     int ok = correctness(set, &u) == 0 && a.errors == 0 && mem.errors == 0;
     return out == 0 && ok ? 0 : 1;

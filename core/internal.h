@@ -21,6 +21,10 @@ struct lb_machine {
     const lb_script *script; /* set when cmd is an EVALSHA of this script */
     unsigned commands;       /* commands emitted in this operation */
     int running;             /* an operation has started and not ended */
+    /* Set by an acquire whose lock only a script can release: the drivers
+     * first check the server runs scripts (once per handle, scripts_seen). */
+    int needs_scripts;
+    int scripts_seen;
     /* Set while the asynchronous driver runs this machine. */
     struct redisAsyncContext *ac;
     const lb_clock *clock;
@@ -42,6 +46,15 @@ void lb__cmd_argz(lb_cmd *cmd, const char *s);
 /* Starts an EVALSHA of `script` with `numkeys` (as a decimal string); keys and
  * arguments are appended after it with lb__cmd_arg. */
 void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys);
+/* The probe the drivers send before an operation with needs_scripts set:
+ * lb__probe_due tells whether one is needed; lb__probe_cmd fills argv (3
+ * arguments) for its first (EVALSHA) or second (EVAL after NOSCRIPT) try;
+ * lb__probe_reply returns LB_OK (scripts run), LB_STEP_SEND (send the EVAL)
+ * or a failure that ends the operation before its first command is sent. */
+extern const lb_script lb__script_probe;
+int lb__probe_due(const lb_machine *m);
+void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]);
+int lb__probe_reply(lb_machine *m, const struct redisReply *r, int second);
 /* Records a failure detail in m->errstr and returns `status`. */
 int lb__fail(lb_machine *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -14,6 +14,7 @@ void lb__machine_begin(lb_machine *m,
     m->script = NULL;
     m->commands = 0;
     m->running = 1;
+    m->needs_scripts = 0;
     m->errstr[0] = '\0';
 }
 
@@ -76,6 +77,37 @@ int lb__reply_error(lb_machine *m, const redisReply *r, const char *during) {
 
 static int is_noscript(const redisReply *r) {
     return r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int lb__probe_due(const lb_machine *m) {
+    return m->running && m->needs_scripts && !m->scripts_seen;
+}
+
+void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]) {
+    argv[0] = second ? "EVAL" : "EVALSHA";
+    argv[1] = second ? lb__script_probe.body : lb__script_probe.sha1;
+    argv[2] = "0";
+    for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
+}
+
+/* A lock taken with SETNX or SET that only a script can release would be
+ * stuck until it expires if the server refuses scripts (EVAL renamed away,
+ * an ACL): the acquire fails instead, before anything is written. */
+int lb__probe_reply(lb_machine *m, const redisReply *r, int second) {
+    m->commands++;
+    if (!r) {
+        m->running = 0;
+        return lb__fail(m, LB_EIO, "connection failed while checking that the server runs scripts");
+    }
+    if (is_noscript(r) && !second) return LB_STEP_SEND;
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        m->scripts_seen = 1;
+        return LB_OK;
+    }
+    m->running = 0;
+    if (r->type == REDIS_REPLY_ERROR)
+        return lb__reply_error(m, r, "this lock needs Lua scripts and the server refused one");
+    return lb__fail(m, LB_EPROTO, "script check: unexpected reply");
 }
 
 int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {

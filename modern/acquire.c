@@ -109,6 +109,7 @@ lb_machine *lb_lock_try_acquire_machine(lb_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     /* Fair mode's attempt is one script over the lock and its queue. */
     lb__machine_begin(&l->m, l->fair ? lb__fair_acquire_step : acquire_step);
+    l->m.needs_scripts = 1; /* release is a script whatever the acquire was */
     l->state = A_START;
     return &l->m;
 }

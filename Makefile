@@ -132,6 +132,8 @@ asan:
 
 # ThreadSanitizer build of the tests whose code runs threads of its own.
 TSAN_TESTS := tests/integration/test_watchdog
+# lb_mlock_notify from a subscriber thread; mode-following clients in threads.
+TSAN_TESTS += tests/integration/test_migrate
 tsan: check-deps
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/%)

@@ -194,7 +194,6 @@ static void unlink_watch(lb_watchdog *wd, lb__watch *w) {
     for (lb__watch **p = &wd->watches; *p; p = &(*p)->next) {
         if (*p == w) {
             *p = w->next;
-            wd->stats.watched--;
             return;
         }
     }
@@ -524,7 +523,6 @@ int lb_watchdog_watch(lb_watchdog *wd, lb_lock *l, const lb_watch_options *o) {
     /* The lock's deadline is on its own clock: carry over the time left. */
     int64_t left_ns = l->deadline_ns - lb_clock_now(l->opts.clock).mono_ns;
     if (left_ns <= 0) return LB_EEXPIRED;
-    if (l->watch) lb__watch_detach(l);
     lb__watch *w = lb__alloc(wd->opts.allocator, sizeof *w);
     if (!w) return LB_ENOMEM;
     memset(w, 0, sizeof *w);
@@ -533,6 +531,7 @@ int lb_watchdog_watch(lb_watchdog *wd, lb_lock *l, const lb_watch_options *o) {
         lb__free(wd->opts.allocator, w);
         return rc;
     }
+    if (l->watch) lb__watch_detach(l); /* replaced, once the new one exists */
     w->wd = wd;
     w->owner = l;
     w->opts = *o;
@@ -556,6 +555,7 @@ void lb__watch_detach(lb_lock *l) {
     pthread_mutex_lock(&wd->mu);
     w->removed = 1;
     w->owner = NULL;
+    wd->stats.watched--;
     /* A renewal or callback in flight finishes first: after this returns,
      * nothing extends the lock and its callback never runs. On the thread
      * itself (from the callback) the entry is freed when the callback returns. */

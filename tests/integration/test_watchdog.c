@@ -506,6 +506,51 @@ static void test_unwatch_waits_for_a_callback_in_flight(void **state) {
     lb_watchdog_free(wd);
 }
 
+/* A callback that ends its own watch: the owner arranged that the lock is
+ * not used elsewhere meanwhile. */
+typedef struct self_unwatch {
+    recorder rec;
+    lb_watchdog *wd;
+    lb_lock *lock;
+    int unwatch_rc;
+} self_unwatch;
+
+static void on_lost_unwatch(const lb_lock *lock, lb_watch_reason reason, const char *detail,
+                            void *ud) {
+    self_unwatch *s = ud;
+    (void)lock, (void)reason, (void)detail;
+    int rc = lb_watchdog_unwatch(s->wd, s->lock);
+    pthread_mutex_lock(&s->rec.mu);
+    s->unwatch_rc = rc;
+    s->rec.calls++;
+    pthread_mutex_unlock(&s->rec.mu);
+}
+
+static void test_a_callback_may_end_its_own_watch(void **state) {
+    (void)state;
+    lb_watchdog *wd = new_watchdog();
+    self_unwatch s;
+    rec_init(&s.rec);
+    s.wd = wd;
+    s.unwatch_rc = 1;
+    s.lock = held_lock("wd:self", 30000);
+    lb_watch_options o;
+    lb_watch_options_init(&o);
+    o.renew_fraction = 1.0 / 3000;
+    o.lost = on_lost_unwatch;
+    o.ud = &s;
+    assert_int_equal(lb_watchdog_watch(wd, s.lock, &o), LB_OK);
+    cmd_ok("DEL wd:self");
+    assert_int_equal(rec_wait(&s.rec, 5000), 1);
+    assert_int_equal(s.unwatch_rc, LB_OK);
+    assert_int_equal(lb_watchdog_check(wd, s.lock, NULL, NULL), LB_ESTATE);
+    assert_int_equal(stats(wd).watched, 0);
+    assert_int_equal(lb_lock_release(s.lock, conn), LB_ELOST);
+    lb_lock_free(s.lock);
+    lb_watchdog_free(wd);
+    rec_destroy(&s.rec);
+}
+
 static void test_freeing_a_watched_lock_stops_its_renewal(void **state) {
     (void)state;
     lb_watchdog *wd = new_watchdog();
@@ -758,6 +803,7 @@ int main(void) {
         cmocka_unit_test(test_lost_callback_runs_without_the_watchdog_mutex),
         cmocka_unit_test(test_unwatch_or_release_racing_renewal_leaves_nothing_behind),
         cmocka_unit_test(test_unwatch_waits_for_a_callback_in_flight),
+        cmocka_unit_test(test_a_callback_may_end_its_own_watch),
         cmocka_unit_test(test_freeing_a_watched_lock_stops_its_renewal),
         cmocka_unit_test(test_freeing_the_watchdog_detaches_its_locks),
         cmocka_unit_test(test_watch_again_replaces_and_other_watchdogs_are_refused),

@@ -50,7 +50,9 @@ static int make_legacy(lb_mlock *l, const lb_mlock_options *o) {
     lo.variant = o->legacy_variant;
     lo.ttl_ms = o->ttl_ms;
     lo.nil_retries = o->nil_retries;
-    lo.release_margin_ms = o->release_margin_ms;
+    /* The margin matters to a wire release in legacy mode only; a handle that
+     * can never be in legacy mode must not be refused for a ttl within it. */
+    lo.release_margin_ms = o->follow || o->mode == LB_MODE_LEGACY ? o->release_margin_ms : 0;
     lo.backoff_min_ms = o->backoff_min_ms;
     lo.backoff_max_ms = o->backoff_max_ms;
     lo.clock = o->clock;

@@ -224,12 +224,28 @@ static pid_t lbt_spawn_tool(const run_spec *rs, const char *key, const char *cou
     const char *ttl = rs->abandon ? p->lb_ab_ttl_ms : p->lb_ttl_ms;
     char margin[24];
     lbt_fmt(margin, sizeof margin, atoll(ttl) / 5);
-    char *argv[] = {tool, "-p", port, "contend", (char *)key,
-                    "--clients", clients, "--seconds", secs, "--counter-key", (char *)counter,
-                    "--cs-sleep-ms", cs, "--codec", (char *)p->codec,
-                    "--variant", (char *)rs->variant, "--ttl-ms", (char *)ttl,
-                    "--wait-ms", wait, "--release-margin-ms", margin,
-                    "--abandon-every", every, NULL};
+    char *argv[40];
+    int n = 0;
+    char *common[] = {tool, "-p", port, "contend", (char *)key, "--clients", clients,
+                      "--seconds", secs, "--counter-key", (char *)counter, "--cs-sleep-ms", cs,
+                      "--ttl-ms", (char *)ttl, "--wait-ms", wait, "--abandon-every", every};
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) argv[n++] = common[i];
+    /* The migration stages: compat writes the same codec's values with a TTL;
+     * modern writes tokens. Neither takes the legacy-only options. */
+    int compat = strcmp(rs->variant, "compat") == 0, modern = strcmp(rs->variant, "modern") == 0;
+    argv[n++] = "--mode";
+    argv[n++] = compat ? "compat" : modern ? "modern" : "legacy";
+    if (!modern) {
+        argv[n++] = "--codec";
+        argv[n++] = (char *)p->codec;
+    }
+    if (!compat && !modern) {
+        argv[n++] = "--variant";
+        argv[n++] = (char *)rs->variant;
+        argv[n++] = "--release-margin-ms";
+        argv[n++] = margin;
+    }
+    argv[n] = NULL;
     return lbt_spawn(argv, out, cap);
 }
 
@@ -372,6 +388,67 @@ static void test_supported_pair_with_crashed_holders(void **state) {
                         "checked by the attribution rule only\n", p->kind, (long long)r.lost,
                         (long long)r.java.overran, (long long)r.lb.lost_locks);
         }
+    }
+}
+
+/* ---- Migration stages ---------------------------------------------------------------
+ * The Java lockers that may still run in a stage, beside lockbridge clients of
+ * that stage: every legacy locker beside compat clients (compat writes values
+ * in the locker's own codec, plus a Redis TTL), and M1, the only one that
+ * reads tokens, beside modern clients too. Expected as in the legacy pairs:
+ * zero lost updates beside a locker that is correct alone, never more than
+ * the locker loses alone otherwise. */
+static void check_stage_run(const pair_spec *p, const lbt_run *alone, const lbt_run *mixed,
+                            const char *stage) {
+    lbt_check_common(mixed);
+    assert_true(mixed->lb.acquisitions > 0);
+    if (p->correct_alone) {
+        assert_int_equal(mixed->lost, 0);
+        return;
+    }
+    double rate = alone->java.acquisitions > 0
+                      ? (double)alone->lost / (double)alone->java.acquisitions : 0;
+    double allowed = 2.0 * rate * (double)(mixed->java.acquisitions + mixed->lb.acquisitions) + 3.0;
+    printf("interop %-3s %-14s allowed lost <= %.1f (alone rate %.5f)\n", p->kind, stage,
+           allowed, rate);
+    assert_true((double)mixed->lost <= allowed);
+}
+
+static void test_stage_pair(void **state) {
+    const pair_spec *p = *state;
+    if (lbt_skip_without_java()) skip();
+    lbt_run alone, mixed;
+    memset(&alone, 0, sizeof alone);
+    run_spec rs = {p, NULL, 0};
+    if (!p->correct_alone) { /* the bound needs the locker's own rate */
+        lbt_pair_run(&rs, &alone);
+        lbt_check_common(&alone);
+    }
+    int modern_too = strcmp(p->kind, "M1") == 0;
+    static const char *const stages[] = {"compat", "modern"};
+    for (int v = 0; v < 1 + modern_too; v++) {
+        rs.variant = stages[v];
+        lbt_pair_run(&rs, &mixed);
+        check_stage_run(p, &alone, &mixed, stages[v]);
+    }
+}
+
+/* Crashed holders on both sides: compat takes over an expired legacy lock
+ * through its script, legacy lockers take over compat values with GETSET
+ * (which also drops the TTL), and both stay correct where the locker is. */
+static void test_stage_pair_with_crashed_holders(void **state) {
+    const pair_spec *p = *state;
+    if (lbt_skip_without_java()) skip();
+    lbt_run r;
+    run_spec rs = {p, "compat", 1};
+    lbt_pair_run(&rs, &r);
+    lbt_check_common(&r);
+    assert_true(r.java.abandoned + r.lb.abandoned > 0);
+    if (p->correct_alone) {
+        if (r.java.overran == 0 && r.lb.lost_locks == 0) assert_int_equal(r.lost, 0);
+        else printf("interop %-3s lost=%lld beside java_overran=%lld lb_lost_locks=%lld: "
+                    "checked by the attribution rule only\n", p->kind, (long long)r.lost,
+                    (long long)r.java.overran, (long long)r.lb.lost_locks);
     }
 }
 
@@ -623,6 +700,9 @@ static int teardown(void **state) {
 
 #define PAIR(name, i) {name, test_supported_pair, NULL, NULL, (void *)&pairs[i]}
 #define CRASH(name, i) {name, test_supported_pair_with_crashed_holders, NULL, NULL, (void *)&pairs[i]}
+#define STAGE(name, i) {name, test_stage_pair, NULL, NULL, (void *)&pairs[i]}
+#define STAGE_CRASH(name, i) \
+    {name, test_stage_pair_with_crashed_holders, NULL, NULL, (void *)&pairs[i]}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -640,6 +720,16 @@ int main(void) {
         CRASH("l5_crashed_holders_taken_over_every_lost_update_has_a_java_cause", 4),
         CRASH("r_crashed_holders_taken_over_without_lost_updates", 5),
         CRASH("m1_crashed_holders_waited_out_without_lost_updates", 6),
+        STAGE("l1_beside_compat_loses_no_more_updates_than_alone", 0),
+        STAGE("l2_beside_compat_loses_no_more_updates_than_alone", 1),
+        STAGE("l3_json_mono_ns_beside_compat_loses_no_more_updates_than_alone", 2),
+        STAGE("l4_beside_compat_loses_no_updates", 3),
+        STAGE("l5_float_beside_compat_loses_no_more_updates_than_alone", 4),
+        STAGE("r_seconds_beside_compat_loses_no_updates", 5),
+        STAGE("m1_beside_compat_and_modern_loses_no_updates", 6),
+        STAGE_CRASH("l4_crashed_holders_beside_compat_taken_over_without_lost_updates", 3),
+        STAGE_CRASH("r_crashed_holders_beside_compat_taken_over_without_lost_updates", 5),
+        STAGE_CRASH("m1_crashed_holders_beside_compat_waited_out_without_lost_updates", 6),
         cmocka_unit_test(test_l2_frozen_clock_never_sees_a_crashed_lock_expire),
         cmocka_unit_test(test_unsupported_incr_lock_reads_as_expired_timestamp_and_is_taken_over),
         cmocka_unit_test(test_unsupported_incr_locker_bumps_a_timestamp_and_the_lock_is_lost),

@@ -473,6 +473,29 @@ static void test_takeover_needs_the_observed_value_unchanged(void **state) {
     lbt_del(key);
 }
 
+/* A server that forgot the scripts (restart, SCRIPT FLUSH) gets their bodies. */
+static void test_flushed_scripts_are_sent_again(void **state) {
+    (void)state;
+    const char *key = "mt:flush";
+    lbt_del(key);
+    for (int mode = LB_MODE_LEGACY; mode <= LB_MODE_MODERN; mode++) {
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.mode = (lb_mode)mode;
+        o.legacy_variant = LB_LEGACY_SCRIPTED;
+        lb_mlock *l = NULL;
+        assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
+        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        assert_int_equal(lb_mlock_extend(l, admin, 9000), LB_OK);
+        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+        assert_key(key, NULL, 0);
+        lb_mlock_free(l);
+    }
+}
+
 /* ---- compat values as legacy readers see them -------------------------------------------- */
 static void test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_grace(void **state) {
     (void)state;
@@ -1207,6 +1230,7 @@ int main(void) {
         cmocka_unit_test(test_the_acquire_script_meets_every_format),
         cmocka_unit_test(test_busy_reports_what_holds_the_key),
         cmocka_unit_test(test_takeover_needs_the_observed_value_unchanged),
+        cmocka_unit_test(test_flushed_scripts_are_sent_again),
         cmocka_unit_test(test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_grace),
         cmocka_unit_test(test_extend_moves_timestamp_and_ttl_together),
         cmocka_unit_test(test_release_deletes_only_our_own_value),

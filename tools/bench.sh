@@ -183,9 +183,10 @@ figures to compare, and the verdicts are taken on them.
   per client), and the legacy fleets' loop, a fixed 200 ms sleep between attempts
   on the L1 wire sequence, written in C in the benchmark. A peer that is not
   installed is reported as skipped; `make bench-peers` installs them.
-- Many keys: one thread, one connection, libevent, the asynchronous driver; 512 modern
-  lock handles, each on its own key, each looping acquire then release as soon as the
-  previous step answers. A lock is one acquire and its release.
+- Many keys: one thread, one connection, libevent, the asynchronous driver; thousands
+  of modern lock handles (the table's title gives the count; more in flight pipeline
+  more per write), each on its own key, each looping acquire then release as soon as
+  the previous step answers. A lock is one acquire and its release.
 - Memory: 100 000 modern lock handles whose allocator counts the bytes it hands out
   (requested sizes, without malloc's own overhead), all acquired at once through the
   asynchronous driver; then this process's VmRSS, and the server's `used_memory`.

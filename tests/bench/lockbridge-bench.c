@@ -13,9 +13,9 @@
 #define DEFAULT_SAMPLES 5000   /* timed operations per uncontended row, count */
 #define DEFAULT_SECONDS 2.0    /* length of each contended run, seconds */
 #define DEFAULT_ASYNC_S 2.0    /* length of the many-keys run, seconds */
-#define ASYNC_INFLIGHT 512     /* handles in flight on the async connection, count */
+#define ASYNC_INFLIGHT 4096    /* handles in flight on the async connection, count */
 #define DEFAULT_LOCKS 100000   /* locks held at once for the memory figures, count */
-#define SET_REQUESTS 300000    /* redis-benchmark requests for the SET rate, count */
+#define SET_REQUESTS 2000000   /* redis-benchmark requests for the SET rate (about 2 s), count */
 
 /* Targets, checked in the same run (see docs/benchmarks.md). */
 #define T_UNCONTENDED_X 1.10   /* modern acquire+release / two PING round trips, at most */
@@ -31,7 +31,7 @@ enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
 typedef struct options {
     const char *csv, *markdown, *plot, *peers_dir;
-    int samples, locks, no_peers;
+    int samples, locks, no_peers, inflight;
     double seconds, async_seconds;
 } options;
 
@@ -313,13 +313,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: lockbridge-bench [--csv PATH] [--markdown PATH] [--plot-data PATH]\n"
             "                        [--samples N] [--seconds S] [--async-seconds S]\n"
-            "                        [--locks N] [--peers DIR] [--no-peers] [--versions]\n"
+            "                        [--locks N] [--inflight N] [--peers DIR] [--no-peers]\n"
+            "                        [--versions]\n"
             "  --samples N        timed operations per uncontended row (default %d)\n"
             "  --seconds S        length of each contended run, seconds (default %.0f)\n"
             "  --async-seconds S  length of the many-keys run, seconds (default %.0f)\n"
             "  --locks N          locks held at once for the memory figures (default %d)\n"
+            "  --inflight N       lock handles in flight in the many-keys run (default %d)\n"
             "  --peers DIR        the peers' driver scripts (default tests/bench/peers)\n",
-            DEFAULT_SAMPLES, DEFAULT_SECONDS, DEFAULT_ASYNC_S, DEFAULT_LOCKS);
+            DEFAULT_SAMPLES, DEFAULT_SECONDS, DEFAULT_ASYNC_S, DEFAULT_LOCKS, ASYNC_INFLIGHT);
 }
 
 static int parse_num(const char *v, double lo, double hi, double *out) {
@@ -337,6 +339,7 @@ static int parse_args(int argc, char **argv, options *o) {
     o->seconds = DEFAULT_SECONDS;
     o->async_seconds = DEFAULT_ASYNC_S;
     o->locks = DEFAULT_LOCKS;
+    o->inflight = ASYNC_INFLIGHT;
     o->peers_dir = "tests/bench/peers";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -365,6 +368,8 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (strcmp(a, "--async-seconds") == 0 && parse_num(v, 0.1, 600, &d) == 0)
             o->async_seconds = d;
         else if (strcmp(a, "--locks") == 0 && parse_num(v, 1, 1e7, &d) == 0) o->locks = (int)d;
+        else if (strcmp(a, "--inflight") == 0 && parse_num(v, 1, 65536, &d) == 0)
+            o->inflight = (int)d;
         else return -1;
     }
     return 0;
@@ -411,7 +416,7 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
     redisFree(ctl);
     fill_contended(&tabs[T_CONT], set, o->seconds);
     fprintf(stderr, "bench: many keys from one async thread\n");
-    run_async(server, o->async_seconds, ASYNC_INFLIGHT, &a);
+    run_async(server, o->async_seconds, o->inflight, &a);
     fill_async(&tabs[T_ASYNC], &a, &ref);
     fprintf(stderr, "bench: memory with %d locks held\n", o->locks);
     run_memory(server, o->locks, &mem);

@@ -1,6 +1,7 @@
 /* The Sentinel driver: asks sentinels where the primary is, checks that it is
  * one (ROLE), keeps one connection to it, and finds it again after a
  * failover. */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -22,6 +23,7 @@ struct lb_sentinel {
     int known; /* `primary` holds an address */
     int64_t asked_ms; /* monotonic ms when a sentinel last named the primary */
     redisContext *c;
+    redisContext *sub; /* a sentinel connection subscribed to +switch-master */
     lb_sentinel_stats stats;
     char errstr[LB__ERRSTR_CAP];
 };
@@ -34,6 +36,7 @@ void lb_sentinel_options_init(lb_sentinel_options *o) {
     o->retry_ms = 5000;
     o->retry_backoff_ms = 100;
     o->recheck_ms = 1000;
+    o->subscribe = 1;
 }
 
 static void set_err(lb_sentinel *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -125,6 +128,19 @@ static int verify(lb_sentinel *s, redisContext *c, const lb__addr *a) {
     return ok ? 0 : -1;
 }
 
+/* Subscribes to +switch-master on sentinel i, so a failover is known the
+ * moment the sentinels announce it, not at the next recheck. Best effort:
+ * without a subscription the recheck still bounds the delay. */
+static void subscribe(lb_sentinel *s, int i) {
+    if (s->sub || !s->opts.subscribe) return;
+    redisContext *c = connect_to(s, &s->sentinels[i]);
+    if (!c) return;
+    redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master");
+    if (r && r->type == REDIS_REPLY_ARRAY) s->sub = c;
+    else redisFree(c);
+    if (r) freeReplyObject(r);
+}
+
 /* One pass over the sentinels: 0 with a verified connection in s->c. */
 static int resolve_once(lb_sentinel *s) {
     s->stats.resolves++;
@@ -144,10 +160,43 @@ static int resolve_once(lb_sentinel *s) {
         s->known = 1;
         s->c = c;
         s->asked_ms = lb__mono_ms();
+        subscribe(s, i);
         s->errstr[0] = '\0';
         return 0;
     }
     return -1;
+}
+
+/* Whether `r` is a +switch-master message about our primary:
+ * ["message", "+switch-master", "<name> <old ip> <old port> <new ip> <new port>"]. */
+static int is_our_switch(const lb_sentinel *s, const redisReply *r) {
+    size_t n = strlen(s->name);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) return 0;
+    const redisReply *m = r->element[2];
+    return m->type == REDIS_REPLY_STRING && (size_t)m->len > n && m->str[n] == ' ' &&
+           memcmp(m->str, s->name, n) == 0;
+}
+
+/* Reads, without waiting, what the subscription has received; forgets the
+ * primary if the sentinels announced that ours was replaced. */
+static void poll_switch(lb_sentinel *s) {
+    if (!s->sub) return;
+    struct pollfd p = {s->sub->fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return;
+    void *r = NULL;
+    if (redisBufferRead(s->sub) != REDIS_OK) {
+        redisFree(s->sub); /* subscribed again at the next resolve */
+        s->sub = NULL;
+        return;
+    }
+    while (redisGetReplyFromReader(s->sub, &r) == REDIS_OK && r) {
+        if (is_our_switch(s, r)) {
+            s->stats.announced++;
+            drop(s);
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
 }
 
 /* When recheck_ms has passed, asks one sentinel whether the primary is still
@@ -167,6 +216,7 @@ static void recheck(lb_sentinel *s) {
 /* The primary's connection, found again while `deadline` (monotonic ms)
  * allows; NULL if none. */
 static redisContext *primary_until(lb_sentinel *s, int64_t deadline) {
+    poll_switch(s);
     recheck(s);
     if (s->c && !s->c->err) return s->c;
     drop(s);
@@ -202,7 +252,8 @@ int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, cons
     }
     if (!sentinels || n < 1 || n > SENTINELS_MAX || !name || !name[0] ||
         o->connect_timeout_ms <= 0 || o->command_timeout_ms <= 0 || o->retry_ms < 0 ||
-        o->retry_backoff_ms < 0 || o->recheck_ms < 0 || (o->username && !o->password))
+        o->retry_backoff_ms < 0 || o->recheck_ms < 0 || (o->subscribe != 0 && o->subscribe != 1) ||
+        (o->username && !o->password))
         return LB_EINVAL;
     lb_sentinel *s = lb__alloc(o->allocator, sizeof *s);
     if (!s) return LB_ENOMEM;
@@ -232,6 +283,7 @@ void lb_sentinel_free(lb_sentinel *s) {
     if (!s) return;
     const lb_allocator *a = s->opts.allocator;
     drop(s);
+    if (s->sub) redisFree(s->sub);
     if (s->password) memset(s->password, 0, strlen(s->password));
     lb__free(a, s->name);
     lb__free(a, s->username);

@@ -24,21 +24,25 @@ typedef struct lb_sentinel_options {
     int64_t recheck_ms;         /* a command sent this long after the sentinels were
                                  * last asked asks one again first, ms (0: every
                                  * command); see below */
+    int subscribe;              /* 1: listen for the sentinels' +switch-master
+                                 * announcements (default); 0: rechecks only */
     const char *username;       /* AUTH on the primary: NULL for none, or for the */
     const char *password;       /* "default" user with only a password; copied */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the handle */
 } lb_sentinel_options;
 
 /* Defaults: connect and command timeouts 1 s, retry for 5 s (a Sentinel
- * failover takes seconds) with 100 ms between attempts, recheck after 1 s, no
- * AUTH, malloc.
+ * failover takes seconds) with 100 ms between attempts, recheck after 1 s,
+ * subscribed, no AUTH, malloc.
  *
  * Why recheck: after a failover the old primary, if it is still up, goes on
  * accepting writes until the sentinels get round to demoting it (seconds),
  * and everything written there meanwhile is discarded when it becomes a
  * replica. A client that only looked for a new primary on errors would keep
- * taking locks there; asking a sentinel every recheck_ms bounds how long it
- * can. */
+ * taking locks there. The handle subscribes to the sentinels' +switch-master
+ * announcements (one more connection, read without waiting before each
+ * command) and forgets the old primary as soon as one arrives; asking a
+ * sentinel every recheck_ms bounds the delay if the announcement is missed. */
 void lb_sentinel_options_init(lb_sentinel_options *o);
 
 typedef struct lb_sentinel lb_sentinel;
@@ -72,6 +76,7 @@ typedef struct lb_sentinel_stats {
     uint64_t resolves;  /* times the sentinels were asked */
     uint64_t switches;  /* times the primary's address changed */
     uint64_t readonly;  /* READONLY answers seen (a demoted primary) */
+    uint64_t announced; /* +switch-master announcements about our primary */
     uint64_t retries;
 } lb_sentinel_stats;
 void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);

@@ -135,6 +135,30 @@ static int known_replicas(lbt_sentinels *s, int i) {
     return n;
 }
 
+/* Whether some data server is a replica whose link to its primary is up. */
+static int replica_linked(lbt_sentinels *s) {
+    char info[2048];
+    for (int i = 0; i < 2; i++)
+        if (text_of(&s->data[i], "INFO replication", info, sizeof info) == 0 &&
+            strstr(info, "role:slave") && strstr(info, "master_link_status:up"))
+            return 1;
+    return 0;
+}
+
+int lbt_sentinels_wait_replica(lbt_sentinels *s, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    while (!replica_linked(s)) {
+        if (now_ms() > deadline) return -1;
+        sleep_ms(100);
+    }
+    for (int i = 0; i < LBT_SENTINELS; i++)
+        while (known_replicas(s, i) < 1) {
+            if (now_ms() > deadline) return -1;
+            sleep_ms(100);
+        }
+    return 0;
+}
+
 int lbt_sentinels_start(lbt_sentinels *s) {
     memset(s, 0, sizeof *s);
     char port[16], info[2048];
@@ -152,12 +176,7 @@ int lbt_sentinels_start(lbt_sentinels *s) {
         if (start_sentinel(&s->sentinel[i], s->data[0].port) != 0) goto fail;
         snprintf(s->addr[i], sizeof s->addr[i], "127.0.0.1:%d", s->sentinel[i].port);
     }
-    for (int i = 0; i < LBT_SENTINELS; i++)
-        while (known_replicas(s, i) < 1) {
-            if (now_ms() > deadline) goto fail;
-            sleep_ms(100);
-        }
-    return 0;
+    if (lbt_sentinels_wait_replica(s, (int)(deadline - now_ms())) == 0) return 0;
 fail:
     fprintf(stderr, "harness: could not start the primary, replica and sentinels\n");
     lbt_sentinels_stop(s);

@@ -19,6 +19,10 @@ typedef struct lbt_sentinels {
  * every sentinel knows the replica. 0 or -1. */
 int lbt_sentinels_start(lbt_sentinels *s);
 void lbt_sentinels_stop(lbt_sentinels *s);
+/* Waits up to `timeout_ms` until a data server is a replica with its link up
+ * and every sentinel knows a healthy replica (after a failover, the old
+ * primary once it has been turned into one and has synced). 0 or -1. */
+int lbt_sentinels_wait_replica(lbt_sentinels *s, int timeout_ms);
 /* The index (0 or 1) of the data server that sentinel 0 names as primary, or -1. */
 int lbt_sentinels_primary(lbt_sentinels *s);
 /* Waits up to `timeout_ms` until every sentinel names data server `i` and it

@@ -135,16 +135,83 @@ static void test_unknown_names_non_sentinels_and_bad_arguments_are_refused(void 
     assert_null(lb_sentinel_primary(NULL));
 }
 
+/* A client of the failover test: a handle and what happened to its locks. */
+typedef struct follower {
+    lb_sentinel *s;
+    int subscribe;
+    int taken, failed, released, lost, on_new, on_old;
+    int64_t followed_ms;
+} follower;
+
+static void follower_init(follower *f, int subscribe) {
+    memset(f, 0, sizeof *f);
+    f->subscribe = subscribe;
+    const char *addrs[] = {"127.0.0.1:1", env.addr[1], env.addr[2]}; /* the first is closed */
+    lb_sentinel_options o;
+    lb_sentinel_options_init(&o);
+    o.subscribe = subscribe;
+    assert_int_equal(lb_sentinel_new(&f->s, addrs, 3, LBT_SENTINEL_NAME, &o), LB_OK);
+}
+
+/* One lock taken and released on a fresh key; `promoted` says whether every
+ * sentinel already names the new primary. */
+static void follower_step(follower *f, int i, int promoted, const char *old_addr) {
+    char key[40], addr[64];
+    snprintf(key, sizeof key, "s:during:%d:%d", f->subscribe, i);
+    lb_lock *l = new_lock(key);
+    int rc = lb_lock_try_acquire_sentinel(l, f->s);
+    lb_sentinel_primary_addr(f->s, addr, sizeof addr);
+    if (rc == LB_OK) {
+        f->taken++;
+        if (promoted) {
+            if (strcmp(addr, old_addr) == 0) f->on_old++;
+            else if (f->on_new++ == 0) f->followed_ms = mono_ms();
+        }
+        rc = lb_lock_release_sentinel(l, f->s);
+        if (rc == LB_OK) f->released++;
+        else if (rc == LB_ELOST) f->lost++;
+        else f->failed++;
+    } else {
+        f->failed++;
+    }
+    lb_lock_free(l);
+}
+
+static void follower_report(const follower *f, int64_t switched_ms) {
+    lb_sentinel_stats st;
+    lb_sentinel_stats_get(f->s, &st);
+    print_message("sentinel failover, %s: %d locks taken during it, %d released, %d lost, "
+                  "%d failed; after the sentinels switched: %d taken on the old primary "
+                  "(split-brain), %d on the new, the first %lld ms after the switch was seen; "
+                  "%llu resolves, %llu READONLY answers, %llu primary switches, "
+                  "%llu announcements\n",
+                  f->subscribe ? "announcements heard" : "rechecks only", f->taken, f->released,
+                  f->lost, f->failed, f->on_old, f->on_new,
+                  (long long)(f->on_new ? f->followed_ms - switched_ms : -1),
+                  (unsigned long long)st.resolves, (unsigned long long)st.readonly,
+                  (unsigned long long)st.switches, (unsigned long long)st.announced);
+    assert_int_equal(f->on_new, 50);
+    assert_true(st.switches >= 1);
+    if (f->subscribe) assert_true(st.announced >= 1); /* heard from the subscription */
+    else assert_int_equal(st.announced, 0);
+}
+
 /* SENTINEL FAILOVER promotes the replica without asking the primary to stop
- * first. Locks confirmed on the replica (WAIT) must survive it; locks taken
- * while it runs are counted: taken, failed (no primary, or a connection cut
- * by the sentinels' reconfiguration), released, lost. */
+ * first. Locks confirmed on the replica (WAIT) must survive it. Two clients,
+ * one listening for the sentinels' announcements and one relying on rechecks
+ * alone, take locks in turn while it runs; what happened to them is counted:
+ * taken, failed, released, lost, and taken on the old primary after every
+ * sentinel named the new one (split-brain: the old primary, up and not yet
+ * demoted, discards them when it becomes a replica). */
 static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) {
     (void)state;
     enum { HELD = 20 };
     int p = lbt_sentinels_primary(&env), r = 1 - p;
     assert_true(p >= 0);
-    lb_sentinel *s = new_handle();
+    follower f[2];
+    follower_init(&f[0], 1);
+    follower_init(&f[1], 0);
+    lb_sentinel *s = f[0].s;
     lb_lock *held[HELD];
     for (int i = 0; i < HELD; i++) {
         char key[32];
@@ -152,68 +219,36 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
         held[i] = new_lock(key);
         assert_int_equal(lb_lock_try_acquire_sentinel(held[i], s), LB_OK);
     }
-    /* Every write so far is on the replica before the failover starts. */
-    redisReply *w = redisCommand(lb_sentinel_primary(s), "WAIT 1 5000");
+    /* Every write so far is on the replica before the failover starts
+     * (waiting less than the handle's 1 s command timeout). */
+    redisReply *w = redisCommand(lb_sentinel_primary(s), "WAIT 1 900");
     assert_non_null(w);
     assert_int_equal(w->integer, 1);
     freeReplyObject(w);
 
     redisContext *c = lbt_redis_connect(&env.sentinel[0]);
     assert_non_null(c);
-    redisReply *f = redisCommand(c, "SENTINEL FAILOVER %s", LBT_SENTINEL_NAME);
-    assert_non_null(f);
-    if (f->type == REDIS_REPLY_ERROR) fail_msg("SENTINEL FAILOVER: %s", f->str);
-    freeReplyObject(f);
+    redisReply *fo = redisCommand(c, "SENTINEL FAILOVER %s", LBT_SENTINEL_NAME);
+    assert_non_null(fo);
+    if (fo->type == REDIS_REPLY_ERROR) fail_msg("SENTINEL FAILOVER: %s", fo->str);
+    freeReplyObject(fo);
     redisFree(c);
 
-    /* Operations go on through the failover. Once every sentinel names the
-     * new primary, an acquisition still made on the old one (up, and not yet
-     * demoted) is split-brain: it will be discarded when the old primary is
-     * turned into a replica. The handle's recheck bounds how long that lasts. */
-    int taken = 0, failed = 0, released = 0, lost = 0, promoted = 0, on_new = 0, on_old = 0;
-    int64_t switched_ms = 0, followed_ms = 0;
+    int promoted = 0;
+    int64_t switched_ms = 0, limit = mono_ms() + 30000;
     char old_addr[64];
     snprintf(old_addr, sizeof old_addr, "127.0.0.1:%d", env.data[p].port);
-    int64_t limit = mono_ms() + 30000;
-    for (int i = 0; mono_ms() < limit && on_new < 50; i++) {
-        char key[32], addr[64];
-        snprintf(key, sizeof key, "s:during:%d", i);
-        lb_lock *l = new_lock(key);
-        int rc = lb_lock_try_acquire_sentinel(l, s);
-        lb_sentinel_primary_addr(s, addr, sizeof addr);
-        if (rc == LB_OK) {
-            taken++;
-            if (promoted) {
-                if (strcmp(addr, old_addr) == 0) on_old++;
-                else if (on_new++ == 0) followed_ms = mono_ms();
-            }
-            rc = lb_lock_release_sentinel(l, s);
-            if (rc == LB_OK) released++;
-            else if (rc == LB_ELOST) lost++;
-            else failed++;
-        } else {
-            failed++;
-        }
-        lb_lock_free(l);
+    for (int i = 0; mono_ms() < limit && (f[0].on_new < 50 || f[1].on_new < 50); i++) {
+        for (int k = 0; k < 2; k++)
+            if (f[k].on_new < 50) follower_step(&f[k], i, promoted, old_addr);
         if (!promoted && i % 5 == 0 && lbt_sentinels_wait_primary(&env, r, 0) == 0) {
             promoted = 1;
             switched_ms = mono_ms();
         }
     }
-    lb_sentinel_stats st;
-    lb_sentinel_stats_get(s, &st);
-    print_message("sentinel failover: %d locks taken during it, %d released, %d lost, %d failed; "
-                  "after the sentinels switched: %d taken on the old primary (split-brain), "
-                  "%d on the new, the first %lld ms after the switch was seen; %llu resolves, "
-                  "%llu READONLY answers, %llu primary switches\n",
-                  taken, released, lost, failed, on_old, on_new,
-                  (long long)(on_new ? followed_ms - switched_ms : -1),
-                  (unsigned long long)st.resolves, (unsigned long long)st.readonly,
-                  (unsigned long long)st.switches);
     assert_true(promoted);
+    for (int k = 0; k < 2; k++) follower_report(&f[k], switched_ms);
     assert_int_equal(lbt_sentinels_wait_primary(&env, r, 20000), 0);
-    assert_int_equal(on_new, 50);
-    assert_true(st.switches >= 1);
     assert_primary_is(s, r);
     /* Locks confirmed on the replica before the failover are still ours. */
     for (int i = 0; i < HELD; i++) {
@@ -229,7 +264,8 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     assert_string_equal(value_on(r, "s:late"), lb_lock_token(late));
     assert_int_equal(lb_lock_release(late, now), LB_OK);
     lb_lock_free(late);
-    lb_sentinel_free(s);
+    lb_sentinel_free(f[0].s);
+    lb_sentinel_free(f[1].s);
 }
 
 int main(void) {

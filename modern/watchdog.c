@@ -411,11 +411,22 @@ static int init_sync(lb_watchdog *wd) {
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0) return LB_ENOMEM;
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    int ok = pthread_mutex_init(&wd->mu, NULL) == 0;
-    ok = ok && pthread_cond_init(&wd->wake, &attr) == 0;
-    ok = ok && pthread_cond_init(&wd->idle, NULL) == 0;
+    int rc = LB_ENOMEM;
+    if (pthread_mutex_init(&wd->mu, NULL) == 0) {
+        if (pthread_cond_init(&wd->wake, &attr) == 0) {
+            if (pthread_cond_init(&wd->idle, NULL) == 0) rc = LB_OK;
+            else pthread_cond_destroy(&wd->wake);
+        }
+        if (rc != LB_OK) pthread_mutex_destroy(&wd->mu);
+    }
     pthread_condattr_destroy(&attr);
-    return ok ? LB_OK : LB_ENOMEM;
+    return rc;
+}
+
+static void destroy_sync(lb_watchdog *wd) {
+    pthread_mutex_destroy(&wd->mu);
+    pthread_cond_destroy(&wd->wake);
+    pthread_cond_destroy(&wd->idle);
 }
 
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
@@ -438,9 +449,12 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     wd->opts.host = wd->opts.username = wd->opts.password = NULL;
     char detail[LB__ERRSTR_CAP];
     if (rc == LB_OK) rc = open_connection(wd, o->connect_timeout_ms, detail);
-    if (rc == LB_OK && (rc = init_sync(wd)) == LB_OK && (rc = start_thread(wd)) == LB_OK) {
-        *out = wd;
-        return LB_OK;
+    if (rc == LB_OK && (rc = init_sync(wd)) == LB_OK) {
+        if ((rc = start_thread(wd)) == LB_OK) {
+            *out = wd;
+            return LB_OK;
+        }
+        destroy_sync(wd);
     }
     drop_connection(wd);
     free_strings(wd);
@@ -458,9 +472,7 @@ static void cleanup(lb_watchdog *wd) {
         w = next;
     }
     drop_connection(wd);
-    pthread_mutex_destroy(&wd->mu);
-    pthread_cond_destroy(&wd->wake);
-    pthread_cond_destroy(&wd->idle);
+    destroy_sync(wd);
     free_strings(wd);
     lb__free(wd->opts.allocator, wd);
 }

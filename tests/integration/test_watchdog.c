@@ -699,6 +699,66 @@ static void test_watchdog_options_are_checked(void **state) {
     assert_int_equal(lb_watchdog_new(NULL, NULL), LB_EINVAL);
 }
 
+/* An allocator that fails from the Nth allocation on (the watchdog's thread
+ * allocates nothing through it, so plain counters do). */
+typedef struct failing {
+    int left; /* allocations still granted; -1: all */
+    int live;
+} failing;
+
+static void *failing_malloc(void *ud, size_t size) {
+    failing *f = ud;
+    if (f->left == 0) return NULL;
+    if (f->left > 0) f->left--;
+    f->live++;
+    return malloc(size);
+}
+
+static void failing_free(void *ud, void *p) {
+    failing *f = ud;
+    f->live--;
+    free(p);
+}
+
+static void test_allocation_failures_leave_nothing_behind(void **state) {
+    (void)state;
+    failing f = {-1, 0};
+    lb_allocator a = {failing_malloc, failing_free, &f};
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.port = server.port;
+    o.username = "default";
+    o.password = NULL;
+    o.allocator = &a;
+    lb_watchdog *wd = NULL;
+    int n, rc;
+    for (n = 0; n < 20; n++) {
+        f.left = n;
+        if ((rc = lb_watchdog_new(&wd, &o)) == LB_OK) break;
+        assert_int_equal(rc, LB_ENOMEM);
+        assert_null(wd);
+        assert_int_equal(f.live, 0);
+    }
+    assert_int_equal(rc, LB_OK);
+    assert_true(n >= 2); /* the handle and its host at least */
+    lb_lock *l = held_lock("wd:alloc", 5000);
+    for (n = 0; n < 20; n++) {
+        int before = f.live;
+        f.left = n;
+        if ((rc = lb_watchdog_watch(wd, l, NULL)) == LB_OK) break;
+        assert_int_equal(rc, LB_ENOMEM);
+        assert_int_equal(f.live, before);
+        assert_int_equal(stats(wd).watched, 0);
+    }
+    assert_int_equal(rc, LB_OK);
+    assert_true(n >= 2);
+    f.left = -1;
+    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    lb_lock_free(l);
+    lb_watchdog_free(wd);
+    assert_int_equal(f.live, 0);
+}
+
 /* ---- connecting -------------------------------------------------------------------- */
 
 static lbt_redis secured;
@@ -812,6 +872,7 @@ int main(void) {
         cmocka_unit_test(test_watch_options_are_checked),
         cmocka_unit_test(test_reason_names),
         cmocka_unit_test(test_watchdog_options_are_checked),
+        cmocka_unit_test(test_allocation_failures_leave_nothing_behind),
         cmocka_unit_test(test_connects_with_password_and_db_or_a_callback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -185,6 +185,39 @@ $(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
 
+# ---- fuzzing (clang's libFuzzer, ASan+UBSan) ----------------------------------------
+# `make fuzz` runs each tests/fuzz/fuzz_*.c for FUZZ_SECONDS (20 s) from its seed
+# corpus in tests/fuzz/corpus/<target>; `make fuzz-long` runs each for 10 minutes.
+# Inputs it finds go to $(FUZZ_BUILD)/corpus, crashes to $(FUZZ_BUILD)/<target>-*.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES   := $(FUZZ_SRC:tests/fuzz/%.c=%)
+
+.PHONY: fuzz fuzz-long fuzz-bins
+fuzz-bins:
+	$(MAKE) CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link" \
+	    $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz/%)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ $< $(STATIC) $(LIBS)
+
+fuzz: fuzz-bins
+	@for t in $(FUZZ_NAMES); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+	        -artifact_prefix=$(FUZZ_BUILD)/$$t- $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+	        2>$(FUZZ_BUILD)/$$t.log || { tail -n 40 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
+	    grep -E "^stat::(number_of_executed_units|new_units_added)" $(FUZZ_BUILD)/$$t.log; \
+	done
+
+fuzz-long:
+	$(MAKE) fuzz FUZZ_SECONDS=600
+
 clean:
 	rm -rf build build-asan build-tsan
 
@@ -199,4 +232,5 @@ help:
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
 	@echo "make bench-peers  install the peers make bench compares with (opt-in)"
+	@echo "make fuzz       libFuzzer targets of tests/fuzz, 20 s each (fuzz-long: 10 min)"
 	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"

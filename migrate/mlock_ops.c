@@ -55,8 +55,9 @@ static int send_touch(lb_mlock *l, const lb_now *now) {
     return LB_STEP_SEND;
 }
 
-/* The legacy lock's machine runs inside ours: its commands are ours, its
- * replies are fed to it, and it handles its own script fallback. */
+/* The legacy lock's machine runs inside ours: its commands are sent as ours
+ * (a NOSCRIPT is answered by our machine, which resends the body) and every
+ * other reply is fed to it. */
 static int forward(lb_mlock *l, const redisReply *r, const lb_now *now);
 
 static int begin_op(lb_mlock *l, const lb_now *now) {
@@ -133,6 +134,10 @@ static int forward(lb_mlock *l, const redisReply *r, const lb_now *now) {
 /* The mode read from the control key: a name, absent (the configured mode
  * applies), or something else (the last known mode stays). */
 static int on_touch(lb_mlock *l, const redisReply *r, const lb_now *now) {
+    /* A read that failed is retried by the next acquire, due or not. */
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER)
+        atomic_store(&l->notified, 1);
     if (!r) return lb__fail(&l->m, LB_EIO, "connection failed while reading the mode");
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "mode read");
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||

@@ -356,6 +356,13 @@ static void test_mode_reads_decide_the_next_operations_mode(void **state) {
     lbt_fake_advance(&f.ft, 1000);
     assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 2);
+    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    /* A read that failed is tried again by the next acquire. */
+    static const rep broken[1] = {RNONE};
+    lb_mlock_notify(f.l);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), broken, 1, &sent, NULL, 0), LB_EIO);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(sent, 2);
     lb_mlock_free(f.l);
 }
 

@@ -398,6 +398,31 @@ static void test_reconnects_when_its_connection_is_killed(void **state) {
     rec_destroy(&r);
 }
 
+/* A restarted server (persistence off) forgot the lock and the script: the
+ * watchdog reconnects, sends the script body again, and reports the refusal. */
+static void test_server_restart_is_reported_as_refused_after_reconnecting(void **state) {
+    (void)state;
+    lb_watchdog *wd = new_watchdog();
+    recorder r;
+    rec_init(&r);
+    lb_lock *l = held_lock("wd:restart", 5000);
+    watch(wd, l, &r, 0.02, 0);
+    sleep_ms(300);
+    assert_true(stats(wd).renewals >= 1);
+    redisFree(conn);
+    conn = NULL;
+    assert_int_equal(lbt_redis_restart(&server, NULL), 0);
+    conn = lbt_redis_connect(&server);
+    assert_non_null(conn);
+    assert_int_equal(rec_wait(&r, 10000), 1);
+    assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_true(stats(wd).reconnects >= 1);
+    assert_int_equal(lb_lock_release(l, conn), LB_ELOST);
+    lb_lock_free(l);
+    lb_watchdog_free(wd);
+    rec_destroy(&r);
+}
+
 static void test_lost_callback_runs_without_the_watchdog_mutex(void **state) {
     (void)state;
     lb_watchdog *wd = new_watchdog();
@@ -862,6 +887,7 @@ int main(void) {
         cmocka_unit_test(test_max_hold_stops_renewal_and_is_reported_as_such),
         cmocka_unit_test(test_max_hold_below_the_ttl_never_shortens_the_lease),
         cmocka_unit_test(test_reconnects_when_its_connection_is_killed),
+        cmocka_unit_test(test_server_restart_is_reported_as_refused_after_reconnecting),
         cmocka_unit_test(test_lost_callback_runs_without_the_watchdog_mutex),
         cmocka_unit_test(test_unwatch_or_release_racing_renewal_leaves_nothing_behind),
         cmocka_unit_test(test_unwatch_waits_for_a_callback_in_flight),

@@ -269,8 +269,8 @@ static void fill_targets(table *t, const reference *ref, const uncontended_summa
     double extra_server = u->modern_server_us - 2 * u->ping_server_us;
     snprintf(why, sizeof why,
              "%.1f us beyond two PINGs, of which the server's own time accounts for %.1f us "
-             "(commandstats: %.1f us per SET + release script, %.1f us per PING); the rest is "
-             "the client's side: token, command building, larger replies",
+             "(commandstats: %.1f us per SET + release script, %.1f us per PING); what it "
+             "does not account for is the client's side: token, command building, replies",
              extra_us, extra_server, u->modern_server_us, u->ping_server_us);
     target(t, "uncontended modern acquire+release, median over two PING medians", "<= 1.10", m,
            x <= T_UNCONTENDED_X, x / T_UNCONTENDED_X, why);

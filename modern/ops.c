@@ -69,7 +69,12 @@ static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     int rc = script_integer(l, r, "extend", &v);
     if (rc != LB_OK) return rc;
     if (v <= 0) return lost(l, "the key no longer holds our token; not extended");
-    l->deadline_ns = l->sent_ns + (int64_t)v * 1000000;
+    /* The TTL comes from the server: one no int64 deadline can hold is not
+     * believed, and the lease we knew stays as it was. */
+    int64_t ns, deadline;
+    if (lb__mul64(v, 1000000, &ns) || lb__add64(l->sent_ns, ns, &deadline))
+        return lb__fail(m, LB_EPROTO, "extend: TTL %lld ms out of range", v);
+    l->deadline_ns = deadline;
     return LB_OK;
 }
 

@@ -1,6 +1,5 @@
 /* The watchdog: one thread and one connection of its own renew any number of
  * held token locks with the compare-then-extend script, and report lost ones. */
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>

@@ -190,8 +190,12 @@ static void run_op(subject *x, src *s, int op, lb_now *now) {
         size_t sentlen = cmd->argvlen[0] < sizeof sent ? cmd->argvlen[0] : sizeof sent;
         memcpy(sent, cmd->argv[0], sentlen);
         redisReply *r = build(s, cmd, 0);
-        now->mono_ns += (int64_t)(take(s) & 0x7f) * 1000000;
-        now->wall_us += (int64_t)(take(s) & 0x7f) * 1000;
+        /* The clock moves on between replies, and stays put at its limit. */
+        int64_t t;
+        if (!__builtin_add_overflow(now->mono_ns, (int64_t)(take(s) & 0x7f) * 1000000, &t))
+            now->mono_ns = t;
+        if (!__builtin_add_overflow(now->wall_us, (int64_t)(take(s) & 0x7f) * 1000, &t))
+            now->wall_us = t;
         rc = lb_machine_step(m, r, now);
         oracle(x, op, sent, sentlen, r, rc, ours, ourslen);
         reply_free(r);

@@ -770,6 +770,101 @@ static void test_read_only_replica_refuses_every_write(void **state) {
     redisFree(cr);
 }
 
+/* ---- allocation failure -------------------------------------------------------- */
+
+/* An allocator that fails its n-th call and counts live blocks, so that a
+ * leak on any path shows as live != 0 after the handle is freed. */
+typedef struct failing {
+    int fail_at, calls, live;
+} failing;
+
+static void *failing_malloc(void *ud, size_t n) {
+    failing *f = ud;
+    if (++f->calls == f->fail_at) return NULL;
+    f->live++;
+    return malloc(n);
+}
+
+static void failing_free(void *ud, void *p) {
+    ((failing *)ud)->live--;
+    free(p);
+}
+
+/* Expected: for every n, failing the n-th allocation makes lb_lock_new return
+ * LB_ENOMEM with *out NULL and nothing left allocated, or, once n is past
+ * what creation needs, every operation (acquire, extend both ways, check,
+ * release, with and without fencing) succeeds without allocating at all. */
+static void test_every_allocation_failure_along_token_lock_operations(void **state) {
+    (void)state;
+    lbt_redis *r = start_server(NULL);
+    redisContext *c = connect_port(r->port, 2000);
+    for (int fencing = 0; fencing <= 1; fencing++) {
+        for (int n = 1;; n++) {
+            failing f = {n, 0, 0};
+            lb_allocator alloc = {failing_malloc, failing_free, &f};
+            lb_lock_options o;
+            lb_lock_options_init(&o);
+            o.fencing = fencing;
+            o.allocator = &alloc;
+            lb_lock *l = (lb_lock *)&f; /* must be reset on entry */
+            int rc = lb_lock_new(&l, "f:alloc", 7, &o);
+            if (rc == LB_ENOMEM) {
+                assert_null(l);
+                assert_int_equal(f.live, 0);
+                continue;
+            }
+            assert_int_equal(rc, LB_OK);
+            int created = f.calls;
+            int64_t ttl;
+            assert_int_equal(lb_lock_try_acquire(l, c), LB_OK);
+            assert_int_equal(lb_lock_extend(l, c, 5000, LB_EXTEND_REPLACE), LB_OK);
+            assert_int_equal(lb_lock_extend(l, c, 1000, LB_EXTEND_ADD), LB_OK);
+            assert_int_equal(lb_lock_check(l, c, &ttl), LB_OK);
+            assert_int_equal(lb_lock_release(l, c), LB_OK);
+            assert_int_equal(f.calls, created); /* operations allocate nothing */
+            lb_lock_free(l);
+            assert_int_equal(f.live, 0);
+            break;
+        }
+    }
+    redisFree(c);
+}
+
+/* Expected: the same for the quorum lock over three masters: creation fails
+ * cleanly at every allocation it makes (its handle, its table, each master's
+ * lock and their names), and acquire and release allocate nothing. */
+static void test_every_allocation_failure_along_quorum_operations(void **state) {
+    (void)state;
+    redisContext *m[3];
+    for (int i = 0; i < 3; i++) m[i] = connect_port(start_server(NULL)->port, 2000);
+    int allocations = 0;
+    for (int n = 1;; n++) {
+        failing f = {n, 0, 0};
+        lb_allocator alloc = {failing_malloc, failing_free, &f};
+        lb_quorum_options o;
+        lb_quorum_options_init(&o);
+        o.ttl_ms = 5000;
+        o.allocator = &alloc;
+        lb_quorum *q = (lb_quorum *)&f;
+        int rc = lb_quorum_new(&q, "f:qalloc", 8, m, 3, &o);
+        if (rc == LB_ENOMEM) {
+            assert_null(q);
+            assert_int_equal(f.live, 0);
+            continue;
+        }
+        assert_int_equal(rc, LB_OK);
+        allocations = f.calls;
+        assert_int_equal(lb_quorum_try_acquire(q), LB_OK);
+        assert_int_equal(lb_quorum_release(q), LB_OK);
+        assert_int_equal(f.calls, allocations);
+        lb_quorum_free(q);
+        assert_int_equal(f.live, 0);
+        break;
+    }
+    assert_true(allocations >= 2 + 3 * 2); /* handle, table, and per master a lock and names */
+    for (int i = 0; i < 3; i++) redisFree(m[i]);
+}
+
 int main(void) {
     /* A write on a connection the server closed must be an error, not a signal. */
     signal(SIGPIPE, SIG_IGN);
@@ -788,6 +883,8 @@ int main(void) {
         ALONE(test_scripts_disabled_fail_at_acquire_not_at_release),
         ALONE(test_maxmemory_noeviction_refuses_acquire_not_release),
         ALONE(test_read_only_replica_refuses_every_write),
+        ALONE(test_every_allocation_failure_along_token_lock_operations),
+        ALONE(test_every_allocation_failure_along_quorum_operations),
     };
     return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }

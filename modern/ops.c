@@ -35,7 +35,7 @@ static void begin_script(lb_lock *l, const lb_script *s) {
 
 static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    long long v;
+    long long v = 0; /* set by script_integer on LB_OK */
     (void)now;
     if (l->state == O_START) {
         if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
@@ -54,7 +54,7 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
 
 static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    long long v;
+    long long v = 0; /* set by script_integer on LB_OK */
     if (l->state == O_START) {
         if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
         if (l->extend_ms <= 0 || l->extend_ms > INT64_MAX / 2000000)
@@ -80,7 +80,7 @@ static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
 
 static int check_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    long long v;
+    long long v = 0; /* set by script_integer on LB_OK */
     (void)now;
     if (l->state == O_START) {
         if (!l->token[0]) return lb__fail(m, LB_ESTATE, "never acquired");

@@ -61,12 +61,12 @@ int lb_quorum_new(lb_quorum **out, const char *key, size_t keylen, redisContext 
     q->n = n;
     q->rng = lb__random_seed();
     q->masters = masters;
-    q->locks = lb__alloc(o->allocator, sizeof *q->locks * (size_t)n);
+    q->locks = lb__alloc(o->allocator, sizeof(lb_lock *) * (size_t)n);
     if (!q->locks) {
         lb__free(o->allocator, q);
         return LB_ENOMEM;
     }
-    memset(q->locks, 0, sizeof *q->locks * (size_t)n);
+    memset(q->locks, 0, sizeof(lb_lock *) * (size_t)n);
     lb_lock_options lo;
     lb_lock_options_init(&lo);
     lo.ttl_ms = o->ttl_ms;

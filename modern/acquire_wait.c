@@ -77,6 +77,9 @@ static int wait_loop(wait_state *s) {
         if (left <= 0) return give_up(s);
         int64_t ms = next_sleep(l, &s->cap);
         wake = nap(s, ms < left ? ms : left);
+        /* No attempt starts after the deadline: a sleep that ran into it
+         * heard no release, and the TTL bound had not passed. */
+        if (wake == LB__WAKE_TIMEOUT && left_ms(s) <= 0) return give_up(s);
     }
 }
 

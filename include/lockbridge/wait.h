@@ -58,8 +58,9 @@ void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out);
  * longer than the holder's remaining TTL, and wakes at once when the holder's
  * release is published on the lock's channel (w may be NULL: back-off only).
  * A fair lock (lb_lock_options.fair) queues, keeps its place by its attempts,
- * and may be handed the lock by a release without another command. Returns
- * LB_OK, LB_ETIMEDOUT, or an attempt's error (LB_EWRONGTYPE, LB_EIO...). A
+ * and may be handed the lock by a release without another command. No
+ * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT, or an
+ * attempt's error (LB_EWRONGTYPE, LB_EIO...). A
  * fair waiter that times out leaves the queue; if a hand-off reached it at
  * that moment it returns LB_OK instead. */
 int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms);

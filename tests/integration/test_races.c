@@ -425,6 +425,15 @@ static void test_migration_races(void **state) {
          "A:mode_set B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch C:SETNX "
          "C:GET B:migrate_release C?",
          LBR_OK, 0, 0},
+        {"legacy beside modern is unsafe even for lockbridge: a wire GETSET over a token",
+         {"lb-wire", "lb-migrate-modern", "lb-wire"}, 0,
+         "A:SETNX A! +6000 C:SETNX C:GET B:migrate_acquire B:migrate_acquire C:GETSET",
+         LBR_VIOLATION, "overwrote B's valid lock", -1},
+        {"the same race beside compat is the legacy overwrite, counted apart",
+         {"lb-wire", "lb-compat", "lb-wire"}, 0,
+         "A:SETNX A! +6000 C:SETNX C:GET B:migrate_acquire B:migrate_acquire C:GETSET "
+         "B:migrate_release C?",
+         LBR_OK, 0, -1},
         {"legacy beside modern is the unsafe pair: L1 deletes a token lock",
          {"lb-migrate-modern", "L1"}, 0, "A:migrate_acquire B:SETNX B:GET B:DEL", LBR_VIOLATION,
          "B deleted A's valid lock", -1},

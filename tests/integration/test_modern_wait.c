@@ -102,6 +102,15 @@ static lb_waiter_stats stats_of(lb_waiter *w) {
     return st;
 }
 
+/* Takes and releases the lock once, so that what a handle does once (the
+ * check that the server runs scripts) is out of the way; returns the
+ * handle's command count after it. */
+static uint64_t warmed_up(lb_lock *l) {
+    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    return lb_lock_commands(l);
+}
+
 /* ---- One blocking acquire on a thread of its own ------------------------ */
 
 typedef struct job {
@@ -109,6 +118,7 @@ typedef struct job {
     redisContext *c;
     lb_waiter *w;
     int64_t wait_ms;
+    long long client_id; /* of c, read before the thread starts */
     int rc;
     int done; /* atomic */
     pthread_t t;
@@ -128,6 +138,10 @@ static void job_start(job *j, lb_lock *l, lb_waiter *w, int64_t wait_ms) {
     j->wait_ms = wait_ms;
     j->c = lbt_redis_connect(&server);
     assert_non_null(j->c);
+    redisReply *id = redisCommand(j->c, "CLIENT ID");
+    assert_non_null(id);
+    j->client_id = id->integer;
+    freeReplyObject(id);
     assert_int_equal(pthread_create(&j->t, NULL, job_run, j), 0);
 }
 
@@ -151,6 +165,7 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     (void)state;
     lb_waiter *w = new_waiter();
     lb_lock *a = new_lock("w:wake", 0, 2, 100), *b = new_lock("w:wake", 0, 5000, 5000);
+    uint64_t base = warmed_up(b);
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
     job j;
     job_start(&j, b, w, 4000);
@@ -161,7 +176,7 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(get_value("w:wake"), lb_lock_token(b));
     /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
-    assert_int_equal(lb_lock_commands(b), 5);
+    assert_int_equal(lb_lock_commands(b) - base, 5);
     lb_waiter_stats st = stats_of(w);
     assert_true(st.messages >= 1);
     assert_int_equal(st.subscribes, 1);
@@ -180,13 +195,14 @@ static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
     (void)state;
     lb_waiter *w = new_waiter();
     lb_lock *b = new_lock("w:del", 0, 5000, 5000);
+    uint64_t base = warmed_up(b);
     cmd_ok("SET w:del legacy-holder PX 400");
     job j;
     job_start(&j, b, w, 3000);
     EVENTUALLY(stats_of(w).sleeps >= 2 || job_done(&j));
     cmd_ok("DEL w:del");
     assert_int_equal(job_join(&j), LB_OK);
-    assert_true(lb_lock_commands(b) <= 5);
+    assert_true(lb_lock_commands(b) - base <= 5);
     assert_int_equal(stats_of(w).messages, 0);
     job_end(&j);
     lb_waiter_free(w);
@@ -361,10 +377,7 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     EVENTUALLY(integer("ZCARD %s", "{w:dead}:queue") == 2);
     char tokens[2][33];
     assert_int_equal(queue_tokens("{w:dead}:queue", tokens, 2), 2);
-    redisReply *id = redisCommand(jd.c, "CLIENT ID");
-    assert_non_null(id);
-    cmd_ok("CLIENT KILL ID %lld", id->integer);
-    freeReplyObject(id);
+    cmd_ok("CLIENT KILL ID %lld", jd.client_id);
     assert_int_equal(job_join(&jd), LB_EIO); /* died, still queued */
     sleep_ms(600);                           /* its lease (400 ms) lapses */
     assert_int_equal(lb_lock_release(h, conn), LB_OK);

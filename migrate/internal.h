@@ -60,6 +60,7 @@ struct lb_mlock {
     int64_t sent_ns, deadline_ns;
     lb_class seen;            /* what the last failed attempt found */
     int64_t holder_ms;        /* the holder's remaining validity seen, ms; -1 unknown */
+    char modes_arg[24];       /* "ABSENT:CURRENT" for the duty script */
     char census_json[LB__CENSUS_JSON_MAX];
     size_t census_jsonlen;
     char client_id[LB_CENSUS_ID_MAX];

@@ -2,6 +2,7 @@
  * control-key read, one script call) before an acquire when due, then the
  * operation in the mode it starts in: legacy forwards to the legacy lock's
  * machine, compat and modern run the cross-format machines. */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +32,20 @@ static int touch_due(lb_mlock *l, const lb_now *now) {
                          due(now->mono_ns, l->census_ns, l->opts.census_refresh_ms)));
 }
 
+/* A follower's entry leaves its mode to the script, which writes the mode
+ * the read decides: "mode":"NAME" becomes "mode":"?". The id comes first and
+ * its quotes are escaped, so the first match is the mode field. */
+static void mode_placeholder(lb_mlock *l, lb_mode m) {
+    char field[32];
+    int n = snprintf(field, sizeof field, "\"mode\":\"%s\"", lb_mode_name(m));
+    char *at = memmem(l->census_json, l->census_jsonlen, field, (size_t)n);
+    if (!at) return;
+    size_t tail = l->census_jsonlen - (size_t)(at - l->census_json) - (size_t)n;
+    memcpy(at, "\"mode\":\"?\"", 10);
+    memmove(at + 10, at + n, tail + 1);
+    l->census_jsonlen -= (size_t)n - 10;
+}
+
 static int send_touch(lb_mlock *l, const lb_now *now) {
     lb_census_entry e;
     l->census_now = l->opts.census_refresh_ms > 0;
@@ -45,12 +60,16 @@ static int send_touch(lb_mlock *l, const lb_now *now) {
         e.seen_ms = now->wall_us / 1000;
         if (lb_census_encode(&e, l->census_json, sizeof l->census_json, &l->census_jsonlen) != LB_OK)
             return lb__fail(&l->m, LB_EINVAL, "census entry does not fit");
+        if (l->opts.follow) mode_placeholder(l, l->mode);
     }
+    snprintf(l->modes_arg, sizeof l->modes_arg, "%s:%s", lb_mode_name(l->opts.mode),
+             lb_mode_name(l->mode));
     lb__cmd_script(&l->m, &lb__script_migrate_touch, "2");
     lb__cmd_arg(&l->m.cmd, l->ns.mode, l->ns.modelen);
     lb__cmd_arg(&l->m.cmd, l->ns.census, l->ns.censuslen);
     lb__cmd_arg(&l->m.cmd, l->census_now ? l->client_id : "", l->census_now ? strlen(l->client_id) : 0);
     lb__cmd_arg(&l->m.cmd, l->census_json, l->census_jsonlen);
+    lb__cmd_argz(&l->m.cmd, l->modes_arg);
     l->state = S_TOUCH;
     return LB_STEP_SEND;
 }

@@ -906,6 +906,32 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     assert_int_equal(es[0].pid, getpid());
     lb_census_free(NULL, es);
     lb_mlock_free(l);
+    /* A follower's entry says the mode it read, from its very first refresh:
+     * configured legacy, it must not hold modern back once the key says compat. */
+    lbt_del(k.census);
+    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
+    o.follow = 1;
+    o.client_id = "billing-8";
+    assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(n, 1);
+    assert_true(es[0].valid);
+    assert_int_equal(es[0].mode, LB_MODE_COMPAT);
+    lb_census_free(NULL, es);
+    /* A control key in no known form: the entry keeps the mode in use. */
+    lbt_ok(redisCommand(admin, "SET %s %s", k.mode, "\"mode\":\"?\""));
+    assert_int_equal(lb_mlock_refresh(l, admin), LB_OK);
+    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(n, 1);
+    assert_true(es[0].valid);
+    assert_int_equal(es[0].mode, LB_MODE_COMPAT);
+    lb_census_free(NULL, es);
+    lb_mlock_free(l);
+    lbt_del(k.mode);
+    o.follow = 0;
     /* A default identity is host:pid:random. */
     o.client_id = NULL;
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);

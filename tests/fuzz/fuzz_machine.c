@@ -1,12 +1,13 @@
 /* Fuzz target for the reply handling of the step machines: the input picks a
  * lock (legacy wire or scripted with any codec, token lock with or without
- * fencing), the clock reading and a series of operations, and supplies every
- * reply as a redisReply tree (any type, nesting, error text, or an echo of
- * one of the command's own arguments). Besides not crashing, the machines
- * must keep the rules that make a lock safe: a value that does not decode is
- * never taken over, a release never deletes what is not ours, a handle holds
- * only after an acquire said LB_OK, and a finished machine takes no reply.
- * To cover a new machine, add an entry to `ops`. */
+ * fencing, migration lock in each mode), the clock reading and a series of
+ * operations, and supplies every reply as a redisReply tree (any type,
+ * nesting, error text, or an echo of the command's arguments or of our
+ * value). Besides not crashing, the machines must keep the rules that make a
+ * lock safe: a value that does not decode is never taken over, a release
+ * never deletes what is not ours, a handle holds only after an acquire said
+ * LB_OK, and a finished machine takes no reply. To cover a new machine, add
+ * it to `start`. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,14 +126,24 @@ static redisReply *build(src *s, const lb_cmd *cmd, int depth) {
 typedef struct subject {
     lb_legacy_lock *legacy;
     lb_lock *modern;
+    lb_mlock *mlock;
     lb_codec codec;
 } subject;
 
 static int held(const subject *x) {
+    if (x->mlock) return lb_mlock_held(x->mlock);
     return x->legacy ? lb_legacy_held(x->legacy) : lb_lock_held(x->modern);
 }
 
 static lb_machine *start(subject *x, int op, int64_t ms) {
+    if (x->mlock) {
+        switch (op % 4) {
+        case 0: return lb_mlock_try_acquire_machine(x->mlock);
+        case 1: return lb_mlock_release_machine(x->mlock);
+        case 2: return lb_mlock_extend_machine(x->mlock, ms);
+        default: return lb_mlock_refresh_machine(x->mlock);
+        }
+    }
     if (x->legacy) {
         switch (op % 3) {
         case 0: return lb_legacy_try_acquire_machine(x->legacy);
@@ -172,8 +183,10 @@ static void run_op(subject *x, src *s, int op, lb_now *now) {
     int was_held = held(x);
     char ours[LB_VALUE_MAX + LB_TOKEN_LEN];
     size_t ourslen = 0;
-    const char *v = x->legacy ? lb_legacy_value(x->legacy, &ourslen) : lb_lock_token(x->modern);
-    if (!x->legacy) ourslen = strlen(v);
+    const char *v = x->mlock    ? lb_mlock_value(x->mlock, &ourslen)
+                    : x->legacy ? lb_legacy_value(x->legacy, &ourslen)
+                                : lb_lock_token(x->modern);
+    if (!x->legacy && !x->mlock) ourslen = strlen(v);
     memcpy(ours, v, ourslen);
     echo_ours = ours;
     echo_ourslen = ourslen;
@@ -202,7 +215,7 @@ static void run_op(subject *x, src *s, int op, lb_now *now) {
     }
     CHECK(rc <= 0 && rc >= LB_ESTATE);
     CHECK(lb_machine_step(m, NULL, now) == LB_ESTATE); /* finished: takes nothing */
-    int acquire = x->legacy ? op % 3 == 0 : op % 4 == 0;
+    int acquire = x->legacy ? op % 3 == 0 : op % 4 == 0; /* mlock: as modern */
     if (acquire) CHECK(held(x) == (rc == LB_OK || was_held));
     if (!was_held && !acquire) CHECK(!held(x));
     CHECK(lb_machine_errstr(m) != NULL);
@@ -225,7 +238,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         now.wall_us = 1700000000000000 + (int64_t)(take(&s) & 0xff) * 1000000;
         now.mono_ns = 5000000000000 + (int64_t)(take(&s) & 0xff) * 1000000;
     }
-    if (kind & 1) {
+    if (kind & 0x40) {
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.mode = (lb_mode)(((kind >> 1) & 3) % 3);
+        o.legacy_variant = (kind >> 3) & 1 ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
+        CHECK(lb_codec_parse(&o.codec, codecs[(kind >> 4) & 3]) == LB_OK);
+        x.codec = o.codec;
+        if (lb_mlock_new(&x.mlock, "k", 1, &o) != LB_OK) return 0;
+    } else if (kind & 1) {
         lb_legacy_options o;
         lb_legacy_options_init(&o);
         CHECK(lb_codec_parse(&o.codec, codecs[(kind >> 2) % 5]) == LB_OK);
@@ -246,5 +267,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     lb_legacy_lock_free(x.legacy);
     lb_lock_free(x.modern);
+    lb_mlock_free(x.mlock);
     return 0;
 }

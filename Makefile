@@ -134,6 +134,8 @@ asan:
 TSAN_TESTS := tests/integration/test_watchdog
 # lb_mlock_notify from a subscriber thread; mode-following clients in threads.
 TSAN_TESTS += tests/integration/test_migrate
+# The fault tests steer a proxy thread (tests/harness/proxy.c).
+TSAN_TESTS += tests/integration/test_faults
 tsan: check-deps
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/%)

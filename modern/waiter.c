@@ -32,7 +32,7 @@ struct lb__wchan {
 
 struct lb_waiter {
     lb_waiter_options opts;
-    char *host;
+    char *host, *username, *password;
     pthread_mutex_t mu;     /* guards everything below but ctx */
     pthread_t thread;
     int wake[2];            /* pipe: a byte wakes the thread */
@@ -115,11 +115,44 @@ static void event(lb__wchan *c) {
 
 /* ---- The thread's side ------------------------------------------------------ */
 
-static redisContext *dial(lb_waiter *w) {
-    if (w->opts.connect) return w->opts.connect(w->opts.connect_ud);
+/* AUTH on a new connection: LB_OK, LB_EREDIS (refused) or LB_EIO. */
+static int auth(lb_waiter *w, redisContext *c) {
+    const char *argv[3] = {"AUTH", w->username, w->password};
+    int argc = w->username ? 3 : 2;
+    if (!w->username) argv[1] = w->password;
+    size_t lens[3];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    redisReply *r = redisCommandArgv(c, argc, argv, lens);
+    if (!r) return LB_EIO;
+    int rc = r->type == REDIS_REPLY_STATUS ? LB_OK : LB_EREDIS;
+    freeReplyObject(r);
+    return rc;
+}
+
+/* A new subscriber connection in *out, or a status. Its timeout bounds
+ * connect, AUTH and writes; reads only follow poll(), so it never cuts one. */
+static int dial(lb_waiter *w, redisContext **out) {
+    *out = NULL;
+    if (w->opts.connect) {
+        redisContext *c = w->opts.connect(w->opts.connect_ud);
+        if (c && !c->err) *out = c;
+        else if (c) redisFree(c);
+        return *out ? LB_OK : LB_EIO;
+    }
     struct timeval tv = {(time_t)(w->opts.connect_timeout_ms / 1000),
                          (suseconds_t)(w->opts.connect_timeout_ms % 1000) * 1000};
-    return redisConnectWithTimeout(w->host, w->opts.port, tv);
+    redisContext *c = redisConnectWithTimeout(w->host, w->opts.port, tv);
+    if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+        if (c) redisFree(c);
+        return LB_EIO;
+    }
+    int rc = w->password ? auth(w, c) : LB_OK;
+    if (rc != LB_OK) {
+        redisFree(c);
+        return rc;
+    }
+    *out = c;
+    return LB_OK;
 }
 
 /* Appends SUBSCRIBE/UNSUBSCRIBE for every channel whose wanted state differs
@@ -253,14 +286,13 @@ static int pause_ms(lb_waiter *w, int64_t ms) {
 
 static int reconnect(lb_waiter *w, int64_t *backoff) {
     if (pause_ms(w, *backoff)) return -1;
-    redisContext *c = dial(w);
-    if (c && !c->err) {
+    redisContext *c;
+    if (dial(w, &c) == LB_OK) {
         w->ctx = c;
         *backoff = w->opts.reconnect_min_ms;
         mark_connected(w, 1);
         return 0;
     }
-    if (c) redisFree(c);
     *backoff = *backoff * 2 < w->opts.reconnect_max_ms ? *backoff * 2 : w->opts.reconnect_max_ms;
     return 0;
 }
@@ -317,7 +349,8 @@ static void *run(void *arg) {
 /* ---- Public and internal calls ------------------------------------------------ */
 
 static int valid(const lb_waiter_options *o) {
-    return o->port > 0 && o->port < 65536 && o->connect_timeout_ms > 0 &&
+    return o->port > 0 && o->port < 65536 && (!o->username || o->password) &&
+           o->connect_timeout_ms > 0 &&
            o->connect_timeout_ms <= 3600000 && o->reconnect_min_ms > 0 &&
            o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000;
 }
@@ -334,7 +367,19 @@ static void free_all(lb_waiter *w) {
     if (w->wake[0] >= 0) close(w->wake[0]);
     if (w->wake[1] >= 0) close(w->wake[1]);
     lb__free(w->opts.allocator, w->host);
+    lb__free(w->opts.allocator, w->username);
+    lb__free(w->opts.allocator, w->password);
     lb__free(w->opts.allocator, w);
+}
+
+/* Copies an optional string option (NULL stays NULL). */
+static int copy(lb_waiter *w, const char *s, char **out) {
+    *out = NULL;
+    if (!s) return LB_OK;
+    *out = lb__alloc(w->opts.allocator, strlen(s) + 1);
+    if (!*out) return LB_ENOMEM;
+    strcpy(*out, s);
+    return LB_OK;
 }
 
 int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
@@ -351,22 +396,21 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     memset(w, 0, sizeof *w);
     w->opts = *o;
     w->wake[0] = w->wake[1] = -1;
-    const char *host = o->host ? o->host : "127.0.0.1";
-    w->host = lb__alloc(o->allocator, strlen(host) + 1);
-    if (!w->host) {
+    if (copy(w, o->host ? o->host : "127.0.0.1", &w->host) != LB_OK ||
+        copy(w, o->username, &w->username) != LB_OK ||
+        copy(w, o->password, &w->password) != LB_OK) {
         free_all(w);
         return LB_ENOMEM;
     }
-    strcpy(w->host, host);
     if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
         w->wake[0] = w->wake[1] = -1;
         free_all(w);
         return LB_EIO;
     }
-    w->ctx = dial(w);
-    if (!w->ctx || w->ctx->err) {
+    int rc = dial(w, &w->ctx);
+    if (rc != LB_OK) {
         free_all(w);
-        return LB_EIO;
+        return rc;
     }
     w->connected = w->st.connected = 1;
     if (pthread_mutex_init(&w->mu, NULL) != 0) {

@@ -16,9 +16,11 @@ extern "C" {
 typedef struct lb_waiter_options {
     const char *host;           /* subscriber connection: host ("127.0.0.1") */
     int port;                   /* and port (6379) */
-    int64_t connect_timeout_ms; /* per connection attempt, ms (2000) */
-    /* Optional, replaces host and port: returns a new connected blocking
-     * context (after AUTH, say) or NULL. Called by lb_waiter_new, then from
+    const char *username;       /* NULL: AUTH with the password alone; copied */
+    const char *password;       /* NULL: no AUTH; copied. (Channels ignore SELECT.) */
+    int64_t connect_timeout_ms; /* connect and AUTH, and any write, ms (2000) */
+    /* Optional, replaces host, port, username and password: returns a new
+     * connected blocking context or NULL. Called by lb_waiter_new, then from
      * the waiter's thread to reconnect. */
     struct redisContext *(*connect)(void *ud);
     void *connect_ud;
@@ -31,7 +33,8 @@ void lb_waiter_options_init(lb_waiter_options *o);
 
 typedef struct lb_waiter lb_waiter;
 
-/* Connects the subscriber connection (LB_EIO if that fails) and starts the
+/* Connects the subscriber connection (LB_EIO if that fails, LB_EREDIS if AUTH
+ * is refused) and starts the
  * thread that reads it. *out is reset on entry. The waiter is thread-safe:
  * any number of threads may wait through it at once, each on its own lock
  * handle and command connection. */

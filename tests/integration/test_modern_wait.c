@@ -606,6 +606,11 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     lb_waiter_get_stats(NULL, &st);
     assert_int_equal(st.channels, 0);
 
+    lb_waiter_options_init(&wo);
+    wo.port = server.port;
+    wo.username = "someone"; /* a username needs a password */
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
+
     l = new_lock("w:bad", 0, 2, 100);
     assert_int_equal(lb_lock_acquire_wait(NULL, conn, NULL, 10), LB_EINVAL);
     assert_int_equal(lb_lock_acquire_wait(l, NULL, NULL, 10), LB_EINVAL);
@@ -614,6 +619,27 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 0), LB_ESTATE);
     assert_int_equal(lb_lock_release(l, conn), LB_OK);
     lb_lock_free(l);
+}
+
+/* A server that wants a password: the waiter authenticates, and a refusal is
+ * LB_EREDIS, distinct from a server out of reach. Connections made before
+ * requirepass stay authenticated. */
+static void test_the_waiter_authenticates(void **state) {
+    (void)state;
+    cmd_ok("CONFIG SET requirepass s3cret");
+    lb_waiter_options wo;
+    lb_waiter_options_init(&wo);
+    wo.port = server.port;
+    wo.password = "wrong";
+    lb_waiter *w = NULL;
+    int refused = lb_waiter_new(&w, &wo);
+    wo.password = "s3cret";
+    int accepted = lb_waiter_new(&w, &wo);
+    cmd_ok("CONFIG SET requirepass \"\"");
+    assert_int_equal(refused, LB_EREDIS);
+    assert_int_equal(accepted, LB_OK);
+    assert_true(stats_of(w).connected);
+    lb_waiter_free(w);
 }
 
 /* Fails the n-th allocation; counts what is live so leaks show. */
@@ -696,6 +722,7 @@ int main(void) {
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
+        cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -142,7 +142,8 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
     long long ok = r->element[0]->integer, v = r->element[1]->integer;
-    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing)) return acquired(l, v);
+    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing))
+        return acquired(l, l->opts.fencing ? v : 0);
     if (ok != 0 || v < -2) return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
     l->holder_ttl_ms = v == -2 ? 0 : v;
     if (v == -1) return lb__fail(&l->m, LB_EBUSY, "held by a key without TTL");

@@ -1,0 +1,239 @@
+/* Fair mode's step machines fed hand-built replies, without a server: the
+ * commands they emit in each mode, every reply the scripts can give, and
+ * malformed, error and missing replies, which never grant and never drop a
+ * lock we may hold. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lockbridge/lockbridge.h"
+#include "modern/internal.h"
+#include "unit/lbt_fake.h"
+
+enum { X_NONE, X_INT, X_STR, X_NIL, X_ERR, X_ARR };
+
+typedef struct rep {
+    int kind;
+    long long i;
+    const char *s;
+    int n;          /* X_ARR: elements, each an integer unless `strings` */
+    long long e[3];
+    int strings;
+} rep;
+
+typedef struct built {
+    redisReply top, elems[3];
+    redisReply *ptrs[3];
+} built;
+
+static const redisReply *build(built *b, const rep *d) {
+    if (d->kind == X_NONE) return NULL;
+    memset(b, 0, sizeof *b);
+    redisReply *r = &b->top;
+    switch (d->kind) {
+    case X_INT: r->type = REDIS_REPLY_INTEGER; r->integer = d->i; break;
+    case X_STR: r->type = REDIS_REPLY_STRING; break;
+    case X_NIL: r->type = REDIS_REPLY_NIL; break;
+    case X_ERR: r->type = REDIS_REPLY_ERROR; break;
+    default: r->type = REDIS_REPLY_ARRAY; break;
+    }
+    if (d->s) {
+        r->str = (char *)d->s;
+        r->len = strlen(d->s);
+    }
+    if (d->kind == X_ARR) {
+        for (int i = 0; i < d->n; i++) {
+            b->elems[i].type = d->strings ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER;
+            b->elems[i].integer = d->e[i];
+            b->elems[i].str = (char *)"1";
+            b->elems[i].len = 1;
+            b->ptrs[i] = &b->elems[i];
+        }
+        r->elements = (size_t)d->n;
+        r->element = b->ptrs;
+    }
+    return r;
+}
+
+static lbt_fake_time t0 = {INT64_C(1700000000000000), INT64_C(5000000000000)};
+
+static lb_lock *fair_lock(int fencing) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fencing = fencing;
+    o.ttl_ms = 30000;
+    o.backoff_max_ms = 100;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, "job:7", 5, &o), LB_OK);
+    return l;
+}
+
+static const lb_now *now(void) {
+    static lb_now n;
+    n.wall_us = t0.wall_us;
+    n.mono_ns = t0.mono_ns;
+    return &n;
+}
+
+/* Runs one operation: start, then one reply. */
+static int run_one(lb_machine *m, const rep *reply) {
+    built b;
+    assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
+    return lb_machine_step(m, build(&b, reply), now());
+}
+
+static void arg_is(const lb_cmd *c, int i, const char *want) {
+    assert_true(i < c->argc);
+    assert_int_equal(c->argvlen[i], strlen(want));
+    assert_memory_equal(c->argv[i], want, strlen(want));
+}
+
+static void test_each_mode_sends_one_script_over_lock_queue_and_state(void **state) {
+    (void)state;
+    static const struct { int mode, fencing; const char *numkeys, *word; } cases[] = {
+        {LB__FAIR_TRY, 0, "3", "try"},
+        {LB__FAIR_WAIT, 0, "3", "wait"},
+        {LB__FAIR_LEAVE, 0, "3", "leave"},
+        {LB__FAIR_WAIT, 1, "4", "wait"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_lock *l = fair_lock(cases[i].fencing);
+        if (cases[i].mode != LB__FAIR_TRY) assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+        lb__fair_set_mode(l, cases[i].mode);
+        lb_machine *m = lb_lock_try_acquire_machine(l);
+        assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
+        const lb_cmd *c = lb_machine_command(m);
+        arg_is(c, 0, "EVALSHA");
+        arg_is(c, 1, lb__script_modern_fair_acquire.sha1);
+        arg_is(c, 2, cases[i].numkeys);
+        arg_is(c, 3, "job:7");
+        arg_is(c, 4, "{job:7}:queue");
+        arg_is(c, 5, "{job:7}:fair");
+        int last = cases[i].fencing ? 7 : 6;
+        if (cases[i].fencing) arg_is(c, 6, "{job:7}:fence");
+        assert_int_equal(c->argc, last + 1);
+        char want[128];
+        /* Lease: twice the back-off ceiling, but at least a second. */
+        snprintf(want, sizeof want, "%s %s 30000 1000", cases[i].word, lb_lock_token(l));
+        arg_is(c, last, want);
+        lb_lock_free(l);
+    }
+}
+
+static void test_a_wait_keeps_its_token_across_attempts(void **state) {
+    (void)state;
+    lb_lock *l = fair_lock(0);
+    static const rep busy = {X_ARR, 0, NULL, 2, {0, 500}, 0};
+    assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+    char first[LB__TOKEN_CAP];
+    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
+    memcpy(first, lb_lock_token(l), sizeof first);
+    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
+    assert_string_equal(lb_lock_token(l), first);
+    lb__fair_end_wait(l);
+    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
+    assert_string_not_equal(lb_lock_token(l), first);
+    lb_lock_free(l);
+}
+
+static void test_acquire_replies(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int fencing;
+        rep reply;
+        int rc, held;
+        int64_t fence, holder_ttl;
+    } cases[] = {
+        {"free", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_OK, 1, 0, -1},
+        {"handed, fenced", 1, {X_ARR, 0, NULL, 2, {1, 42}, 0}, LB_OK, 1, 42, -1},
+        {"fenced without a number", 1, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"a number without fencing", 0, {X_ARR, 0, NULL, 2, {1, 9}, 0}, LB_OK, 1, 0, -1},
+        {"held", 0, {X_ARR, 0, NULL, 2, {0, 1500}, 0}, LB_EBUSY, 0, 0, 1500},
+        {"held without TTL", 0, {X_ARR, 0, NULL, 2, {0, -1}, 0}, LB_EBUSY, 0, 0, -1},
+        {"left the queue", 0, {X_ARR, 0, NULL, 2, {0, -2}, 0}, LB_EBUSY, 0, 0, 0},
+        {"negative hint", 0, {X_ARR, 0, NULL, 2, {0, -3}, 0}, LB_EPROTO, 0, 0, -1},
+        {"unknown status", 0, {X_ARR, 0, NULL, 2, {2, 5}, 0}, LB_EPROTO, 0, 0, -1},
+        {"negative fence", 1, {X_ARR, 0, NULL, 2, {1, -4}, 0}, LB_EPROTO, 0, 0, -1},
+        {"three elements", 0, {X_ARR, 0, NULL, 3, {1, 0, 0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1},
+        {"string elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 1}, LB_EPROTO, 0, 0, -1},
+        {"an integer", 0, {X_INT, 1, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"nil", 0, {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"a string", 0, {X_STR, 0, "OK", 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"wrong type", 0, {X_ERR, 0, "WRONGTYPE Operation against a key", 0, {0}, 0},
+         LB_EWRONGTYPE, 0, 0, -1},
+        {"an error", 0, {X_ERR, 0, "ERR fair acquire: bad arguments", 0, {0}, 0}, LB_EREDIS, 0, 0,
+         -1},
+        {"no reply", 0, {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 0, 0, -1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_lock *l = fair_lock(cases[i].fencing);
+        int rc = run_one(lb_lock_try_acquire_machine(l), &cases[i].reply);
+        if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
+        assert_int_equal(lb_lock_held(l), cases[i].held);
+        assert_int_equal(lb_lock_fence(l), cases[i].fence);
+        assert_int_equal(lb_lock_holder_ttl(l), cases[i].holder_ttl);
+        if (cases[i].held)
+            assert_int_equal(lb_lock_deadline_ns(l), t0.mono_ns + INT64_C(30000) * 1000000);
+        lb_lock_free(l);
+    }
+}
+
+/* An answer we cannot read leaves the handle held: the lock may still be
+ * ours, and the caller may retry the release; it lapses with its TTL. */
+static void test_release_replies(void **state) {
+    (void)state;
+    static const struct { const char *name; rep reply; int rc, held; } cases[] = {
+        {"handed off", {X_INT, 2, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"released", {X_INT, 1, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"not ours", {X_INT, 0, NULL, 0, {0}, 0}, LB_ELOST, 0},
+        {"unknown integer", {X_INT, 3, NULL, 0, {0}, 0}, LB_EPROTO, 1},
+        {"negative", {X_INT, -1, NULL, 0, {0}, 0}, LB_EPROTO, 1},
+        {"an array", {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 1},
+        {"nil", {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 1},
+        {"an error", {X_ERR, 0, "ERR fair release: bad arguments", 0, {0}, 0}, LB_EREDIS, 1},
+        {"no reply", {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 1},
+    };
+    static const rep acquired = {X_ARR, 0, NULL, 2, {1, 0}, 0};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_lock *l = fair_lock(0);
+        assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &acquired), LB_OK);
+        lb_machine *m = lb_lock_release_machine(l);
+        assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
+        const lb_cmd *c = lb_machine_command(m);
+        arg_is(c, 1, lb__script_modern_fair_release.sha1);
+        char want[128];
+        snprintf(want, sizeof want, "%s 16 200 {job:7}:released", lb_lock_token(l));
+        arg_is(c, 6, want);
+        built b;
+        int rc = lb_machine_step(m, build(&b, &cases[i].reply), now());
+        if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
+        assert_int_equal(lb_lock_held(l), cases[i].held);
+        lb_lock_free(l);
+    }
+}
+
+static void test_release_of_a_lock_not_held_sends_nothing(void **state) {
+    (void)state;
+    lb_lock *l = fair_lock(0);
+    assert_int_equal(lb_machine_step(lb_lock_release_machine(l), NULL, now()), LB_ESTATE);
+    lb_lock_free(l);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_mode_sends_one_script_over_lock_queue_and_state),
+        cmocka_unit_test(test_a_wait_keeps_its_token_across_attempts),
+        cmocka_unit_test(test_acquire_replies),
+        cmocka_unit_test(test_release_replies),
+        cmocka_unit_test(test_release_of_a_lock_not_held_sends_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -136,6 +136,8 @@ TSAN_TESTS := tests/integration/test_watchdog
 TSAN_TESTS += tests/integration/test_migrate
 # The fault tests steer a proxy thread (tests/harness/proxy.c).
 TSAN_TESTS += tests/integration/test_faults
+# The waiter's thread wakes waits on many threads.
+TSAN_TESTS += tests/integration/test_modern_wait
 tsan: check-deps
 	$(MAKE) BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/%)

@@ -405,3 +405,27 @@ int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t
 }
 
 const char *lb_cluster_errstr(const lb_cluster *cl) { return cl ? cl->errstr : ""; }
+
+/* ---- For the asynchronous driver (core/cluster_async.c) ----------------------- */
+
+int lb__cluster_owner(lb_cluster *cl, unsigned slot, lb__addr *out) {
+    if (cl->stale) refresh_from(cl, -1);
+    if (slot >= LB_CLUSTER_SLOTS || cl->owner[slot] == LB__NO_NODE) return -1;
+    *out = cl->nodes[cl->owner[slot]].addr;
+    return 0;
+}
+
+void lb__cluster_moved(lb_cluster *cl, unsigned slot, const lb__addr *to) {
+    follow_moved(cl, slot, to, -1);
+}
+
+void lb__cluster_mark_stale(lb_cluster *cl) { cl->stale = 1; }
+
+lb_cluster_stats *lb__cluster_stats(lb_cluster *cl) { return &cl->stats; }
+
+const lb_cluster_options *lb__cluster_options(const lb_cluster *cl) { return &cl->opts; }
+
+void lb__cluster_auth(const lb_cluster *cl, const char **username, const char **password) {
+    *username = cl->username;
+    *password = cl->password;
+}

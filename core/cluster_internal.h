@@ -58,4 +58,14 @@ lb__redirect lb__redirect_parse(const char *s, size_t len, const char *fallback_
  * after a pause: TRYAGAIN, CLUSTERDOWN, LOADING. */
 int lb__cluster_retryable(const char *s, size_t len);
 
+/* What the asynchronous driver uses of a (synchronous) cluster handle: the
+ * slot map, read again when stale (blocking), MOVED followed the same way,
+ * the counters, options and credentials. */
+int lb__cluster_owner(lb_cluster *cl, unsigned slot, lb__addr *out);
+void lb__cluster_moved(lb_cluster *cl, unsigned slot, const lb__addr *to);
+void lb__cluster_mark_stale(lb_cluster *cl);
+lb_cluster_stats *lb__cluster_stats(lb_cluster *cl);
+const lb_cluster_options *lb__cluster_options(const lb_cluster *cl);
+void lb__cluster_auth(const lb_cluster *cl, const char **username, const char **password);
+
 #endif

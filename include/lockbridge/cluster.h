@@ -93,6 +93,33 @@ int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t
 /* Detail of the handle's last failure (refresh, connection), or "". */
 const char *lb_cluster_errstr(const lb_cluster *cl);
 
+/* ---- Asynchronous driver ------------------------------------------------------
+ * Runs machines on a cluster from an event loop: one redisAsyncContext per
+ * primary, opened when first needed and handed to `attach` (for instance a
+ * wrapper of redisLibeventAttach) before its first command; 0 means attached.
+ * The slot map is the one of `cl`, a synchronous handle that must outlive
+ * this one and is not used elsewhere meanwhile. MOVED and ASK are followed
+ * as by lb_cluster_run, but reading the map again after a MOVED is a
+ * blocking CLUSTER SLOTS on `cl` (rare: a resharding or a failover).
+ * TRYAGAIN, CLUSTERDOWN and an unreachable primary are not waited out here
+ * (there is no timer without the caller's loop): the machine ends with
+ * LB_EREDIS or LB_EIO and the caller decides when to try again. */
+struct redisAsyncContext;
+typedef int (*lb_cluster_attach_fn)(struct redisAsyncContext *ac, void *ud);
+typedef struct lb_cluster_async lb_cluster_async;
+
+int lb_cluster_async_new(lb_cluster_async **out, lb_cluster *cl, lb_cluster_attach_fn attach,
+                         void *ud);
+/* Frees the connections: operations still running end with LB_EIO through
+ * their callbacks, before this returns. Not from inside such a callback. */
+void lb_cluster_async_free(lb_cluster_async *ca);
+/* As lb_async_run, on the primary that owns `key`'s slot: `done` is called
+ * exactly once (possibly before this returns) and may free the machine's
+ * owner. LB_OK when `done` will be (or was) called; LB_EINVAL, LB_ENOMEM, or
+ * LB_ESTATE (the machine is already in flight) without calling it. */
+int lb_cluster_async_run(lb_cluster_async *ca, const char *key, size_t keylen, lb_machine *m,
+                         const lb_clock *clock, lb_done_fn done, void *ud);
+
 /* ---- The locks on a cluster ----------------------------------------------------
  * The same operations as the single-server calls, routed by the lock's key. */
 int lb_legacy_try_acquire_cluster(lb_legacy_lock *l, lb_cluster *cl);

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
 
 #include "harness/cluster.h"
 #include "lockbridge/lockbridge.h"
@@ -499,7 +502,13 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
         nanosleep(&ts, NULL);
         redisContext *c = lbt_redis_connect(&cluster.node[owner]);
         redisReply *r = c ? redisCommand(c, "CLUSTER ADDSLOTS %s", s) : NULL;
-        _exit(r && r->type == REDIS_REPLY_STATUS ? 0 : 1);
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r); /* a leak checker follows the child too */
+        if (c) redisFree(c);
+        lb_lock_free(l);
+        lb_cluster_free(quick);
+        lb_cluster_free(patient);
+        _exit(ok ? 0 : 1);
     }
     int rc = lb_lock_try_acquire_cluster(l, patient);
     int status;
@@ -575,6 +584,151 @@ static void test_auth_is_sent_on_every_connection(void **state) {
     lb_cluster_options_init(&o);
     o.command_timeout_ms = 0;
     assert_int_equal(lb_cluster_new(&cl, seeds, 2, &o), LB_EINVAL);
+}
+
+/* ---- the asynchronous driver ---------------------------------------------------- */
+
+typedef struct aloop {
+    struct event_base *base;
+    lb_cluster *cl;
+    lb_cluster_async *ca;
+    int pending, acquired, released, failed;
+} aloop;
+
+static int attach_libevent(redisAsyncContext *ac, void *ud) {
+    return redisLibeventAttach(ac, ud) == REDIS_OK ? 0 : -1;
+}
+
+static void aloop_open(aloop *lp) {
+    memset(lp, 0, sizeof *lp);
+    lp->base = event_base_new();
+    assert_non_null(lp->base);
+    lp->cl = new_cluster();
+    assert_int_equal(lb_cluster_async_new(&lp->ca, lp->cl, attach_libevent, lp->base), LB_OK);
+}
+
+static void aloop_close(aloop *lp) {
+    lb_cluster_async_free(lp->ca);
+    lb_cluster_free(lp->cl);
+    event_base_free(lp->base);
+}
+
+typedef struct ajob {
+    aloop *lp;
+    lb_lock *lock;
+    char key[32];
+} ajob;
+
+static void ajob_released(lb_machine *m, int status, void *ud) {
+    ajob *j = ud;
+    (void)m;
+    if (status == LB_OK) j->lp->released++;
+    else j->lp->failed++;
+    j->lp->pending--;
+}
+
+static void ajob_acquired(lb_machine *m, int status, void *ud) {
+    ajob *j = ud;
+    (void)m;
+    if (status != LB_OK) {
+        j->lp->failed++;
+        j->lp->pending--;
+        return;
+    }
+    j->lp->acquired++;
+    assert_int_equal(lb_cluster_async_run(j->lp->ca, j->key, strlen(j->key),
+                                          lb_lock_release_machine(j->lock), NULL, ajob_released, j),
+                     LB_OK);
+}
+
+/* Thousands of locks in flight at once from one event loop, on every primary. */
+static void test_one_event_loop_runs_locks_on_every_primary_at_once(void **state) {
+    (void)state;
+    enum { N = 3000 };
+    static ajob jobs[N];
+    aloop lp;
+    aloop_open(&lp);
+    for (int i = 0; i < N; i++) {
+        jobs[i].lp = &lp;
+        snprintf(jobs[i].key, sizeof jobs[i].key, "async:%d", i);
+        jobs[i].lock = new_lock(jobs[i].key, 10000, i % 2);
+        lp.pending++;
+        assert_int_equal(lb_cluster_async_run(lp.ca, jobs[i].key, strlen(jobs[i].key),
+                                              lb_lock_try_acquire_machine(jobs[i].lock), NULL,
+                                              ajob_acquired, &jobs[i]),
+                         LB_OK);
+        /* In flight: the handle refuses a second operation meanwhile. */
+        if (i == 0) assert_null(lb_lock_release_machine(jobs[0].lock));
+    }
+    while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
+    assert_int_equal(lp.pending, 0);
+    assert_int_equal(lp.acquired, N);
+    assert_int_equal(lp.released, N);
+    assert_int_equal(lp.failed, 0);
+    lb_cluster_stats st;
+    lb_cluster_stats_get(lp.cl, &st);
+    assert_true(st.connects <= 4 + 3); /* the sync handle's and one per primary */
+    assert_int_equal(st.moved, 0);
+    for (int i = 0; i < N; i += 97) assert_string_equal(value_on(owner_of(jobs[i].key), jobs[i].key), "");
+    for (int i = 0; i < N; i++) lb_lock_free(jobs[i].lock);
+    aloop_close(&lp);
+}
+
+static void one_async(aloop *lp, lb_machine *m, const char *key, int *status);
+
+static void one_done(lb_machine *m, int status, void *ud) {
+    (void)m;
+    *(int *)ud = status;
+}
+
+/* Runs one machine on the loop to completion; returns its status. */
+static int run_async(aloop *lp, lb_machine *m, const char *key) {
+    int status = 1;
+    one_async(lp, m, key, &status);
+    return status;
+}
+
+static void one_async(aloop *lp, lb_machine *m, const char *key, int *status) {
+    assert_int_equal(lb_cluster_async_run(lp->ca, key, strlen(key), m, NULL, one_done, status),
+                     LB_OK);
+    while (*status == 1) event_base_loop(lp->base, EVLOOP_ONCE);
+}
+
+/* The asynchronous driver follows ASK while a slot migrates and MOVED once it
+ * has moved, and ends an operation with LB_EIO when its handle is freed. */
+static void test_async_follows_ask_then_moved_and_ends_pending_work_on_free(void **state) {
+    (void)state;
+    const char *key = "amig:1";
+    unsigned slot = lb_cluster_keyslot(key, strlen(key));
+    int from = owner_of(key), to = other_primary(from);
+    aloop lp;
+    aloop_open(&lp);
+    lb_lock *l = new_lock(key, 20000, 0);
+    begin_migration(slot, from, to);
+    assert_int_equal(run_async(&lp, lb_lock_try_acquire_machine(l), key), LB_OK);
+    assert_string_equal(value_on(to, key), lb_lock_token(l));
+    lb_cluster_stats st;
+    lb_cluster_stats_get(lp.cl, &st);
+    assert_int_equal(st.ask, 1);
+    end_migration(slot, to);
+    assert_int_equal(run_async(&lp, lb_lock_release_machine(l), key), LB_OK);
+    lb_cluster_stats_get(lp.cl, &st);
+    assert_int_equal(st.moved, 1);
+    assert_string_equal(value_on(to, key), "");
+    /* Freed with an operation in flight: it ends with LB_EIO, once. */
+    int status = 1;
+    assert_int_equal(lb_cluster_async_run(lp.ca, key, strlen(key), lb_lock_try_acquire_machine(l),
+                                          NULL, one_done, &status),
+                     LB_OK);
+    assert_int_equal(status, 1);
+    lb_cluster_async_free(lp.ca);
+    lp.ca = NULL;
+    assert_int_equal(status, LB_EIO);
+    assert_int_equal(lb_cluster_async_run(NULL, key, 1, lb_lock_check_machine(l), NULL, one_done,
+                                          &status),
+                     LB_EINVAL);
+    lb_lock_free(l);
+    aloop_close(&lp);
 }
 
 /* ---- failovers during contended runs -------------------------------------------
@@ -817,6 +971,8 @@ int main(void) {
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),
+        cmocka_unit_test(test_one_event_loop_runs_locks_on_every_primary_at_once),
+        cmocka_unit_test(test_async_follows_ask_then_moved_and_ends_pending_work_on_free),
         cmocka_unit_test(test_auth_is_sent_on_every_connection),
         cmocka_unit_test(test_coordinated_failover_during_a_contended_run_loses_no_lock),
         /* Last: it leaves the cluster with a crashed node. */

@@ -9,8 +9,9 @@
 
 #include "migrate/internal.h"
 
-/* Appends `s` as a JSON string. Bytes outside printable ASCII are written as
- * \u00XX, so the entry is valid JSON whatever bytes a host name holds. */
+/* Appends `s` as a JSON string: quotes, backslashes and control bytes are
+ * escaped, every other byte is copied, so an entry read back is byte for byte
+ * the one written (UTF-8 names stay UTF-8). */
 static int put_str(char *buf, size_t cap, size_t *o, const char *s) {
     static const char hex[] = "0123456789abcdef";
     if (*o + 1 >= cap) return -1;
@@ -20,7 +21,7 @@ static int put_str(char *buf, size_t cap, size_t *o, const char *s) {
         if (*p == '"' || *p == '\\') {
             buf[(*o)++] = '\\';
             buf[(*o)++] = (char)*p;
-        } else if (*p < 0x20 || *p >= 0x7f) {
+        } else if (*p < 0x20) {
             memcpy(buf + *o, "\\u00", 4);
             buf[*o + 4] = hex[*p >> 4];
             buf[*o + 5] = hex[*p & 15];

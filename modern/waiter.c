@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,7 +418,15 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
         free_all(w);
         return LB_ENOMEM;
     }
-    if (pthread_create(&w->thread, NULL, run, w) != 0) {
+    /* The thread starts with every signal blocked: signals go to the
+     * application's threads, and a write to a dead connection fails with EPIPE
+     * rather than raising SIGPIPE. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = pthread_create(&w->thread, NULL, run, w) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!started) {
         pthread_mutex_destroy(&w->mu);
         free_all(w);
         return LB_ENOMEM;

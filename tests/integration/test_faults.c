@@ -615,6 +615,70 @@ static void test_quorum_with_black_holed_masters(void **state) {
     for (int i = 0; i < 3; i++) redisFree(m[i]);
 }
 
+/* ---- the watchdog behind the proxy ------------------------------------------------ */
+
+static lb_watchdog *watchdog_via(int port) {
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.port = port;
+    o.io_timeout_ms = 100;
+    o.reconnect_min_ms = 10;
+    o.reconnect_max_ms = 50;
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
+    return wd;
+}
+
+/* Waits (bounded, 5 s) until the watchdog reports `l` lost; returns its check. */
+static int wait_lost(lb_watchdog *wd, const lb_lock *l, int *reason) {
+    int rc = LB_OK;
+    for (int i = 0; i < 500 && (rc = lb_watchdog_check(wd, l, NULL, reason)) == LB_OK; i++)
+        sleep_ms(10);
+    return rc;
+}
+
+/* Expected: a watchdog whose connection is cut reconnects and keeps renewing:
+ * the lock outlives several TTLs and stays ours. When its connection is then
+ * black-holed, no renewal gets through, and it reports the lock lost
+ * (unreachable) once the lease has run out by its clock; another client then
+ * takes the lock, and the owner's release says LB_ELOST. */
+static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) {
+    (void)state;
+    int port = lbt_proxy_port(px);
+    redisContext *ca = connect_port(px_server->port, 2000), *cb = connect_port(px_server->port, 2000);
+    lb_lock *a = new_lock("f:wd", 300, 0), *b = new_lock("f:wd", 300, 0);
+    lb_watchdog *wd = watchdog_via(port);
+    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
+    assert_int_equal(lb_watchdog_watch(wd, a, NULL), LB_OK);
+    /* The watchdog's connection must be through the proxy before it is cut. */
+    for (int i = 0; i < 500 && lbt_proxy_accepted(px) < 1; i++) sleep_ms(10);
+    assert_int_equal(lbt_proxy_accepted(px), 1);
+
+    lbt_proxy_cut(px);
+    sleep_ms(1000); /* more than three TTLs */
+    int reason = 0;
+    assert_int_equal(lb_watchdog_check(wd, a, NULL, &reason), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
+    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(a));
+    lb_watchdog_stats st;
+    assert_int_equal(lb_watchdog_stats_get(wd, &st), LB_OK);
+    assert_true(st.reconnects >= 1);
+
+    lbt_proxy_blackhole(px, 1);
+    assert_int_equal(wait_lost(wd, a, &reason), LB_ELOST);
+    assert_int_equal(reason, LB_WATCH_UNREACHABLE);
+    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
+    assert_int_equal(lb_lock_release(a, ca), LB_ELOST);
+    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(b));
+    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+
+    lb_watchdog_free(wd);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    redisFree(ca);
+    redisFree(cb);
+}
+
 /* ---- server configurations ------------------------------------------------------ */
 
 /* Expected: with EVAL, EVALSHA and SCRIPT renamed away, the wire-only legacy
@@ -729,12 +793,14 @@ static int replica_in_sync(int port) {
  * LB_EREDIS and leaves both the handle and the master's lock as they were. */
 static void test_read_only_replica_refuses_every_write(void **state) {
     (void)state;
-    lbt_redis *master = start_server(NULL);
+    /* Without the delay a diskless full sync waits 5 s for other replicas. */
+    static const char *const nodelay[] = {"--repl-diskless-sync-delay", "0", NULL};
+    lbt_redis *master = start_server(nodelay);
     char port[16];
     snprintf(port, sizeof port, "%d", master->port);
     const char *const rep[] = {"--replicaof", "127.0.0.1", port, NULL};
     lbt_redis *replica = start_server(rep);
-    for (int i = 0; i < 100 && !replica_in_sync(replica->port); i++) sleep_ms(50);
+    for (int i = 0; i < 200 && !replica_in_sync(replica->port); i++) sleep_ms(50);
     assert_true(replica_in_sync(replica->port));
 
     redisContext *cm = connect_port(master->port, 2000), *cr = connect_port(replica->port, 2000);
@@ -879,6 +945,7 @@ int main(void) {
         PROXIED(test_cut_connection_before_and_after_the_command),
         PROXIED(test_delay_below_and_beyond_the_timeout),
         PROXIED(test_blackhole_is_a_timeout_then_lost),
+        PROXIED(test_watchdog_survives_a_cut_and_reports_a_black_hole),
         ALONE(test_quorum_with_black_holed_masters),
         ALONE(test_scripts_disabled_fail_at_acquire_not_at_release),
         ALONE(test_maxmemory_noeviction_refuses_acquire_not_release),

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hiredis/adapters/libevent.h>
 
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
@@ -724,6 +725,48 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
     redisFree(c);
 }
 
+static void record_status(lb_machine *m, int status, void *ud) {
+    (void)m;
+    *(int *)ud = status;
+}
+
+/* Runs one operation on the asynchronous driver over libevent; its status. */
+static int run_async(int port, lb_machine *m) {
+    struct event_base *base = event_base_new();
+    assert_non_null(base);
+    redisAsyncContext *ac = redisAsyncConnect("127.0.0.1", port);
+    assert_non_null(ac);
+    assert_int_equal(redisLibeventAttach(ac, base), REDIS_OK);
+    int status = 1;
+    assert_int_equal(lb_async_run(ac, m, NULL, record_status, &status), LB_OK);
+    while (status == 1) event_base_loop(base, EVLOOP_ONCE);
+    redisAsyncFree(ac);
+    event_base_free(base);
+    return status;
+}
+
+/* Expected: the same on the asynchronous driver: the first acquire of a token
+ * lock fails with LB_EREDIS and writes nothing on a server without scripts,
+ * and succeeds (after the check) on one with them. */
+static void test_scripts_disabled_fail_at_acquire_on_the_async_driver(void **state) {
+    (void)state;
+    static const char *const noeval[] = {"--rename-command", "EVAL", "",
+                                         "--rename-command", "EVALSHA", "", NULL};
+    lbt_redis *off = start_server(noeval), *on = start_server(NULL);
+    lb_lock *a = new_lock("f:noeval:async", 5000, 0), *b = new_lock("f:noeval:async", 5000, 0);
+    lb_machine *m = lb_lock_try_acquire_machine(a);
+    assert_int_equal(run_async(off->port, m), LB_EREDIS);
+    assert_false(lb_lock_held(a));
+    assert_non_null(strstr(lb_machine_errstr(m), "script"));
+    assert_string_equal(value_at(off->port, "f:noeval:async"), "");
+    assert_int_equal(run_async(on->port, lb_lock_try_acquire_machine(b)), LB_OK);
+    assert_true(lb_lock_held(b));
+    assert_string_equal(value_at(on->port, "f:noeval:async"), lb_lock_token(b));
+    assert_int_equal(run_async(on->port, lb_lock_release_machine(b)), LB_OK);
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
 /* Expected: under maxmemory with noeviction, writes are refused: a new acquire
  * of any kind is LB_EREDIS (OOM) and writes nothing, but releases (DEL, or a
  * script that only deletes) still work, as does a modern extend (PEXPIRE is
@@ -948,6 +991,7 @@ int main(void) {
         PROXIED(test_watchdog_survives_a_cut_and_reports_a_black_hole),
         ALONE(test_quorum_with_black_holed_masters),
         ALONE(test_scripts_disabled_fail_at_acquire_not_at_release),
+        ALONE(test_scripts_disabled_fail_at_acquire_on_the_async_driver),
         ALONE(test_maxmemory_noeviction_refuses_acquire_not_release),
         ALONE(test_read_only_replica_refuses_every_write),
         ALONE(test_every_allocation_failure_along_token_lock_operations),

@@ -21,7 +21,9 @@ int lbt_proxy_port(const lbt_proxy *p);
  * modes, including a pending drop or cut. */
 void lbt_proxy_pass(lbt_proxy *p);
 /* Closes both sides of every open connection now; bytes not yet forwarded are
- * discarded. Later connections are accepted and served in the current mode. */
+ * discarded. Later connections are accepted and served in the current mode.
+ * A client that connected but has sent nothing may still wait in the listen
+ * backlog, not yet accepted, and is then not cut: lbt_proxy_accepted says. */
 void lbt_proxy_cut(lbt_proxy *p);
 /* Holds every byte, either way, for `ms` milliseconds before forwarding it
  * (0: no delay). Order is kept. */

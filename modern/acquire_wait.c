@@ -24,6 +24,8 @@ typedef struct wait_state {
     lb__wchan *ch;
     lb__wrec rec;
     uint64_t gen;
+    int peeked;      /* the channel was subscribed before the first attempt */
+    uint64_t heard;  /* and had heard this much then */
     int64_t deadline, cap;
 } wait_state;
 
@@ -53,11 +55,16 @@ static int give_up(wait_state *s) {
 static int wait_loop(wait_state *s) {
     lb_lock *l = s->l;
     int ready = LB__WATCH_DOWN, wake = LB__WAKE_TIMEOUT;
+    uint64_t heard = 0;
     if (s->w) {
         if (l->fair) memcpy(s->rec.token, l->token, LB__TOKEN_CAP);
         s->ch = lb__waiter_watch(s->w, l->channel, l->channellen, l->fair ? &s->rec : NULL,
-                                 &s->gen, &ready);
+                                 &s->gen, &heard, &ready);
     }
+    /* Subscribed since before the first attempt and nothing read since: a
+     * release or a hand-off after that attempt is still to be read, and will
+     * end the sleep, so a second attempt would learn nothing. */
+    int skip = s->ch && ready == LB__WATCH_READY && s->peeked && heard == s->heard;
     int64_t left = left_ms(s);
     if (s->ch && ready == LB__WATCH_PENDING && left > 0) {
         /* The confirmation bumps the count; until then a release could pass
@@ -70,9 +77,12 @@ static int wait_loop(wait_state *s) {
          * fencing) is confirmed by the next attempt, which reads the counter. */
         if (wake == LB__WAKE_HANDED && (s->rec.fence >= 0 || !l->opts.fencing))
             return lb__fair_handed(l, s->rec.fence > 0 ? s->rec.fence : 0);
-        if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
-        int rc = lb_lock_try_acquire(l, s->c);
-        if (rc != LB_EBUSY) return rc;
+        if (!skip) {
+            if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
+            int rc = lb_lock_try_acquire(l, s->c);
+            if (rc != LB_EBUSY) return rc;
+        }
+        skip = 0;
         left = left_ms(s);
         if (left <= 0) return give_up(s);
         int64_t ms = next_sleep(l, &s->cap);
@@ -95,6 +105,7 @@ int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64
     s.cap = l->opts.backoff_min_ms;
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* Uncontended, one attempt and no subscription. */
+    if (w) s.peeked = lb__waiter_peek(w, l->channel, l->channellen, &s.heard);
     int rc = lb_lock_try_acquire(l, c);
     if (rc == LB_EBUSY) rc = left_ms(&s) > 0 ? wait_loop(&s) : give_up(&s);
     if (s.ch) lb__waiter_unwatch(w, s.ch, l->fair ? &s.rec : NULL);

@@ -72,9 +72,12 @@ typedef struct lb__wrec {
 enum { LB__WATCH_READY, LB__WATCH_PENDING, LB__WATCH_DOWN };
 enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_HANDED };
 /* NULL when out of memory (the wait then backs off without waking). *gen is
- * the channel's event count; *ready one of LB__WATCH_*. */
+ * the channel's event count, *heard its count of everything read on it;
+ * *ready one of LB__WATCH_*. */
 lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
-                            uint64_t *gen, int *ready);
+                            uint64_t *gen, uint64_t *heard, int *ready);
+/* Before an attempt: whether the channel is subscribed already, and *heard. */
+int lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, uint64_t *heard);
 /* Sleeps until the event count differs from *gen (updated), `rec` is handed
  * the lock, or `ms` pass. Returns one of LB__WAKE_*. */
 int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms);

@@ -27,6 +27,7 @@ struct lb__wchan {
     int refs;               /* waits watching it */
     int sub;                /* SUB_* */
     uint64_t gen;           /* release messages and confirmed subscriptions */
+    uint64_t heard;         /* every message and confirmation */
     pthread_cond_t cond;
     lb__wrec *recs;         /* fair waits' tokens */
 };
@@ -209,6 +210,7 @@ static int parse_handoff(const char *s, size_t len, int64_t *fence) {
 static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     int64_t fence;
     w->st.messages++;
+    c->heard++;
     if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
         for (lb__wrec *r = c->recs; r; r = r->next) {
             if (r->token[0] && memcmp(r->token, msg->str, LB_TOKEN_LEN) == 0) {
@@ -241,6 +243,7 @@ static void on_reply(lb_waiter *w, const redisReply *r) {
         deliver(w, c, r->element[2]);
     } else if (is_kind(kind, "subscribe") && c->sub == SUB_PENDING) {
         c->sub = SUB_ON;
+        c->heard++;
         /* A release may have gone unheard before now: waits retry at once. */
         event(c);
         if (c->refs == 0) w->dirty = 1;
@@ -455,9 +458,18 @@ void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out) {
     pthread_mutex_unlock(&w->mu);
 }
 
+int lb__waiter_peek(lb_waiter *w, const char *ch, size_t len, uint64_t *heard) {
+    pthread_mutex_lock(&w->mu);
+    lb__wchan *c = find(w, ch, len);
+    int on = c && c->sub == SUB_ON;
+    *heard = c ? c->heard : 0;
+    pthread_mutex_unlock(&w->mu);
+    return on;
+}
+
 lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
-                            uint64_t *gen, int *ready) {
-    *gen = 0;
+                            uint64_t *gen, uint64_t *heard, int *ready) {
+    *gen = *heard = 0;
     *ready = LB__WATCH_DOWN;
     pthread_mutex_lock(&w->mu);
     lb__wchan *c = find(w, ch, len);
@@ -471,6 +483,7 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
             c->recs = rec;
         }
         *gen = c->gen;
+        *heard = c->heard;
         *ready = c->sub == SUB_ON ? LB__WATCH_READY
                  : w->connected   ? LB__WATCH_PENDING
                                   : LB__WATCH_DOWN;

@@ -357,6 +357,36 @@ static void test_fair_hand_offs_follow_arrival_order(void **state) {
     for (int i = 0; i < N; i++) lb_lock_free(ls[i]);
 }
 
+/* A hand-off costs the waiter nothing but the attempt that queued it: the
+ * first waiter of a key also attempts once more after subscribing; a waiter
+ * that finds the channel subscribed already sleeps right after queueing, and
+ * the release's message is all it needs. */
+static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:one", 1, 2, 100), *w1 = new_lock("w:one", 1, 2000, 2000),
+            *w2 = new_lock("w:one", 1, 2000, 2000);
+    uint64_t base1 = warmed_up(w1), base2 = warmed_up(w2);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j1, j2;
+    job_start(&j1, w1, w, 30000);
+    EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
+    job_start(&j2, w2, w, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:one}:queue") == 2 && stats_of(w).blocked == 2);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(job_join(&j1), LB_OK);
+    assert_int_equal(lb_lock_commands(w1) - base1, 2);
+    job_end(&j1); /* hands the lock to w2 */
+    assert_int_equal(job_join(&j2), LB_OK);
+    assert_int_equal(lb_lock_commands(w2) - base2, 1);
+    assert_int_equal(stats_of(w).handoffs, 2);
+    job_end(&j2);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(w1);
+    lb_lock_free(w2);
+}
+
 /* A waiter that died while queued (its connection killed) keeps its place
  * until its lease lapses; then the release skips it. */
 static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
@@ -716,6 +746,7 @@ int main(void) {
         cmocka_unit_test(test_a_killed_subscriber_degrades_to_back_off_and_reconnects),
         cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),
         cmocka_unit_test(test_fair_hand_offs_follow_arrival_order),
+        cmocka_unit_test(test_a_queued_waiter_needs_one_command_when_the_channel_is_watched),
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),

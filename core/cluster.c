@@ -364,12 +364,29 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
     }
 }
 
+/* Checks that the slot's owner runs scripts before the operation's first
+ * command, as the single-server drivers do (see lb__probe_reply). Returns
+ * LB_STEP_SEND to go on, or the failure that ends the operation. */
+static int probe(lb_cluster *cl, unsigned slot, lb_machine *m) {
+    for (int second = 0; second < 2; second++) {
+        lb_cmd cmd;
+        cmd.argc = 3;
+        lb__probe_cmd(second, cmd.argv, cmd.argvlen);
+        redisReply *reply = route(cl, slot, &cmd);
+        int rc = lb__probe_reply(m, reply, second);
+        if (reply) freeReplyObject(reply);
+        if (rc != LB_STEP_SEND) return rc == LB_OK ? LB_STEP_SEND : rc;
+    }
+    return LB_EPROTO; /* not reached: a NOSCRIPT after EVAL is already a failure */
+}
+
 int lb_cluster_run(lb_cluster *cl, const char *key, size_t keylen, lb_machine *m,
                    const lb_clock *clock) {
     if (!cl || !key || keylen == 0 || !m) return LB_EINVAL;
     unsigned slot = lb_cluster_keyslot(key, keylen);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
+    if (rc == LB_STEP_SEND && lb__probe_due(m)) rc = probe(cl, slot, m);
     while (rc == LB_STEP_SEND) {
         cl->errstr[0] = '\0';
         redisReply *reply = route(cl, slot, lb_machine_command(m));

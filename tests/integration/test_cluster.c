@@ -731,6 +731,36 @@ static void test_async_follows_ask_then_moved_and_ends_pending_work_on_free(void
     aloop_close(&lp);
 }
 
+/* A lock only a script can release is refused at acquire when the key's
+ * primary refuses scripts, before anything is written, by both drivers. */
+static void test_a_primary_that_refuses_scripts_refuses_the_acquire(void **state) {
+    (void)state;
+    const char *key = "noscripts:1";
+    int owner = owner_of(key);
+    redisReply *r = on_node(owner, "ACL SETUSER default -eval -evalsha");
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    lb_cluster *cl = new_cluster();
+    lb_lock *l = new_lock(key, 10000, 0);
+    int sync_rc = lb_lock_try_acquire_cluster(l, cl);
+    char sync_err[160];
+    snprintf(sync_err, sizeof sync_err, "%s", lb_lock_errstr(l));
+    aloop lp;
+    aloop_open(&lp);
+    int async_rc = run_async(&lp, lb_lock_try_acquire_machine(l), key);
+    r = on_node(owner, "ACL SETUSER default +@all");
+    freeReplyObject(r);
+    assert_int_equal(sync_rc, LB_EREDIS);
+    assert_non_null(strstr(sync_err, "scripts"));
+    assert_int_equal(async_rc, LB_EREDIS);
+    assert_string_equal(value_on(owner, key), "");
+    assert_int_equal(lb_lock_try_acquire_cluster(l, cl), LB_OK);
+    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK);
+    lb_lock_free(l);
+    aloop_close(&lp);
+    lb_cluster_free(cl);
+}
+
 /* ---- failovers during contended runs -------------------------------------------
  * Clients, each with its own cluster handle, take and release locks on a few
  * keys owned by one primary. The test keeps its own record of who believes it
@@ -974,6 +1004,7 @@ int main(void) {
         cmocka_unit_test(test_one_event_loop_runs_locks_on_every_primary_at_once),
         cmocka_unit_test(test_async_follows_ask_then_moved_and_ends_pending_work_on_free),
         cmocka_unit_test(test_auth_is_sent_on_every_connection),
+        cmocka_unit_test(test_a_primary_that_refuses_scripts_refuses_the_acquire),
         cmocka_unit_test(test_coordinated_failover_during_a_contended_run_loses_no_lock),
         /* Last: it leaves the cluster with a crashed node. */
         cmocka_unit_test(test_primary_crash_during_a_contended_run_is_counted),

@@ -23,6 +23,9 @@
 #define LLVMFuzzerTestOneInput fuzz_classify_one
 #include "fuzz/fuzz_classify.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_cli_one
+#include "fuzz/fuzz_cli.c"
+#undef LLVMFuzzerTestOneInput
 
 /* Runs `one` on every file of `dir`; returns how many, -1 if dir is missing. */
 static int replay_dir(const char *dir, int (*one)(const uint8_t *, size_t)) {
@@ -76,11 +79,17 @@ static void test_classify_corpus_and_regressions_pass(void **state) {
     replay("fuzz_classify", fuzz_classify_one);
 }
 
+static void test_cli_corpus_and_regressions_pass(void **state) {
+    (void)state;
+    replay("fuzz_cli", fuzz_cli_one);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_corpus_and_regressions_pass),
         cmocka_unit_test(test_machine_corpus_and_regressions_pass),
         cmocka_unit_test(test_classify_corpus_and_regressions_pass),
+        cmocka_unit_test(test_cli_corpus_and_regressions_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

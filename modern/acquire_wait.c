@@ -24,8 +24,7 @@ typedef struct wait_state {
     lb__wchan *ch;
     lb__wrec rec;
     uint64_t gen;
-    int peeked;      /* the channel was subscribed before the first attempt */
-    uint64_t heard;  /* and had heard this much then */
+    lb__wpeek before; /* the channel before the first attempt */
     int64_t deadline, cap;
 } wait_state;
 
@@ -55,16 +54,15 @@ static int give_up(wait_state *s) {
 static int wait_loop(wait_state *s) {
     lb_lock *l = s->l;
     int ready = LB__WATCH_DOWN, wake = LB__WAKE_TIMEOUT;
-    uint64_t heard = 0;
     if (s->w) {
         if (l->fair) memcpy(s->rec.token, l->token, LB__TOKEN_CAP);
         s->ch = lb__waiter_watch(s->w, l->channel, l->channellen, l->fair ? &s->rec : NULL,
-                                 &s->gen, &heard, &ready);
+                                 &s->before, &s->gen, &ready);
     }
-    /* Subscribed since before the first attempt and nothing read since: a
-     * release or a hand-off after that attempt is still to be read, and will
+    /* Subscribed since before the first attempt, and no release or hand-off
+     * to us read since: one after that attempt is still to be read and will
      * end the sleep, so a second attempt would learn nothing. */
-    int skip = s->ch && ready == LB__WATCH_READY && s->peeked && heard == s->heard;
+    int skip = s->ch && ready == LB__WATCH_QUIET;
     int64_t left = left_ms(s);
     if (s->ch && ready == LB__WATCH_PENDING && left > 0) {
         /* The confirmation bumps the count; until then a release could pass
@@ -105,7 +103,7 @@ int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64
     s.cap = l->opts.backoff_min_ms;
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* Uncontended, one attempt and no subscription. */
-    if (w) s.peeked = lb__waiter_peek(w, l->channel, l->channellen, &s.heard);
+    if (w) lb__waiter_peek(w, l->channel, l->channellen, &s.before);
     int rc = lb_lock_try_acquire(l, c);
     if (rc == LB_EBUSY) rc = left_ms(&s) > 0 ? wait_loop(&s) : give_up(&s);
     if (s.ch) lb__waiter_unwatch(w, s.ch, l->fair ? &s.rec : NULL);

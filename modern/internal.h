@@ -69,15 +69,22 @@ typedef struct lb__wrec {
     int handed;                /* set by the waiter's thread under its lock */
     int64_t fence;             /* from the message; -1 when it had none */
 } lb__wrec;
-enum { LB__WATCH_READY, LB__WATCH_PENDING, LB__WATCH_DOWN };
+/* READY: subscribed; QUIET: subscribed since the peek, and nothing the wait
+ * could have missed was read since; PENDING: SUBSCRIBE on its way; DOWN. */
+enum { LB__WATCH_READY, LB__WATCH_QUIET, LB__WATCH_PENDING, LB__WATCH_DOWN };
 enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_HANDED };
+/* What a channel stood at before an attempt. */
+typedef struct lb__wpeek {
+    int on;             /* subscribed */
+    uint64_t gen;       /* event count */
+    uint64_t unclaimed; /* hand-offs that named no watching wait */
+} lb__wpeek;
+void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek *p);
 /* NULL when out of memory (the wait then backs off without waking). *gen is
- * the channel's event count, *heard its count of everything read on it;
- * *ready one of LB__WATCH_*. */
+ * the channel's event count; *ready one of LB__WATCH_*, judged against
+ * `since` (may be NULL). */
 lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
-                            uint64_t *gen, uint64_t *heard, int *ready);
-/* Before an attempt: whether the channel is subscribed already, and *heard. */
-int lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, uint64_t *heard);
+                            const lb__wpeek *since, uint64_t *gen, int *ready);
 /* Sleeps until the event count differs from *gen (updated), `rec` is handed
  * the lock, or `ms` pass. Returns one of LB__WAKE_*. */
 int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms);

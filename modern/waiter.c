@@ -16,6 +16,7 @@
 #include "modern/internal.h"
 
 #define NBUCKETS 64
+#define RECENT 8 /* unclaimed hand-offs remembered per channel */
 
 /* Where the server stands on a channel, as far as the thread knows. */
 enum { SUB_NONE, SUB_PENDING, SUB_ON, SUB_LEAVING };
@@ -27,7 +28,8 @@ struct lb__wchan {
     int refs;               /* waits watching it */
     int sub;                /* SUB_* */
     uint64_t gen;           /* release messages and confirmed subscriptions */
-    uint64_t heard;         /* every message and confirmation */
+    uint64_t unclaimed;     /* hand-offs that named no wait of ours */
+    char recent[RECENT][LB_TOKEN_LEN]; /* the last RECENT of them */
     pthread_cond_t cond;
     lb__wrec *recs;         /* fair waits' tokens */
 };
@@ -210,7 +212,6 @@ static int parse_handoff(const char *s, size_t len, int64_t *fence) {
 static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     int64_t fence;
     w->st.messages++;
-    c->heard++;
     if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
         for (lb__wrec *r = c->recs; r; r = r->next) {
             if (r->token[0] && memcmp(r->token, msg->str, LB_TOKEN_LEN) == 0) {
@@ -218,9 +219,12 @@ static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
                 r->fence = fence;
                 w->st.handoffs++;
                 pthread_cond_broadcast(&c->cond);
-                break;
+                return;
             }
         }
+        /* Another client's, or ours before its wait was watching. */
+        memcpy(c->recent[c->unclaimed % RECENT], msg->str, LB_TOKEN_LEN);
+        c->unclaimed++;
         return;
     }
     event(c);
@@ -243,7 +247,6 @@ static void on_reply(lb_waiter *w, const redisReply *r) {
         deliver(w, c, r->element[2]);
     } else if (is_kind(kind, "subscribe") && c->sub == SUB_PENDING) {
         c->sub = SUB_ON;
-        c->heard++;
         /* A release may have gone unheard before now: waits retry at once. */
         event(c);
         if (c->refs == 0) w->dirty = 1;
@@ -458,18 +461,34 @@ void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out) {
     pthread_mutex_unlock(&w->mu);
 }
 
-int lb__waiter_peek(lb_waiter *w, const char *ch, size_t len, uint64_t *heard) {
+void lb__waiter_peek(lb_waiter *w, const char *ch, size_t len, lb__wpeek *p) {
+    memset(p, 0, sizeof *p);
     pthread_mutex_lock(&w->mu);
     lb__wchan *c = find(w, ch, len);
-    int on = c && c->sub == SUB_ON;
-    *heard = c ? c->heard : 0;
+    if (c) {
+        p->on = c->sub == SUB_ON;
+        p->gen = c->gen;
+        p->unclaimed = c->unclaimed;
+    }
     pthread_mutex_unlock(&w->mu);
-    return on;
+}
+
+/* Whether nothing a wait registering now could have missed came since `p`:
+ * no release, no lost subscription, no hand-off to its token. Holds mu. */
+static int quiet_since(const lb__wchan *c, const lb__wpeek *p, const lb__wrec *rec) {
+    if (!p || !p->on || c->sub != SUB_ON || c->gen != p->gen) return 0;
+    if (!rec || !rec->token[0]) return 1;
+    uint64_t n = c->unclaimed - p->unclaimed;
+    if (n > RECENT) return 0;
+    for (uint64_t k = 0; k < n; k++)
+        if (memcmp(c->recent[(p->unclaimed + k) % RECENT], rec->token, LB_TOKEN_LEN) == 0)
+            return 0;
+    return 1;
 }
 
 lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
-                            uint64_t *gen, uint64_t *heard, int *ready) {
-    *gen = *heard = 0;
+                            const lb__wpeek *since, uint64_t *gen, int *ready) {
+    *gen = 0;
     *ready = LB__WATCH_DOWN;
     pthread_mutex_lock(&w->mu);
     lb__wchan *c = find(w, ch, len);
@@ -483,10 +502,10 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
             c->recs = rec;
         }
         *gen = c->gen;
-        *heard = c->heard;
-        *ready = c->sub == SUB_ON ? LB__WATCH_READY
-                 : w->connected   ? LB__WATCH_PENDING
-                                  : LB__WATCH_DOWN;
+        *ready = quiet_since(c, since, rec) ? LB__WATCH_QUIET
+                 : c->sub == SUB_ON         ? LB__WATCH_READY
+                 : w->connected             ? LB__WATCH_PENDING
+                                            : LB__WATCH_DOWN;
         if (c->sub != SUB_ON) {
             w->dirty = 1;
             poke(w);

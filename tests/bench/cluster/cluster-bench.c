@@ -1,8 +1,9 @@
 /* cluster-bench: many distinct lock keys, acquired and released, on a local
- * six-node Redis Cluster and on one redis-server, by one client and by
- * several client processes; PING round trips measured alongside. Prints a
- * markdown table for docs/scaling.md. */
+ * six-node Redis Cluster and on one redis-server, by one client, by several
+ * client processes, and by one thread through the asynchronous drivers; PING
+ * round trips measured alongside. Prints a markdown table for docs/scaling.md. */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "harness/cluster.h"
@@ -19,6 +21,8 @@
 #define DEFAULT_KEYS 20000 /* distinct keys per run, count */
 #define PINGS 5000         /* PING round trips sampled per target, count */
 #define MAX_PROCS 16       /* client processes at most, count */
+#define WINDOW 500         /* asynchronous operations in flight at once, count */
+#define MAX_CONNS 16       /* asynchronous connections at most, count */
 
 /* Set by SIGINT/SIGTERM: runs stop early so the servers are always torn down. */
 static volatile sig_atomic_t stop;
@@ -161,6 +165,137 @@ static double round_trip_us(int port, const char *cmd) {
     return us;
 }
 
+/* ---- One event loop: a poll(2) adapter for hiredis's asynchronous contexts --- */
+typedef struct pev {
+    redisAsyncContext *ac; /* NULL once hiredis has let go of it */
+    int reading, writing;
+} pev;
+static pev evs[MAX_CONNS];
+static int nevs;
+
+static void ev_add_read(void *p) { ((pev *)p)->reading = 1; }
+static void ev_del_read(void *p) { ((pev *)p)->reading = 0; }
+static void ev_add_write(void *p) { ((pev *)p)->writing = 1; }
+static void ev_del_write(void *p) { ((pev *)p)->writing = 0; }
+static void ev_cleanup(void *p) { ((pev *)p)->ac = NULL; }
+
+static int ev_attach(redisAsyncContext *ac, void *ud) {
+    (void)ud;
+    if (nevs == MAX_CONNS) return -1;
+    pev *e = &evs[nevs++];
+    memset(e, 0, sizeof *e);
+    e->ac = ac;
+    ac->ev.data = e;
+    ac->ev.addRead = ev_add_read;
+    ac->ev.delRead = ev_del_read;
+    ac->ev.addWrite = ev_add_write;
+    ac->ev.delWrite = ev_del_write;
+    ac->ev.cleanup = ev_cleanup;
+    return 0;
+}
+
+/* One pass of the loop: waits up to 100 ms for any connection, then lets
+ * hiredis read and write what is ready. */
+static void ev_once(void) {
+    struct pollfd fds[MAX_CONNS];
+    int idx[MAX_CONNS], n = 0;
+    for (int i = 0; i < nevs; i++) {
+        if (!evs[i].ac || !(evs[i].reading || evs[i].writing)) continue;
+        fds[n].fd = evs[i].ac->c.fd;
+        fds[n].events = (short)((evs[i].reading ? POLLIN : 0) | (evs[i].writing ? POLLOUT : 0));
+        fds[n].revents = 0;
+        idx[n++] = i;
+    }
+    if (poll(fds, (nfds_t)n, 100) <= 0) return;
+    for (int k = 0; k < n; k++) {
+        pev *e = &evs[idx[k]];
+        if (e->ac && (fds[k].revents & (POLLIN | POLLERR | POLLHUP))) redisAsyncHandleRead(e->ac);
+        if (e->ac && (fds[k].revents & POLLOUT)) redisAsyncHandleWrite(e->ac);
+    }
+}
+
+/* Keys acquired then released from one thread, WINDOW of them in flight. */
+typedef struct async_run async_run;
+typedef struct ajob {
+    async_run *r;
+    lb_lock *lock;
+    char key[48];
+} ajob;
+
+struct async_run {
+    lb_cluster_async *ca;  /* the cluster, or */
+    redisAsyncContext *ac; /* one server */
+    long next, n, pairs, failures, commands;
+    int in_flight;
+    ajob jobs[WINDOW];
+};
+
+static void async_start(ajob *j);
+
+static int async_go(ajob *j, lb_machine *m, lb_done_fn done) {
+    async_run *r = j->r;
+    if (!m) return LB_ESTATE;
+    return r->ca ? lb_cluster_async_run(r->ca, j->key, strlen(j->key), m, NULL, done, j)
+                 : lb_async_run(r->ac, m, NULL, done, j);
+}
+
+static void async_end(ajob *j, int ok) {
+    async_run *r = j->r;
+    if (ok) r->pairs++;
+    else r->failures++;
+    lb_lock_free(j->lock);
+    j->lock = NULL;
+    r->in_flight--;
+    if (!stop) async_start(j);
+}
+
+static void async_released(lb_machine *m, int status, void *ud) {
+    ajob *j = ud;
+    j->r->commands += lb_machine_commands(m);
+    async_end(j, status == LB_OK);
+}
+
+static void async_acquired(lb_machine *m, int status, void *ud) {
+    ajob *j = ud;
+    j->r->commands += lb_machine_commands(m);
+    if (status != LB_OK || async_go(j, lb_lock_release_machine(j->lock), async_released) != LB_OK)
+        async_end(j, 0);
+}
+
+static void async_start(ajob *j) {
+    async_run *r = j->r;
+    if (r->next >= r->n) return;
+    snprintf(j->key, sizeof j->key, "a%d:%ld", r->ca != NULL, r->next++);
+    if (lb_lock_new(&j->lock, j->key, strlen(j->key), NULL) != LB_OK) {
+        r->failures++;
+        return;
+    }
+    r->in_flight++;
+    if (async_go(j, lb_lock_try_acquire_machine(j->lock), async_acquired) != LB_OK) async_end(j, 0);
+}
+
+/* n keys on one thread through the asynchronous driver of `ca` or `ac`. */
+static result run_async(lb_cluster_async *ca, redisAsyncContext *ac, long n) {
+    static async_run r;
+    result res;
+    memset(&r, 0, sizeof r);
+    memset(&res, 0, sizeof res);
+    r.ca = ca;
+    r.ac = ac;
+    r.n = n;
+    int64_t t0 = mono_ns();
+    for (int i = 0; i < WINDOW; i++) {
+        r.jobs[i].r = &r;
+        async_start(&r.jobs[i]);
+    }
+    while (r.in_flight > 0) ev_once();
+    res.ns = mono_ns() - t0;
+    res.pairs = r.pairs;
+    res.failures = r.failures + (stop ? n - r.next : 0);
+    res.commands = r.commands;
+    return res;
+}
+
 static void row(const char *where, kind k, int procs, result r) {
     double s = (double)r.ns / 1e9;
     printf("| %s | %s | %d | %ld | %.0f | %.1f | %.2f | %llu | %ld |\n", where, KIND_NAMES[k],
@@ -215,6 +350,31 @@ int main(int argc, char **argv) {
         row("one server", (kind)k, procs, run_procs(NULL, single.port, (kind)k, prefix, procs, keys));
         row("cluster, 3 primaries", (kind)k, procs,
             run_procs(cluster.seed[0], 0, (kind)k, prefix, procs, keys));
+    }
+    /* One thread, the asynchronous drivers, WINDOW token locks in flight. */
+    if (!stop) {
+        redisAsyncContext *ac = redisAsyncConnect("127.0.0.1", single.port);
+        if (ac && !ac->err && ev_attach(ac, NULL) == 0) {
+            result r = run_async(NULL, ac, keys);
+            r.connects = 1;
+            row("one server, async", K_TOKEN, 1, r);
+            redisAsyncFree(ac);
+        }
+    }
+    if (!stop) {
+        const char *seeds[] = {cluster.seed[0]};
+        lb_cluster *cl = NULL;
+        lb_cluster_async *ca = NULL;
+        if (lb_cluster_new(&cl, seeds, 1, NULL) == LB_OK &&
+            lb_cluster_async_new(&ca, cl, ev_attach, NULL) == LB_OK) {
+            result r = run_async(ca, NULL, keys);
+            lb_cluster_stats st;
+            lb_cluster_stats_get(cl, &st);
+            r.connects = st.connects;
+            row("cluster, 3 primaries, async", K_TOKEN, 1, r);
+        }
+        lb_cluster_async_free(ca);
+        lb_cluster_free(cl);
     }
     lbt_cluster_stop(&cluster);
     lbt_redis_stop(&single);

@@ -154,6 +154,126 @@ demo_kind() {
     done
 }
 
+# ---- Staged rollout ----------------------------------------------------------------
+# Grouped tasks: each group's tasks run strictly one at a time under the group's
+# lock, groups in parallel. A task reads the group's done-counter, works 1 ms and
+# writes it back plus one, so two holders at once show as a lost increment: a
+# serialisation violation. Java L4 lockers (legacy) and lockbridge clients that
+# follow namespace "demo" share the groups while the operator moves the fleet
+# legacy -> compat -> modern with `lockbridge mode set`; each switch happens while
+# lockbridge clients run (they pick the mode up from the control key). The Java
+# fleet is retired before modern, as the gate requires.
+GROUPS=3        # groups processed in parallel
+STAGE_S=3       # lockbridge clients of each stage run this long, seconds
+ROLLOUT_TTL=1000 # lock validity of every client, ms
+
+lb() { "$TOOL" -p "$PORT" "$@"; }
+
+# stage_start STAGE: lockbridge clients on every group, following namespace demo.
+stage_start() {
+    STAGE_PIDS=""
+    for g in $(seq 1 "$GROUPS"); do
+        "$TOOL" -p "$PORT" contend "demo:rollout:g$g" --ns demo --clients 2 \
+            --seconds "$STAGE_S" --counter-key "demo:done:g$g" --cs-sleep-ms 1 \
+            --codec ms --ttl-ms "$ROLLOUT_TTL" --release-margin-ms 200 --wait-ms 5000 \
+            >"$TMP/stage.$1.$g" 2>"$TMP/stage.$1.$g.err" &
+        STAGE_PIDS="$STAGE_PIDS $!"
+    done
+    KIDS="$KIDS $STAGE_PIDS"
+}
+
+stage_wait() { for pid in $STAGE_PIDS; do wait "$pid" || true; done; }
+
+show_status() { # TITLE
+    echo "  -- lockbridge status ($1) --"
+    lb status --ns demo --match 'demo:rollout:g*' --codec ms --window-ms 1000 --limit 0 2>&1 |
+        sed 's/^/     /' || true
+}
+
+set_mode() { # MODE [options]: prints the tool's answer and its exit code
+    m=$1
+    shift
+    out=$(lb mode set "$m" --ns demo --match 'demo:rollout:g*' --codec ms --window-ms 1000 --observe-ms 1500 "$@" 2>&1) && rc=0 || rc=$?
+    printf '%s\n' "$out" | sed 's/^/     /'
+    echo "     (exit $rc)"
+}
+
+sum_field() { # FIELD FILES...: the sum of a summary field over files
+    f=$1
+    shift
+    total=0
+    for file in "$@"; do
+        v=$(field "$f" "$file")
+        [ "$v" = - ] || total=$((total + v))
+    done
+    echo "$total"
+}
+
+max_field() { # FIELD FILES...: the largest value (ms) of a summary field
+    f=$1
+    shift
+    for file in "$@"; do field "$f" "$file"; done | grep -v '^-$' | sort -g | tail -n 1
+}
+
+stage_row() { # LABEL FILES...
+    label=$1
+    shift
+    printf '  %-34s %6s %9s %9s %9s\n' "$label" "$(sum_field acquisitions "$@")" \
+        "$(max_field p50 "$@")" "$(max_field p99 "$@")" "$(max_field max "$@")"
+}
+
+rollout() {
+    echo
+    echo "== Staged rollout: $GROUPS groups of tasks, one at a time per group, groups in parallel =="
+    c0=0
+    for g in $(seq 1 "$GROUPS"); do c0=$((c0 + $(counter "demo:done:g$g"))); done
+    lb mode set legacy --ns demo >/dev/null
+    # The Java fleet: one L4 client per group, through the legacy and compat stages.
+    JAVA_PIDS=""
+    for g in $(seq 1 "$GROUPS"); do
+        java -XX:+UseSerialGC -cp "$JAVA_CP" LegacyLockers contend --kind L4 --port "$PORT" \
+            --key "demo:rollout:g$g" --counter-key "demo:done:g$g" --clients 1 \
+            --seconds $((2 * STAGE_S)) --cs-sleep-ms 1 --timeout-ms "$ROLLOUT_TTL" \
+            >"$TMP/java.rollout.$g" 2>"$TMP/java.rollout.$g.err" &
+        JAVA_PIDS="$JAVA_PIDS $!"
+    done
+    KIDS="$KIDS $JAVA_PIDS"
+    echo "  stage legacy: Java L4 and lockbridge clients (mode read from {demo}:lb-mode)"
+    stage_start legacy
+    sleep $((STAGE_S - 1))
+    show_status "legacy stage"
+    echo "  -- lockbridge mode set compat (the legacy-stage clients are still running) --"
+    LEGACY_STAGE=$STAGE_PIDS
+    set_mode compat
+    stage_start compat
+    for pid in $LEGACY_STAGE; do wait "$pid" || true; done
+    sleep $((STAGE_S - 2))
+    show_status "compat stage, Java lockers still running"
+    echo "  -- lockbridge mode set modern, while the Java lockers still run --"
+    set_mode modern
+    for pid in $JAVA_PIDS; do wait "$pid" || true; done
+    stage_wait
+    echo "  -- the Java lockers are retired; lockbridge mode set modern, a moment later --"
+    sleep 1
+    set_mode modern
+    stage_start modern
+    sleep 1
+    show_status "modern stage"
+    stage_wait
+    c1=0
+    for g in $(seq 1 "$GROUPS"); do c1=$((c1 + $(counter "demo:done:g$g"))); done
+    echo
+    printf '  %-34s %6s %9s %9s %9s\n' "clients (all groups)" "tasks" "p50 ms" "p99 ms" "max ms"
+    stage_row "java L4 (legacy + compat stages)" "$TMP"/java.rollout.[0-9]
+    stage_row "lockbridge, legacy stage" "$TMP"/stage.legacy.[0-9]
+    stage_row "lockbridge, compat stage" "$TMP"/stage.compat.[0-9]
+    stage_row "lockbridge, modern stage" "$TMP"/stage.modern.[0-9]
+    done_total=$(sum_field acquisitions "$TMP"/java.rollout.[0-9] "$TMP"/stage.*.[0-9])
+    violations=$((done_total - (c1 - c0)))
+    echo "  tasks done: $done_total; serialisation violations (lost increments): $violations"
+    echo "  (waits: the largest per-process p50/p99/max of the stage's clients)"
+}
+
 start_redis
 echo "lockbridge demo: redis-server on 127.0.0.1:$PORT (temporary, $TMP)"
 echo "Each run: ${SECONDS_PER_RUN} s; clients loop: acquire, GET counter, sleep ${CS_SLEEP_MS} ms,"
@@ -161,6 +281,8 @@ echo "SET counter+1, release. Java alone: $((CLIENTS * 2)) clients; mixed: $CLIE
 echo "disruptions: Java steps that deleted or overwrote a possibly live lock, or went on"
 echo "without one; lost_locks: lockbridge releases that found the lock gone or changed."
 
+ROLLOUT_ONLY=${ROLLOUT_ONLY:-0}
+if [ "$ROLLOUT_ONLY" = 0 ]; then
 demo_kind L1 "ms timestamps, catch-all DEL on any error" ms 1000 1000
 demo_kind L2 "ms timestamps, clock frozen per lock() call" ms 1000 1000
 demo_kind L3 "JSON expiryTime, monotonic ns (expiry_ms x 1000 ns)" \
@@ -173,5 +295,8 @@ demo_kind M1 "token lock (polling every 5 ms here, 200 ms in the field)" ms 1000
 echo
 echo "Unsupported on purpose: an INCR lock's counter reads as a 1970 timestamp."
 demo_kind L1-INCR "INCR + EXPIRE (cannot share keys with any other protocol)" ms 60000 1000
+fi # ROLLOUT_ONLY=1 runs the staged rollout alone
+rollout
 echo
-echo "docs/interop.md explains each figure and which pairs may share keys."
+echo "docs/interop.md explains each figure and which pairs may share keys;"
+echo "docs/migration.md is the operator's runbook for the rollout."

@@ -298,6 +298,11 @@ typedef struct lb__cli_survey {
     lb_mode mode;
     uint64_t census_live[3], census_stale[3], census_legacy_recent, census_invalid;
     int census_unreadable;
+    /* Observation before setting modern (mode set --observe-ms). */
+    int64_t observe_ms;        /* how long it watched, ms; 0: a single scan */
+    uint64_t observe_passes;   /* scans after the first */
+    uint64_t observe_legacy;   /* TTL-less timestamps seen by those scans */
+    int64_t legacy_calls;      /* SETNX + GETSET calls the server ran meanwhile; -1 unknown */
 } lb__cli_survey;
 
 typedef struct lb__cli_verdict {
@@ -320,6 +325,9 @@ int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
                           const lb__cli_optdef *defs);
 /* Reads the required --ns and checks it names valid companion keys; 0 or -1. */
 int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const char **ns);
+/* The server's count of SETNX and GETSET calls so far (INFO commandstats), or
+ * -1 if it cannot be read: only the legacy protocol sends them. */
+int64_t lb__cli_legacy_calls(redisContext *c);
 /* Whether moving from mode `from` to `to` is safe on this evidence, and why. */
 void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
                             lb__cli_verdict *v);

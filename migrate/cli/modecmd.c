@@ -8,16 +8,19 @@
 
 #define WINDOW_MS_DEFAULT INT64_C(3600000) /* an hour, milliseconds */
 #define STALE_MS_DEFAULT INT64_C(30000)    /* milliseconds */
+#define OBSERVE_MS_DEFAULT INT64_C(5000)   /* watching before modern, milliseconds */
+#define OBSERVE_PAUSE_MS 100               /* between the observation's scans, ms */
 
 static const lb__cli_optdef opts[] = {
     {"--ns", 1},        {"--force", 0},     {"--match", 1},    {"--count", 1},
-    {"--codec", LB__CLI_REPEAT}, {"--window-ms", 1}, {"--stale-ms", 1}, {NULL, 0}};
+    {"--codec", LB__CLI_REPEAT}, {"--window-ms", 1}, {"--stale-ms", 1}, {"--observe-ms", 1},
+    {NULL, 0}};
 
 static const char help[] =
     "usage: lockbridge mode get --ns NS [--json]\n"
     "       lockbridge mode set legacy|compat|modern --ns NS [--force] [--match PATTERN]\n"
     "                           [--count N] [--codec SPEC]... [--window-ms N]\n"
-    "                           [--stale-ms N] [--json]\n"
+    "                           [--stale-ms N] [--observe-ms N] [--json]\n"
     "\n"
     "get prints namespace NS's mode (an absent control key means legacy).\n"
     "set writes it and publishes it to the clients that follow it, atomically and\n"
@@ -27,6 +30,10 @@ static const char help[] =
     "it refuses while a legacy writer was seen within the window: TTL-less\n"
     "timestamps running or expired within it, census entries in legacy mode seen\n"
     "within it, INCR counters; and it refuses legacy -> modern (not adjacent).\n"
+    "A legacy client that releases its locks leaves nothing for one scan to see, so\n"
+    "set also watches for --observe-ms: it scans again and again and compares the\n"
+    "server's count of SETNX and GETSET calls (INFO commandstats) before and after;\n"
+    "any growth refuses modern, as only the legacy protocol sends them.\n"
     "Stepping back (modern -> compat, compat -> legacy) scans for token values and\n"
     "warns how many there are and when the last lapses (its PTTL); modern -> legacy\n"
     "is refused. --force sets the mode whatever the checks say.\n"
@@ -40,6 +47,8 @@ static const char help[] =
     "                   (default 3600000)\n"
     "  --stale-ms N     census entries not refreshed for this long are stale, ms\n"
     "                   (default 30000)\n"
+    "  --observe-ms N   watch for legacy writers before setting modern, ms; 0: one\n"
+    "                   scan only (default 5000)\n"
     "\n"
     "Exit: 0 read, or set (or already so); 1 usage; 3 the control key holds\n"
     "something that is not a mode name (left alone); 4 connection or Redis error;\n"
@@ -119,7 +128,7 @@ static void report(const change *ch, const char *outcome) {
 typedef struct checks {
     lb__cli_codecs cs;
     lb__cli_scanopts so;
-    int64_t window_ms, stale_ms;
+    int64_t window_ms, stale_ms, observe_ms;
 } checks;
 
 /* Read before connecting, so that a usage error sends nothing. */
@@ -127,18 +136,52 @@ static int checks_read(const lb__cli_args *a, checks *k) {
     const char *v;
     k->window_ms = WINDOW_MS_DEFAULT;
     k->stale_ms = STALE_MS_DEFAULT;
+    k->observe_ms = OBSERVE_MS_DEFAULT;
     if (lb__cli_codecs_read(&k->cs, a, opts) != 0 || lb__cli_scanopts_read(&k->so, a, opts) != 0 ||
         ((v = lb__cli_opt(a, opts, "--window-ms")) &&
          lb__cli_int(a, "--window-ms", v, 0, LB__CLI_MS_MAX, &k->window_ms) != 0) ||
         ((v = lb__cli_opt(a, opts, "--stale-ms")) &&
-         lb__cli_int(a, "--stale-ms", v, 1, LB__CLI_MS_MAX, &k->stale_ms) != 0))
+         lb__cli_int(a, "--stale-ms", v, 1, LB__CLI_MS_MAX, &k->stale_ms) != 0) ||
+        ((v = lb__cli_opt(a, opts, "--observe-ms")) &&
+         lb__cli_int(a, "--observe-ms", v, 0, 3600000, &k->observe_ms) != 0))
         return -1;
     return 0;
 }
 
+/* Scans again until observe_ms has passed, each time on a fresh connection (a
+ * scan leaves its own unusable), counting the TTL-less timestamps seen; then
+ * the growth of the server's SETNX and GETSET counts since `calls0`. */
+static int observe(const lb__cli_args *a, const checks *k, lb__cli_survey *s, double t0,
+                   int64_t calls0, char *err, size_t cap) {
+    s->observe_ms = k->observe_ms;
+    for (;;) {
+        double left = t0 + (double)k->observe_ms - lb__cli_mono_ms();
+        if (left <= 0) break;
+        lb__cli_sleep_ms(left < OBSERVE_PAUSE_MS ? (int64_t)left + 1 : OBSERVE_PAUSE_MS);
+        redisContext *c = lb__cli_connect(&a->conn, err, cap);
+        if (!c) return -1;
+        lb__cli_survey pass;
+        memset(&pass, 0, sizeof pass);
+        pass.window_ms = k->window_ms;
+        pass.cs = &k->cs;
+        int rc = lb__cli_survey_keys(&pass, c, &k->so, err, cap);
+        redisFree(c);
+        if (rc != 0) return -1;
+        s->observe_passes++;
+        s->observe_legacy += pass.legacy_recent;
+    }
+    redisContext *c = lb__cli_connect(&a->conn, err, cap);
+    if (!c) return -1;
+    int64_t calls1 = lb__cli_legacy_calls(c);
+    redisFree(c);
+    s->legacy_calls = calls0 >= 0 && calls1 >= 0 ? calls1 - calls0 : -1;
+    return 0;
+}
+
 /* Moving to modern, or back from it, needs the evidence of a scan and the
- * census; legacy <-> compat needs none. */
-static int check(redisContext *c, const checks *k, change *ch, char *err, size_t cap) {
+ * census (and, to modern, of an observation); legacy <-> compat needs none. */
+static int check(const lb__cli_args *a, redisContext *c, const checks *k, change *ch, char *err,
+                 size_t cap) {
     lb__cli_survey s;
     memset(&s, 0, sizeof s);
     s.window_ms = k->window_ms;
@@ -147,8 +190,12 @@ static int check(redisContext *c, const checks *k, change *ch, char *err, size_t
     memset(&ch->v, 0, sizeof ch->v);
     ch->v.ready = 1;
     if (ch->to != LB_MODE_MODERN && ch->from != LB_MODE_MODERN) return 0;
+    int watch = ch->to == LB_MODE_MODERN && k->observe_ms > 0;
+    double t0 = lb__cli_mono_ms();
+    int64_t calls0 = watch ? lb__cli_legacy_calls(c) : -1;
     if (lb__cli_survey_ns(&s, c, ch->ns, err, cap) != 0) return -1;
     if (lb__cli_survey_keys(&s, c, &k->so, err, cap) != 0) return -1;
+    if (watch && observe(a, k, &s, t0, calls0, err, cap) != 0) return -1;
     ch->checked = 1;
     lb__cli_survey_verdict(&s, ch->from, ch->to, &ch->v);
     /* Stepping back two stages puts legacy clients beside token values. */
@@ -182,7 +229,7 @@ static int set(const lb__cli_args *a, redisContext *c, const char *ns, lb_mode t
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, c->errstr[0] ? c->errstr : lb_strerror(rc));
     if (ch.from == ch.to && found) return report(&ch, "already set"), LB__CLI_EXIT_OK;
     /* The scan leaves its connection unusable: a fresh one writes the mode. */
-    rc = check(c, k, &ch, err, sizeof err);
+    rc = check(a, c, k, &ch, err, sizeof err);
     if (rc < 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
     if (!ch.v.ready && !ch.force) return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
     redisContext *w = lb__cli_connect(&a->conn, err, sizeof err);

@@ -96,6 +96,30 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
     return 0;
 }
 
+/* The calls= figure of one command in an INFO commandstats reply; 0 when the
+ * command never ran (no line), -1 when the line cannot be read. */
+static int64_t calls_of(const char *info, const char *cmd) {
+    char needle[48];
+    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
+    const char *p = strstr(info, needle);
+    if (!p) return 0;
+    p += strlen(needle);
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    return end == p || v < 0 ? -1 : (int64_t)v;
+}
+
+int64_t lb__cli_legacy_calls(redisContext *c) {
+    redisReply *r = redisCommand(c, "INFO commandstats");
+    int64_t total = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        int64_t a = calls_of(r->str, "setnx"), b = calls_of(r->str, "getset");
+        if (a >= 0 && b >= 0) total = a + b;
+    }
+    if (r) freeReplyObject(r);
+    return total;
+}
+
 /* ---- The verdict --------------------------------------------------------------------- */
 __attribute__((format(printf, 3, 4))) static void reason(lb__cli_verdict *v, int blocker,
                                                           const char *fmt, ...) {
@@ -117,6 +141,17 @@ static void legacy_writers(const lb__cli_survey *s, lb__cli_verdict *v) {
     if (s->census_legacy_recent)
         reason(v, 1, "%llu census entr(ies) in legacy mode seen within the window",
                (unsigned long long)s->census_legacy_recent);
+    if (s->observe_legacy)
+        reason(v, 1, "%llu TTL-less timestamp(s) seen by %llu more scan(s) over %lld ms: a "
+               "legacy client is writing", (unsigned long long)s->observe_legacy,
+               (unsigned long long)s->observe_passes, (long long)s->observe_ms);
+    if (s->legacy_calls > 0)
+        reason(v, 1, "%lld SETNX/GETSET call(s) on the server during %lld ms: a client of "
+               "the legacy protocol is active (compat and modern clients send neither; "
+               "if another application's SETNX, --force)", (long long)s->legacy_calls,
+               (long long)s->observe_ms);
+    else if (s->observe_ms > 0 && s->legacy_calls < 0)
+        reason(v, 0, "INFO commandstats could not be read: SETNX/GETSET activity not checked");
 }
 
 void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,

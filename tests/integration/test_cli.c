@@ -589,6 +589,9 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"mode", "set", "sideways", "--ns", "n"},
         {"mode", "set", "Modern", "--ns", "n"},
         {"mode", "set", "modern", "--ns", "n", "--match", "[x"},
+        {"mode", "set", "modern", "--ns", "n", "--observe-ms", "-1"},
+        {"mode", "set", "modern", "--ns", "n", "--observe-ms", "3600001"},
+        {"mode", "get", "--ns", "n", "--observe-ms", "5"},
         {"sweep", "extra"},
         {"sweep", "--grace-ms", "-1"},
         {"sweep", "--grace-ms", "1000000000001"},
@@ -1364,14 +1367,14 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "live") == 0);
     assert_string_equal(str_of(o, "verdict"), "not ready");
     cJSON_Delete(o);
-    const char *set[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:cns", "--match",
+    const char *set[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:cns", "--match",
                          "cli:nothing:*", "--json", NULL};
     o = run_json1(set, 6);
     assert_string_equal(str_of(o, "outcome"), "refused");
     assert_string_equal(get_value("{cli:cns}:lb-mode"), "compat");
     cJSON_Delete(o);
     /* Outside a window shorter than its age, the legacy entry no longer counts. */
-    const char *narrow[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:cns", "--match",
+    const char *narrow[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:cns", "--match",
                             "cli:nothing:*", "--window-ms", "60000", "--json", NULL};
     o = run_json1(narrow, 0);
     assert_true(bool_of(o, "changed"));
@@ -1389,7 +1392,7 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     assert_false(bool_of(o, "control_key_present"));
     cJSON_Delete(o);
     /* legacy -> modern skips a stage: refused even with no evidence at all. */
-    const char *jump[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:m", "--match",
+    const char *jump[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
                           "cli:m:*", "--json", NULL};
     o = run_json1(jump, 6);
     assert_int_equal(int_reply("EXISTS %s", "{cli:m}:lb-mode"), 0);
@@ -1402,7 +1405,7 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     assert_int_equal(lbt_run(jump), 6);
     assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
     assert_non_null(strstr(proc.out, "TTL-less timestamp"));
-    const char *forced[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:m", "--match",
+    const char *forced[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
                             "cli:m:*", "--force", "--json", NULL};
     o = run_json1(forced, 0);
     assert_true(bool_of(o, "forced"));
@@ -1424,6 +1427,37 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     /* Already there: nothing to do. */
     assert_int_equal(lbt_run(back), 0);
     cmd_ok("DEL %s %s", "{cli:m}:lb-mode", "cli:m:tok");
+}
+
+/* A legacy client that releases its locks leaves no key for one scan to find:
+ * the observation still sees it, by repeated scans and by the server's count
+ * of SETNX/GETSET calls. Once it has stopped, modern is allowed. */
+static lbt_proc legacy_client;
+
+static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void **state) {
+    (void)state;
+    cmd_ok("SET %s %s", "{cli:obs}:lb-mode", "compat");
+    const char *contend[] = {"-p", port, "contend", "cli:obs:k", "--clients", "1", "--seconds",
+                             "2", "--counter-key", "cli:obs:count", "--cs-sleep-ms", "5",
+                             "--ttl-ms", "5000", NULL};
+    lbt_spawn(&legacy_client, contend);
+    const char *set[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:obs", "--match",
+                         "cli:obs:k*", "--observe-ms", "500", "--json", NULL};
+    cJSON *o = run_json1(set, 6);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "blockers");
+    int calls = 0;
+    for (int i = 0; i < cJSON_GetArraySize(b); i++)
+        calls += strstr(cJSON_GetArrayItem(b, i)->valuestring, "SETNX/GETSET call") != NULL;
+    assert_int_equal(calls, 1);
+    cJSON_Delete(o);
+    assert_string_equal(get_value("{cli:obs}:lb-mode"), "compat");
+    assert_int_equal(lbt_finish(&legacy_client), 0);
+    /* Stopped: nothing is written meanwhile, and modern is set. */
+    const char *quiet[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:obs", "--match",
+                           "cli:obs:k*", "--observe-ms", "300", NULL};
+    assert_int_equal(lbt_run(quiet), 0);
+    assert_string_equal(get_value("{cli:obs}:lb-mode"), "modern");
+    cmd_ok("DEL %s %s", "{cli:obs}:lb-mode", "cli:obs:count");
 }
 
 /* modern -> legacy skips a stage; a control key holding garbage is left alone. */
@@ -1854,6 +1888,7 @@ int main(void) {
         cmocka_unit_test(test_status_and_mode_set_read_the_census),
         cmocka_unit_test(test_mode_set_refuses_modern_while_legacy_writes_unless_forced),
         cmocka_unit_test(test_mode_refuses_jumps_back_and_foreign_control_keys),
+        cmocka_unit_test(test_mode_set_modern_observes_a_legacy_client_between_its_locks),
         cmocka_unit_test(test_sweep_expires_running_locks_and_deletes_expired_ones),
         cmocka_unit_test(test_sweep_never_touches_what_it_cannot_read),
         cmocka_unit_test(test_sweep_leaves_a_lock_changed_since_the_scan),

@@ -70,7 +70,9 @@ int lb_cluster_refresh(lb_cluster *cl);
  * (it ends with LB_EREDIS) or a transport failure (LB_EIO). A connection lost
  * after a command was sent is never retried, since the command may have run:
  * the machine ends with LB_EIO, and the map is read again before the next
- * command. Returns the machine's final status. */
+ * command. Before the first acquire of a lock that needs scripts, the script
+ * check of lb_sync_run goes to the same primary. Returns the machine's final
+ * status. */
 int lb_cluster_run(lb_cluster *cl, const char *key, size_t keylen, lb_machine *m,
                    const lb_clock *clock);
 

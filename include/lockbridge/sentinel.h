@@ -69,7 +69,9 @@ void lb_sentinel_forget(lb_sentinel *s);
  * is sent again to the primary the sentinels name, until retry_ms has passed.
  * A connection lost after a command was sent is not retried (it may have
  * run): the machine ends with LB_EIO and the next command finds the primary
- * again. Returns the machine's final status. */
+ * again. Before the first acquire of a lock that needs scripts, the script
+ * check of lb_sync_run goes to the primary. Returns the machine's final
+ * status. */
 int lb_sentinel_run(lb_sentinel *s, lb_machine *m, const lb_clock *clock);
 
 typedef struct lb_sentinel_stats {

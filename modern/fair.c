@@ -145,6 +145,8 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
     if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing))
         return acquired(l, l->opts.fencing ? v : 0);
     if (ok != 0 || v < -2) return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    /* Leaving learns nothing of the holder: keep what the last attempt saw. */
+    if (l->fair->mode == LB__FAIR_LEAVE) return lb__fail(&l->m, LB_EBUSY, "left the queue");
     l->holder_ttl_ms = v == -2 ? 0 : v;
     if (v == -1) return lb__fail(&l->m, LB_EBUSY, "held by a key without TTL");
     return lb__fail(&l->m, LB_EBUSY, "held or promised for %lld ms more", (long long)l->holder_ttl_ms);

@@ -432,10 +432,18 @@ typedef struct contender {
     int got;
 } contender;
 
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *contend(void *arg) {
     contender *c = arg;
     redisContext *cc = lbt_redis_connect(&server);
-    while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE)) {
+    /* Stops on its own too, so a failed test does not leave it running. */
+    int64_t until = mono_ms() + 30000;
+    while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE) && mono_ms() < until) {
         int rc = lb_lock_acquire_wait(c->l, cc, c->w, 200);
         if (rc == LB_ETIMEDOUT) continue;
         if (rc != LB_OK) break;
@@ -570,6 +578,27 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     lb_lock_free(h);
     lb_lock_free(b);
     lb_lock_free(t);
+}
+
+/* A fair waiter treats a key without TTL (a legacy lock) as held for good and
+ * a key of another type as an error; neither is ever written. */
+static void test_fair_mode_never_touches_a_foreign_key(void **state) {
+    (void)state;
+    lb_lock *l = new_lock("w:foreign", 1, 2, 20);
+    cmd_ok("SET w:foreign 1700000000000");
+    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_holder_ttl(l), -1);
+    assert_string_equal(get_value("w:foreign"), "1700000000000");
+    assert_int_equal(integer("PTTL %s", "w:foreign"), -1);
+    assert_int_equal(integer("EXISTS %s", "{w:foreign}:queue"), 0);
+    cmd_ok("DEL w:foreign");
+    cmd_ok("HSET w:foreign f v");
+    assert_int_equal(lb_lock_try_acquire(l, conn), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_EWRONGTYPE);
+    assert_int_equal(integer("HLEN %s", "w:foreign"), 1);
+    assert_int_equal(integer("EXISTS %s", "{w:foreign}:queue"), 0);
+    cmd_ok("DEL w:foreign");
+    lb_lock_free(l);
 }
 
 /* Fencing numbers travel with a hand-off and keep growing. */
@@ -751,6 +780,7 @@ int main(void) {
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
+        cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),

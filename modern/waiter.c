@@ -169,13 +169,13 @@ static void reconcile(lb_waiter *w) {
             lb__wchan *c = *pp;
             const char *argv[2] = {NULL, c->name};
             size_t lens[2] = {0, c->len};
+            int next = c->sub;
             if (c->refs > 0 && c->sub == SUB_NONE) {
                 argv[0] = "SUBSCRIBE";
-                c->sub = SUB_PENDING;
-                w->st.subscribes++;
+                next = SUB_PENDING;
             } else if (c->refs == 0 && c->sub == SUB_ON) {
                 argv[0] = "UNSUBSCRIBE";
-                c->sub = SUB_LEAVING;
+                next = SUB_LEAVING;
             } else if (c->refs == 0 && c->sub == SUB_NONE) {
                 *pp = c->next;
                 destroy(w, c);
@@ -183,7 +183,13 @@ static void reconcile(lb_waiter *w) {
             }
             if (argv[0]) {
                 lens[0] = strlen(argv[0]);
-                redisAppendCommandArgv(w->ctx, 2, argv, lens);
+                /* Out of memory: the state stays, to be tried again. */
+                if (redisAppendCommandArgv(w->ctx, 2, argv, lens) == REDIS_OK) {
+                    c->sub = next;
+                    if (next == SUB_PENDING) w->st.subscribes++;
+                } else {
+                    w->dirty = 1;
+                }
             }
             pp = &c->next;
         }
@@ -277,18 +283,25 @@ static void mark_connected(lb_waiter *w, int again) {
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Sleeps `ms` or until poked; returns whether the waiter is stopping. */
-static int pause_ms(lb_waiter *w, int64_t ms) {
-    struct pollfd p = {w->wake[0], POLLIN, 0};
-    if (poll(&p, 1, (int)ms) > 0) {
-        char buf[64];
-        while (read(w->wake[0], buf, sizeof buf) > 0) {
-        }
+static void drain(lb_waiter *w) {
+    char buf[64];
+    while (read(w->wake[0], buf, sizeof buf) > 0) {
     }
-    pthread_mutex_lock(&w->mu);
-    int stop = w->stop;
-    pthread_mutex_unlock(&w->mu);
-    return stop;
+}
+
+/* Sleeps `ms`; only stopping cuts it short (new watches do not: they would
+ * turn the reconnection delay into a storm). Returns whether stopping. */
+static int pause_ms(lb_waiter *w, int64_t ms) {
+    int64_t until = lb__mono_ms() + ms;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int stop = w->stop;
+        pthread_mutex_unlock(&w->mu);
+        int64_t left = until - lb__mono_ms();
+        if (stop || left <= 0) return stop;
+        struct pollfd p = {w->wake[0], POLLIN, 0};
+        if (poll(&p, 1, (int)left) > 0) drain(w);
+    }
 }
 
 static int reconnect(lb_waiter *w, int64_t *backoff) {
@@ -296,11 +309,13 @@ static int reconnect(lb_waiter *w, int64_t *backoff) {
     redisContext *c;
     if (dial(w, &c) == LB_OK) {
         w->ctx = c;
-        *backoff = w->opts.reconnect_min_ms;
+        *backoff = 0;
         mark_connected(w, 1);
         return 0;
     }
-    *backoff = *backoff * 2 < w->opts.reconnect_max_ms ? *backoff * 2 : w->opts.reconnect_max_ms;
+    /* The first retry after a drop is immediate; then the delay doubles. */
+    int64_t next = *backoff == 0 ? w->opts.reconnect_min_ms : *backoff * 2;
+    *backoff = next < w->opts.reconnect_max_ms ? next : w->opts.reconnect_max_ms;
     return 0;
 }
 
@@ -309,17 +324,14 @@ static int reconnect(lb_waiter *w, int64_t *backoff) {
 static int pump(lb_waiter *w) {
     pthread_mutex_lock(&w->mu);
     if (w->dirty) reconcile(w);
+    int retry = w->dirty; /* a command could not be queued: try again soon */
     pthread_mutex_unlock(&w->mu);
     int done = 0;
     while (!done)
         if (redisBufferWrite(w->ctx, &done) != REDIS_OK) return -1;
     struct pollfd p[2] = {{w->ctx->fd, POLLIN, 0}, {w->wake[0], POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) return errno == EINTR ? 0 : -1;
-    if (p[1].revents) {
-        char buf[64];
-        while (read(w->wake[0], buf, sizeof buf) > 0) {
-        }
-    }
+    if (poll(p, 2, retry ? 10 : -1) < 0) return errno == EINTR ? 0 : -1;
+    if (p[1].revents) drain(w);
     if (!p[0].revents) return 0;
     if (redisBufferRead(w->ctx) != REDIS_OK) return -1;
     for (;;) {

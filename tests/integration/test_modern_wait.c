@@ -210,10 +210,13 @@ static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
 }
 
 /* The test's connect callback, which it can make refuse. */
-static int refuse_connects;
+static int refuse_connects, refused_connects;
 static redisContext *test_connect(void *ud) {
     (void)ud;
-    if (__atomic_load_n(&refuse_connects, __ATOMIC_ACQUIRE)) return NULL;
+    if (__atomic_load_n(&refuse_connects, __ATOMIC_ACQUIRE)) {
+        __atomic_fetch_add(&refused_connects, 1, __ATOMIC_ACQ_REL);
+        return NULL;
+    }
     return lbt_redis_connect(&server);
 }
 
@@ -247,6 +250,10 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     assert_string_equal(get_value("w:kill"), lb_lock_token(b));
     assert_false(stats_of(w).connected);
     job_end(&j);
+    /* Refused connections were retried after a delay doubling from 5 to 20 ms
+     * (about 50 in this time), not in a tight loop. */
+    int tries = __atomic_load_n(&refused_connects, __ATOMIC_ACQUIRE);
+    assert_true(tries >= 1 && tries < 200);
 
     __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
     EVENTUALLY(stats_of(w).connected);

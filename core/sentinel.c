@@ -300,11 +300,14 @@ static int is_readonly(const redisReply *r) {
 static redisReply *send_cmd(lb_sentinel *s, const lb_cmd *cmd) {
     int64_t deadline = lb__deadline_ms(s->opts.retry_ms);
     const char *argv[LB_CMD_MAX_ARGS];
+    redisReply *readonly = NULL; /* the last READONLY answer, kept to say why */
     for (int i = 0; i < cmd->argc; i++) argv[i] = cmd->argv[i];
     for (;;) {
         redisContext *c = primary_until(s, deadline);
-        if (!c) return NULL; /* nothing was sent */
+        if (!c) return readonly; /* nothing was sent (again) */
         redisReply *r = redisCommandArgv(c, cmd->argc, argv, cmd->argvlen);
+        if (readonly) freeReplyObject(readonly);
+        readonly = NULL;
         if (!r) {
             set_err(s, "%s:%d: %s", s->primary.host, s->primary.port, c->errstr);
             drop(s);
@@ -315,9 +318,9 @@ static redisReply *send_cmd(lb_sentinel *s, const lb_cmd *cmd) {
          * new one and send the command there. */
         s->stats.readonly++;
         drop(s);
+        readonly = r;
         int64_t left = deadline - lb__mono_ms();
-        if (left <= 0) return r;
-        freeReplyObject(r);
+        if (left <= 0) return readonly;
         s->stats.retries++;
         lb__sleep_ms(s->opts.retry_backoff_ms < left ? s->opts.retry_backoff_ms : left);
     }

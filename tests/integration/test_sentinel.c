@@ -268,11 +268,68 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     lb_sentinel_free(f[1].s);
 }
 
+/* An operator demotes the primary by hand (REPLICAOF) while the sentinels still
+ * name it: a write there is answered READONLY and did not run, the handle asks
+ * the sentinels again, and the server they name is refused because it says it
+ * is a replica. The acquire fails without writing anything anywhere. */
+static void test_a_demoted_primary_is_refused_not_written(void **state) {
+    (void)state;
+    int p = lbt_sentinels_primary(&env), r = 1 - p;
+    assert_true(p >= 0);
+    const char *addrs[] = {env.addr[0]};
+    lb_sentinel_options o;
+    lb_sentinel_options_init(&o);
+    o.retry_ms = 500;
+    o.subscribe = 0;
+    o.recheck_ms = 60000;
+    lb_sentinel *s = NULL;
+    assert_int_equal(lb_sentinel_new(&s, addrs, 1, LBT_SENTINEL_NAME, &o), LB_OK);
+    /* Make the replica a primary of its own first, so the demoted one has
+     * something to follow, then demote the primary. */
+    redisContext *rc_ctx = lbt_redis_connect(&env.data[r]);
+    redisContext *pc = lbt_redis_connect(&env.data[p]);
+    assert_non_null(rc_ctx);
+    assert_non_null(pc);
+    redisReply *x = redisCommand(rc_ctx, "REPLICAOF NO ONE");
+    assert_non_null(x);
+    freeReplyObject(x);
+    x = redisCommand(pc, "REPLICAOF 127.0.0.1 %d", env.data[r].port);
+    assert_non_null(x);
+    assert_int_equal(x->type, REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+    lb_lock *l = new_lock("s:demoted");
+    int rc = lb_lock_try_acquire_sentinel(l, s);
+    lb_sentinel_stats st;
+    lb_sentinel_stats_get(s, &st);
+    char err[160];
+    snprintf(err, sizeof err, "%s", lb_lock_errstr(l));
+    /* Put things back as the sentinels expect them before judging. */
+    x = redisCommand(pc, "REPLICAOF NO ONE");
+    if (x) freeReplyObject(x);
+    x = redisCommand(rc_ctx, "REPLICAOF 127.0.0.1 %d", env.data[p].port);
+    if (x) freeReplyObject(x);
+    redisFree(rc_ctx);
+    redisFree(pc);
+    print_message("demoted primary: %s (%s); %llu READONLY answers, %llu resolves\n",
+                  lb_err_name(rc), err, (unsigned long long)st.readonly,
+                  (unsigned long long)st.resolves);
+    assert_int_equal(rc, LB_EREDIS); /* the READONLY answer says why */
+    assert_non_null(strstr(err, "READONLY"));
+    assert_true(st.readonly >= 1);
+    assert_true(st.resolves >= 2);
+    assert_string_equal(value_on(p, "s:demoted"), "");
+    assert_string_equal(value_on(r, "s:demoted"), "");
+    lb_lock_free(l);
+    lb_sentinel_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
         cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
         cmocka_unit_test(test_a_forced_failover_is_followed_to_the_new_primary),
+        /* Last: it leaves the sentinels to sort out a hand-made demotion. */
+        cmocka_unit_test(test_a_demoted_primary_is_refused_not_written),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

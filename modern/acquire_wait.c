@@ -73,8 +73,8 @@ static int wait_loop(wait_state *s) {
     for (;;) {
         /* A hand-off without a fencing number (from a releaser without
          * fencing) is confirmed by the next attempt, which reads the counter. */
-        if (wake == LB__WAKE_HANDED && (s->rec.fence >= 0 || !l->opts.fencing))
-            return lb__fair_handed(l, s->rec.fence > 0 ? s->rec.fence : 0);
+        if (wake == LB__WAKE_HANDED && (s->rec.fence > 0 || !l->opts.fencing))
+            return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
         if (!skip) {
             if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
             int rc = lb_lock_try_acquire(l, s->c);

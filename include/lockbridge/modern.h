@@ -32,7 +32,8 @@ typedef struct lb_lock_options {
                                * skipped, ms; 0: 2 x backoff_max_ms, at least 1000 */
     int64_t fair_yield_every; /* after this many hand-offs in a row a release
                                * leaves the lock free, count; 0: never */
-    int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms */
+    int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms;
+                               * such windows are at least 4 x this apart */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;

@@ -3,7 +3,8 @@
 -- publishes the token on the release channel), or deletes it and publishes
 -- "released". After `every` hand-offs in a row (0: never) the lock is left
 -- free instead and queued waiters keep off it for `ms`, so clients outside
--- the queue get a turn.
+-- the queue get a turn; windows are at least 4 x `ms` apart, so the lock
+-- idles at most a fifth of the time for clients that may not exist.
 -- KEYS as the fair acquire script; ARGV[1] "token every ms channel".
 -- Returns 2 handed off, 1 released, 0 not ours (nothing changed).
 local token, every, yield_ms, channel = string.match(ARGV[1], '^(%x+) (%d+) (%d+) (.*)$')
@@ -32,7 +33,8 @@ end
 local h, ttl = head()
 if h then
   local streak = tonumber(redis.call('HGET', KEYS[3], '~streak') or '0') or 0
-  if every == 0 or streak < every then
+  local last = tonumber(redis.call('HGET', KEYS[3], '~last') or '0') or 0
+  if every == 0 or streak < every or now < last + 4 * yield_ms then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     drop(h)
     redis.call('HSET', KEYS[3], '~streak', streak + 1)
@@ -41,7 +43,7 @@ if h then
     redis.call('PUBLISH', channel, msg)
     return 2
   end
-  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms)
+  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
 else
   redis.call('HDEL', KEYS[3], '~streak')

@@ -39,6 +39,22 @@ static int nap(wait_state *s, int64_t ms) {
 
 static int64_t left_ms(const wait_state *s) { return s->deadline - lb__mono_ms(); }
 
+/* A fair waiter queued and listening needs no attempt until its hand-off
+ * message comes (it ends the sleep), a release or a lost subscription
+ * (events, which end it too), the holder's TTL or the head's lease runs out
+ * (the script's hint, in holder_ttl_ms: a holder that died hands off
+ * nothing), or its own lease wants refreshing. A third of the lease leaves
+ * two thirds of it as margin for a late wake-up; never shorter than the
+ * back-off bound, which the lease exceeds (lb__fair_valid). */
+static int64_t queued_sleep(wait_state *s) {
+    lb_lock *l = s->l;
+    if (!s->ch || !lb__waiter_listening(s->w, s->ch)) return next_sleep(l, &s->cap);
+    int64_t ms = lb__fair_lease_ms(l) / 3;
+    if (ms < l->opts.backoff_max_ms) ms = l->opts.backoff_max_ms;
+    if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;
+    return ms;
+}
+
 /* A fair waiter out of time leaves the queue; the script reports the lock
  * ours instead if a hand-off reached us first. */
 static int give_up(wait_state *s) {
@@ -83,7 +99,7 @@ static int wait_loop(wait_state *s) {
         skip = 0;
         left = left_ms(s);
         if (left <= 0) return give_up(s);
-        int64_t ms = next_sleep(l, &s->cap);
+        int64_t ms = l->fair ? queued_sleep(s) : next_sleep(l, &s->cap);
         wake = nap(s, ms < left ? ms : left);
         /* No attempt starts after the deadline: a sleep that ran into it
          * heard no release, and the TTL bound had not passed. */

@@ -89,6 +89,9 @@ lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb_
  * the lock, or `ms` pass. Returns one of LB__WAKE_*. */
 int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms);
 uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
+/* Whether the channel's subscription is confirmed: no message can pass
+ * unheard until an event (a drop is followed by one when it is back). */
+int lb__waiter_listening(struct lb_waiter *w, lb__wchan *c);
 void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
 
 #endif

@@ -29,6 +29,7 @@ struct lb__wchan {
     int sub;                /* SUB_* */
     uint64_t gen;           /* release messages and confirmed subscriptions */
     uint64_t unclaimed;     /* hand-offs that named no wait of ours */
+    int64_t idle_ms;        /* monotonic ms at which refs last fell to 0 */
     char recent[RECENT][LB_TOKEN_LEN]; /* the last RECENT of them */
     pthread_cond_t cond;
     lb__wrec *recs;         /* fair waits' tokens */
@@ -42,6 +43,8 @@ struct lb_waiter {
     int wake[2];            /* pipe: a byte wakes the thread */
     int stop;
     int dirty;              /* some channel's subscription needs a command */
+    int64_t linger_due;     /* monotonic ms of the next lingering channel's end, 0: none */
+    int stuck;              /* a command could not be queued (out of memory) */
     int connected;
     lb__wchan *buckets[NBUCKETS];
     lb_waiter_stats st;
@@ -55,6 +58,7 @@ void lb_waiter_options_init(lb_waiter_options *o) {
     o->connect_timeout_ms = 2000;
     o->reconnect_min_ms = 10;
     o->reconnect_max_ms = 1000;
+    o->linger_ms = 1000;
 }
 
 /* ---- Channels (caller holds mu) ------------------------------------------- */
@@ -159,10 +163,23 @@ static int dial(lb_waiter *w, redisContext **out) {
     return LB_OK;
 }
 
+/* Whether an unwatched subscribed channel is kept a while longer; notes when
+ * the first such channel's time is up (reconcile runs again then). */
+static int lingers(lb_waiter *w, const lb__wchan *c, int64_t now) {
+    int64_t end = c->idle_ms + w->opts.linger_ms;
+    if (end <= now) return 0;
+    if (!w->linger_due || end < w->linger_due) w->linger_due = end;
+    w->dirty = 1;
+    return 1;
+}
+
 /* Appends SUBSCRIBE/UNSUBSCRIBE for every channel whose wanted state differs
  * from the server's, and forgets channels nobody watches. Holds mu. */
 static void reconcile(lb_waiter *w) {
+    int64_t now = lb__mono_ms();
     w->dirty = 0;
+    w->stuck = 0;
+    w->linger_due = 0;
     for (size_t b = 0; b < NBUCKETS; b++) {
         lb__wchan **pp = &w->buckets[b];
         while (*pp) {
@@ -173,7 +190,7 @@ static void reconcile(lb_waiter *w) {
             if (c->refs > 0 && c->sub == SUB_NONE) {
                 argv[0] = "SUBSCRIBE";
                 next = SUB_PENDING;
-            } else if (c->refs == 0 && c->sub == SUB_ON) {
+            } else if (c->refs == 0 && c->sub == SUB_ON && !lingers(w, c, now)) {
                 argv[0] = "UNSUBSCRIBE";
                 next = SUB_LEAVING;
             } else if (c->refs == 0 && c->sub == SUB_NONE) {
@@ -188,7 +205,7 @@ static void reconcile(lb_waiter *w) {
                     c->sub = next;
                     if (next == SUB_PENDING) w->st.subscribes++;
                 } else {
-                    w->dirty = 1;
+                    w->dirty = w->stuck = 1;
                 }
             }
             pp = &c->next;
@@ -324,13 +341,20 @@ static int reconnect(lb_waiter *w, int64_t *backoff) {
 static int pump(lb_waiter *w) {
     pthread_mutex_lock(&w->mu);
     if (w->dirty) reconcile(w);
-    int retry = w->dirty; /* a command could not be queued: try again soon */
+    /* A command could not be queued: try again soon; or a lingering
+     * channel's time is up then. */
+    int timeout = -1;
+    if (w->linger_due) {
+        int64_t ms = w->linger_due - lb__mono_ms() + 1;
+        timeout = ms < 0 ? 0 : ms > 3600000 ? 3600000 : (int)ms;
+    }
+    if (w->stuck && (timeout < 0 || timeout > 10)) timeout = 10;
     pthread_mutex_unlock(&w->mu);
     int done = 0;
     while (!done)
         if (redisBufferWrite(w->ctx, &done) != REDIS_OK) return -1;
     struct pollfd p[2] = {{w->ctx->fd, POLLIN, 0}, {w->wake[0], POLLIN, 0}};
-    if (poll(p, 2, retry ? 10 : -1) < 0) return errno == EINTR ? 0 : -1;
+    if (poll(p, 2, timeout) < 0) return errno == EINTR ? 0 : -1;
     if (p[1].revents) drain(w);
     if (!p[0].revents) return 0;
     if (redisBufferRead(w->ctx) != REDIS_OK) return -1;
@@ -371,7 +395,8 @@ static int valid(const lb_waiter_options *o) {
     return o->port > 0 && o->port < 65536 && (!o->username || o->password) &&
            o->connect_timeout_ms > 0 &&
            o->connect_timeout_ms <= 3600000 && o->reconnect_min_ms > 0 &&
-           o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000;
+           o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000 &&
+           o->linger_ms >= 0 && o->linger_ms <= 3600000;
 }
 
 static void free_all(lb_waiter *w) {
@@ -534,6 +559,13 @@ uint64_t lb__waiter_gen(lb_waiter *w, lb__wchan *c) {
     return g;
 }
 
+int lb__waiter_listening(lb_waiter *w, lb__wchan *c) {
+    pthread_mutex_lock(&w->mu);
+    int on = c->sub == SUB_ON;
+    pthread_mutex_unlock(&w->mu);
+    return on;
+}
+
 int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -576,8 +608,11 @@ void lb__waiter_unwatch(lb_waiter *w, lb__wchan *c, lb__wrec *rec) {
         }
     }
     if (--c->refs == 0) {
+        c->idle_ms = lb__mono_ms();
         w->dirty = 1;
-        poke(w);
+        /* A thread already due to wake for a lingering channel sees this one
+         * then; sparing the wake-up matters to a client that waits often. */
+        if (!w->linger_due || w->opts.linger_ms == 0) poke(w);
     }
     pthread_mutex_unlock(&w->mu);
 }

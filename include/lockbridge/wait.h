@@ -26,6 +26,11 @@ typedef struct lb_waiter_options {
     void *connect_ud;
     int64_t reconnect_min_ms;   /* pause before a reconnection attempt, doubling */
     int64_t reconnect_max_ms;   /* up to this, ms (10 and 1000) */
+    /* A channel nobody waits on stays subscribed this long, ms (1000; 0:
+     * unsubscribed at once), so that a client taking the same lock again
+     * and again neither subscribes anew nor attempts once more after each
+     * confirmation. */
+    int64_t linger_ms;
     const lb_allocator *allocator; /* NULL: malloc; must outlive the waiter */
 } lb_waiter_options;
 

@@ -301,10 +301,14 @@ static void one_run(const lbt_redis *server, redisContext *ctl, const strategy_s
     workers_free(&run);
 }
 
+/* LB_BENCH_ONLY=TEXT runs only the strategies whose name contains TEXT (for
+ * trial runs of one row; the report then lacks the others). */
 void run_contended_ours(const lbt_redis *server, redisContext *ctl, double seconds,
                         contended_set *set) {
+    const char *only = getenv("LB_BENCH_ONLY");
     for (int s = 0; s < N_STRATEGIES; s++)
         for (int k = 0; k < N_CLIENT_COUNTS; k++) {
+            if (only && !strstr(STRATEGIES[s].name, only)) continue;
             contended *r = contended_add(set, STRATEGIES[s].name, STRATEGIES[s].ours,
                                          CLIENT_COUNTS[k]);
             if (!r) return;

@@ -1,0 +1,155 @@
+/* lockbridge under a least-privilege ACL user: only the lock keys' pattern (and
+ * their companions), only the commands the locks send or their scripts run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/redis_server.h"
+#include "lockbridge/lockbridge.h"
+
+static lbt_redis server;
+static redisContext *locker; /* authenticated as the restricted user */
+
+/* The ACL documented in docs/reliability.md for a fleet whose lock keys are
+ * "locks:*": the keys, their companions ({locks:...}:fence, :queue, :fair), the
+ * release channel, and the commands sent or run by scripts. */
+static const char *const acl_rules[] = {
+    "ACL", "SETUSER", "locker", "reset", "on", ">s3cret",
+    "~locks:*", "~{locks:*}:*", "&{locks:*}:released",
+    "+ping", "+setnx", "+get", "+getset", "+del", "+set", "+pttl", "+evalsha", "+eval",
+    "+pexpire", "+incr", "+publish", "+time", "+type", "+hget", "+hset", "+hdel",
+    "+zadd", "+zrange", "+zrem", "+zscore",
+};
+
+static redisContext *as_locker(void) {
+    redisContext *c = lbt_redis_connect(&server);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "AUTH locker s3cret");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    return c;
+}
+
+static void test_legacy_locks_work_as_the_restricted_user(void **state) {
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        lb_legacy_options o;
+        lb_legacy_options_init(&o);
+        o.variant = v ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
+        lb_legacy_lock *a, *b;
+        assert_int_equal(lb_legacy_lock_new(&a, "locks:legacy", 12, &o), LB_OK);
+        assert_int_equal(lb_legacy_lock_new(&b, "locks:legacy", 12, &o), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, locker), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, locker), LB_EBUSY);
+        if (v) assert_int_equal(lb_legacy_extend(a, locker, 60000), LB_OK);
+        assert_int_equal(lb_legacy_release(a, locker), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, locker), LB_OK);
+        assert_int_equal(lb_legacy_release(b, locker), LB_OK);
+        lb_legacy_lock_free(a);
+        lb_legacy_lock_free(b);
+    }
+}
+
+static void test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_user(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 3; mode++) {
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fencing = mode >= 1;
+        o.fair = mode == 2;
+        lb_lock *a, *b;
+        assert_int_equal(lb_lock_new(&a, "locks:token", 11, &o), LB_OK);
+        assert_int_equal(lb_lock_new(&b, "locks:token", 11, &o), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(a, locker), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(b, locker), LB_EBUSY);
+        int64_t ttl;
+        assert_int_equal(lb_lock_extend(a, locker, 60000, LB_EXTEND_ADD), LB_OK);
+        assert_int_equal(lb_lock_check(a, locker, &ttl), LB_OK);
+        assert_int_equal(lb_lock_release(a, locker), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(b, locker), LB_OK);
+        if (o.fencing) assert_true(lb_lock_fence(b) > lb_lock_fence(a));
+        assert_int_equal(lb_lock_release(b, locker), LB_OK);
+        lb_lock_free(a);
+        lb_lock_free(b);
+    }
+}
+
+static void test_compat_and_modern_modes_work_as_the_restricted_user(void **state) {
+    (void)state;
+    for (int m = LB_MODE_COMPAT; m <= LB_MODE_MODERN; m++) {
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.mode = (lb_mode)m;
+        lb_mlock *a, *b;
+        assert_int_equal(lb_mlock_new(&a, "locks:mig", 9, &o), LB_OK);
+        assert_int_equal(lb_mlock_new(&b, "locks:mig", 9, &o), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(a, locker), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(b, locker), LB_EBUSY);
+        assert_int_equal(lb_mlock_extend(a, locker, 60000), LB_OK);
+        assert_int_equal(lb_mlock_release(a, locker), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(b, locker), LB_OK);
+        assert_int_equal(lb_mlock_release(b, locker), LB_OK);
+        lb_mlock_free(a);
+        lb_mlock_free(b);
+    }
+}
+
+/* The ACL is enforced: a key outside the pattern is refused with a clear error,
+ * nothing is written, and the handle holds nothing. */
+static void test_a_key_outside_the_pattern_is_refused_cleanly(void **state) {
+    (void)state;
+    lb_lock *t;
+    lb_legacy_lock *g;
+    assert_int_equal(lb_lock_new(&t, "other:token", 11, NULL), LB_OK);
+    assert_int_equal(lb_legacy_lock_new(&g, "other:legacy", 12, NULL), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(t, locker), LB_EREDIS);
+    assert_non_null(strstr(lb_lock_errstr(t), "NOPERM"));
+    assert_false(lb_lock_held(t));
+    assert_int_equal(lb_legacy_try_acquire(g, locker), LB_EREDIS);
+    assert_false(lb_legacy_held(g));
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    redisReply *r = redisCommand(admin, "EXISTS other:token other:legacy");
+    assert_non_null(r);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    redisFree(admin);
+    lb_lock_free(t);
+    lb_legacy_lock_free(g);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (lbt_redis_start(&server, NULL) != 0) return -1;
+    redisContext *admin = lbt_redis_connect(&server);
+    if (!admin) return -1;
+    size_t n = sizeof acl_rules / sizeof acl_rules[0];
+    redisReply *r = redisCommandArgv(admin, (int)n, (const char **)acl_rules, NULL);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    redisFree(admin);
+    if (!ok) return -1;
+    locker = as_locker();
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    if (locker) redisFree(locker);
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_legacy_locks_work_as_the_restricted_user),
+        cmocka_unit_test(test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_user),
+        cmocka_unit_test(test_compat_and_modern_modes_work_as_the_restricted_user),
+        cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -394,6 +394,95 @@ static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(v
     lb_lock_free(w2);
 }
 
+/* Queued and listening, a fair waiter sends nothing until its hand-off: not
+ * at every back-off step (2..20 ms here), only when a third of its lease
+ * (30 s) is up or the holder's TTL runs out. */
+static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = 1;
+    o.backoff_min_ms = 2;
+    o.backoff_max_ms = 20;
+    o.fair_lease_ms = 30000;
+    lb_lock *h = new_lock("w:quiet", 1, 2, 100), *q = NULL;
+    assert_int_equal(lb_lock_new(&q, "w:quiet", 7, &o), LB_OK);
+    uint64_t base = warmed_up(q);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j;
+    job_start(&j, q, w, 30000);
+    /* Queued, subscribed, attempted once more after the confirmation, asleep. */
+    EVENTUALLY(integer("ZCARD %s", "{w:quiet}:queue") == 1 && stats_of(w).sleeps >= 2 &&
+               stats_of(w).blocked == 1);
+    sleep_ms(300); /* fifteen back-off steps and more */
+    uint64_t asleep = lb_lock_commands(q) - base;
+    /* The thread ends before any assertion, so a failure leaves none behind. */
+    int released = lb_lock_release(h, conn);
+    int rc = job_join(&j);
+    uint64_t total = lb_lock_commands(q) - base, handoffs = stats_of(w).handoffs;
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_int_equal(asleep, 2);
+    assert_int_equal(released, LB_OK);
+    assert_int_equal(rc, LB_OK);
+    assert_int_equal(total, 2);
+    assert_int_equal(handoffs, 1);
+}
+
+static lb_waiter *new_waiter_lingering(int64_t linger_ms) {
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.port = server.port;
+    o.linger_ms = linger_ms;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    return w;
+}
+
+/* One fair round: h holds, q waits and is handed the lock, then lets it go.
+ * Returns the commands q sent. */
+static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
+    uint64_t before = lb_lock_commands(q);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j;
+    job_start(&j, q, w, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:linger}:queue") == 1 && stats_of(w).blocked == 1);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    uint64_t sent = lb_lock_commands(q) - before;
+    job_end(&j);
+    return sent;
+}
+
+/* A client that waits on the same lock again within linger_ms finds the
+ * channel still subscribed: no SUBSCRIBE, and the one attempt that queues it
+ * is all it sends. Past linger_ms the channel is let go. */
+static void test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter_lingering(60000);
+    lb_lock *h = new_lock("w:linger", 1, 2, 100), *q = new_lock("w:linger", 1, 2000, 2000);
+    (void)warmed_up(q);
+    assert_int_equal(fair_round(h, q, w), 2); /* queued, then again once subscribed */
+    assert_int_equal(stats_of(w).channels, 1);
+    assert_int_equal(fair_round(h, q, w), 1);
+    assert_int_equal(fair_round(h, q, w), 1);
+    assert_int_equal(stats_of(w).subscribes, 1);
+    lb_waiter_free(w);
+
+    w = new_waiter_lingering(50);
+    assert_int_equal(fair_round(h, q, w), 2);
+    EVENTUALLY(stats_of(w).channels == 0);
+    assert_int_equal(fair_round(h, q, w), 2);
+    assert_int_equal(stats_of(w).subscribes, 2);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
 /* A waiter that died while queued (its connection killed) keeps its place
  * until its lease lapses; then the release skips it. */
 static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
@@ -684,6 +773,10 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     wo.port = server.port;
     wo.username = "someone"; /* a username needs a password */
     assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
+    lb_waiter_options_init(&wo);
+    wo.port = server.port;
+    wo.linger_ms = -1;
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
 
     l = new_lock("w:bad", 0, 2, 100);
     assert_int_equal(lb_lock_acquire_wait(NULL, conn, NULL, 10), LB_EINVAL);
@@ -791,6 +884,8 @@ int main(void) {
         cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),
         cmocka_unit_test(test_fair_hand_offs_follow_arrival_order),
         cmocka_unit_test(test_a_queued_waiter_needs_one_command_when_the_channel_is_watched),
+        cmocka_unit_test(test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off),
+        cmocka_unit_test(test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait),
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),

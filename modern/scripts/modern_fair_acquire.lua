@@ -2,8 +2,13 @@
 -- us, else (mode "wait") joins or refreshes our place in the queue. Time is
 -- the server's (TIME; scripts replicate their effects, Redis >= 5), so leases
 -- of clients with skewed clocks compare fairly.
+-- Clients outside the queue are noted (~seen, server ms) so the release
+-- yields to them (see the release script): a refused try, or a lock held by
+-- a token other than the last fair grant's (~holder, noted beside a queue),
+-- a non-fair or legacy client's.
 -- KEYS[1] lock, KEYS[2] queue (zset token -> ticket), KEYS[3] state (hash:
--- token -> "lease_expiry_ms ttl_ms", "~streak", "~open"), KEYS[4] fencing
+-- token -> "lease_expiry_ms ttl_ms", "~streak", "~open", "~last", "~gap",
+-- "~seen", "~holder"), KEYS[4] fencing
 -- counter (optional). ARGV[1] "mode token ttl_ms lease_ms", mode one of try,
 -- wait, leave. Returns {1, fence} when ours, {0, ms worth waiting} when not.
 local mode, token, ttl, lease = string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+)$')
@@ -27,6 +32,12 @@ local function head()
     if exp and exp > now then return h, exp - now end
     drop(h)
   end
+end
+
+-- An outsider seen now; the note lapses with the queue's state.
+local function seen()
+  redis.call('HSET', KEYS[3], '~seen', now)
+  if redis.call('PTTL', KEYS[3]) < 2 * lease then redis.call('PEXPIRE', KEYS[3], 2 * lease) end
 end
 
 local v = redis.call('GET', KEYS[1])
@@ -59,12 +70,18 @@ if not v then
     redis.call('SET', KEYS[1], token, 'PX', ttl)
     drop(token)
     redis.call('HDEL', KEYS[3], '~streak', '~open')
+    -- Only beside a queue (whose state has a TTL) is the holder worth noting.
+    if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HSET', KEYS[3], '~holder', token) end
     if KEYS[4] then return {1, redis.call('INCR', KEYS[4])} end
     return {1, 0}
   end
 else
   hint = redis.call('PTTL', KEYS[1])
+  -- Unknown (no grant noted since the queue formed) is not foreign.
+  local known = redis.call('HGET', KEYS[3], '~holder')
+  if mode == 'wait' and known and v ~= known then seen() end
 end
+if mode == 'try' then seen() end
 
 if mode == 'wait' then
   if not redis.call('ZSCORE', KEYS[2], token) then

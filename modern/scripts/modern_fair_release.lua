@@ -1,10 +1,15 @@
 -- Fair release: if the lock holds our token, hands it to the oldest waiter
 -- whose lease has not lapsed (writes that waiter's token with its own TTL and
 -- publishes the token on the release channel), or deletes it and publishes
--- "released". After `every` hand-offs in a row (0: never) the lock is left
--- free instead and queued waiters keep off it for `ms`, so clients outside
--- the queue get a turn; windows are at least 4 x `ms` apart, so the lock
--- idles at most a fifth of the time for clients that may not exist.
+-- "released". After `every` hand-offs in a row (0: never) the lock may be
+-- left free instead, queued waiters keeping off it for `ms`, so that clients
+-- outside the queue get a turn. Such windows are `gap` x `ms` apart: gap is
+-- 4 after a window since which an outsider was seen (a try of a fair client
+-- refused, or a fair attempt finding the lock held by a token no fair grant
+-- wrote: see the acquire script), and doubles up to 64 after each window
+-- since which none was; an outsider seen since the last window brings the
+-- next one forward to 4 x `ms`. So a queue alone idles at most 1/65 of the
+-- time for clients that may not exist, and one beside outsiders at most 1/5.
 -- KEYS as the fair acquire script; ARGV[1] "token every ms channel".
 -- Returns 2 handed off, 1 released, 0 not ours (nothing changed).
 local token, every, yield_ms, channel = string.match(ARGV[1], '^(%x+) (%d+) (%d+) (.*)$')
@@ -32,18 +37,25 @@ end
 
 local h, ttl = head()
 if h then
-  local streak = tonumber(redis.call('HGET', KEYS[3], '~streak') or '0') or 0
-  local last = tonumber(redis.call('HGET', KEYS[3], '~last') or '0') or 0
-  if every == 0 or streak < every or now < last + 4 * yield_ms then
+  local st = redis.call('HMGET', KEYS[3], '~streak', '~last', '~gap', '~seen')
+  local streak = tonumber(st[1] or '0') or 0
+  local last = tonumber(st[2] or '0') or 0
+  local gap = tonumber(st[3] or '4') or 4
+  local seenat = tonumber(st[4] or '')
+  local seen = seenat ~= nil and seenat > last - yield_ms
+  local due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
+  if every == 0 or streak < every or not due then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     drop(h)
-    redis.call('HSET', KEYS[3], '~streak', streak + 1)
+    redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     local msg = h
     if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
     redis.call('PUBLISH', channel, msg)
     return 2
   end
-  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
+  if seen then gap = 4 else gap = math.min(gap * 2, 64) end
+  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms,
+             '~gap', gap)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
 else
   redis.call('HDEL', KEYS[3], '~streak')

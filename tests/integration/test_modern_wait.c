@@ -648,6 +648,105 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     lb_waiter_free(w);
 }
 
+/* A field of the fair state hash as a number, -1 when absent. */
+static long long state_field(const char *hash, const char *field) {
+    redisReply *r = redisCommand(conn, "HGET %s %s", hash, field);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Windows for outsiders grow rarer while none is seen (the spacing doubles
+ * from 4 to 64 windows' length), and come back to every 4 once one is: here
+ * a fair client polling with tries, which is refused and noted. */
+static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void **state) {
+    (void)state;
+    enum { K = 3 };
+    lb_waiter *w = new_waiter();
+    contender cs[K];
+    pthread_t ts[K];
+    int stop = 0, inside = 0, overlap = 0;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_yield_every = 2;
+    o.fair_yield_ms = 5;
+    for (int i = 0; i < K; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        assert_int_equal(lb_lock_new(&cs[i].l, "w:thin", 6, &o), LB_OK);
+        cs[i].w = w;
+        cs[i].stop = &stop;
+        cs[i].inside = &inside;
+        cs[i].overlap = &overlap;
+        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
+    }
+    long long gap = -1, before = -1;
+    for (int tries = 0; gap != 64 && tries < 2000; tries++) {
+        sleep_ms(5);
+        gap = state_field("{w:thin}:fair", "~gap");
+    }
+    /* Another fair client polls with tries every millisecond (outside the
+     * queue, as lb_lock_try_acquire is): refused while the queue holds the
+     * lock, it is noted and the next window is 4 windows' length away. */
+    lb_lock *outsider = NULL;
+    assert_int_equal(lb_lock_new(&outsider, "w:thin", 6, &o), LB_OK);
+    int got = 0;
+    for (int tries = 0; before != 4 && tries < 2000; tries++) {
+        if (lb_lock_try_acquire(outsider, conn) == LB_OK) {
+            got++;
+            lb_lock_release(outsider, conn);
+        }
+        before = state_field("{w:thin}:fair", "~gap");
+        sleep_ms(1);
+    }
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < K; i++) {
+        pthread_join(ts[i], NULL);
+        lb_lock_free(cs[i].l);
+    }
+    lb_lock_free(outsider);
+    lb_waiter_free(w);
+    assert_int_equal(gap, 64);
+    assert_int_equal(before, 4);
+    assert_true(got > 0);
+    assert_false(overlap);
+}
+
+/* A fair attempt that finds the lock held by a token no fair grant wrote (a
+ * non-fair or legacy client's) notes an outsider; one that finds a fair
+ * holder does not. */
+static void test_a_fair_waiter_notes_a_holder_outside_the_queue(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:note", 1, 2, 100), *a = new_lock("w:note", 1, 2000, 2000),
+            *b = new_lock("w:note", 1, 2000, 2000);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job ja, jb;
+    job_start(&ja, a, w, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:note}:queue") == 1);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to a */
+    assert_int_equal(job_join(&ja), LB_OK);
+    /* a holds by a fair grant: b queueing behind it notes nobody. */
+    job_start(&jb, b, w, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:note}:queue") == 1 && stats_of(w).blocked == 1);
+    long long quiet = state_field("{w:note}:fair", "~seen");
+    /* A client outside fair mode takes the key as a's lease ends. */
+    job_end(&ja);
+    assert_int_equal(job_join(&jb), LB_OK);
+    job_end(&jb);
+    cmd_ok("SET w:note someone-else PX 30000");
+    assert_int_equal(lb_lock_acquire_wait(a, conn, w, 50), LB_ETIMEDOUT);
+    long long noted = state_field("{w:note}:fair", "~seen");
+    cmd_ok("DEL w:note");
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    assert_int_equal(quiet, -1);
+    assert_true(noted > 0);
+}
+
 /* A fair waiter that gives up leaves the queue at once (no lease to wait
  * out), and a try of a fair lock does not jump a queue. */
 static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
@@ -889,6 +988,8 @@ int main(void) {
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),
+        cmocka_unit_test(test_yield_windows_thin_out_alone_and_come_back_for_an_outsider),
+        cmocka_unit_test(test_a_fair_waiter_notes_a_holder_outside_the_queue),
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),

@@ -228,6 +228,10 @@ typedef struct lb__cli_scanopts {
     const char *match; /* SCAN MATCH pattern (checked with lb__cli_pattern_check) */
     int64_t count;     /* SCAN COUNT hint */
     int progress;      /* 1: a progress line on stderr every second */
+    /* Set by lb__cli_scan_each on a cluster: */
+    const char *where; /* names the primary in progress lines; NULL: none */
+    int cluster;       /* 1: read each batch's keys slot by slot (scripts on a
+                        * cluster take keys of one slot only) */
 } lb__cli_scanopts;
 /* Scans every key matching, reading each. 0 done, 1 stopped by fn, -1 error
  * (with `err`); *scanned counts the keys handed to fn. After 1 or -1 the
@@ -238,6 +242,49 @@ int lb__cli_scan(lb__cli_reader *r, const lb__cli_scanopts *o, lb__cli_key_fn fn
  * bytes, no unterminated [class], no trailing lone backslash. 0, or -1 with
  * the reason in `why`. */
 int lb__cli_pattern_check(const char *p, char *why, size_t cap);
+
+/* ---- Single server or cluster (topology.c) -------------------------------------- */
+/* A primary of a cluster: the tool's connection options with its address. */
+typedef struct lb__cli_node {
+    lb__cli_conn conn; /* conn.host points to host */
+    char host[256];
+    char name[300];    /* "host:port", for messages */
+} lb__cli_node;
+
+typedef struct lb__cli_topo {
+    int cluster;       /* 0: a single server; the fields below are empty */
+    lb__cli_node *node;
+    size_t n;          /* primaries in the slot map */
+    int *owner;        /* LB_CLUSTER_SLOTS entries: index in node, or -1 */
+} lb__cli_topo;
+
+/* Asks the server `c` is connected to (with `base`'s options) whether it is a
+ * cluster node (INFO cluster), and if so reads the slot map (CLUSTER SLOTS).
+ * 0, or -1 with `err`; clear `t` after 0. */
+int lb__cli_topo_read(lb__cli_topo *t, redisContext *c, const lb__cli_conn *base, char *err,
+                      size_t cap);
+void lb__cli_topo_clear(lb__cli_topo *t);
+/* A connection to primary i; NULL with `err` naming it. */
+redisContext *lb__cli_connect_primary(const lb__cli_topo *t, size_t i, char *err, size_t cap);
+/* Where namespace ns's control key and census live: `c` itself on a single
+ * server, else a new connection to the primary that owns their slot. NULL
+ * with `err`. Give back with lb__cli_ns_done. */
+redisContext *lb__cli_connect_ns(const lb__cli_topo *t, redisContext *c, const char *ns,
+                                 char *err, size_t cap);
+void lb__cli_ns_done(redisContext *ns_c, redisContext *c);
+/* Called after a server's scan finished, on its connection (0 or -1 with `err`). */
+typedef int (*lb__cli_after_fn)(redisContext *c, void *ud, char *err, size_t cap);
+/* Scans (as lb__cli_scan) the server of `c`, or every primary of the cluster,
+ * each on its own connection, calling `after` (may be NULL) at the end of each.
+ * *scanned adds up the keys, *servers counts the servers fully scanned. 0, 1
+ * stopped by fn, -1 with `err` (naming the primary on a cluster). */
+int lb__cli_scan_each(const lb__cli_topo *t, redisContext *c, const lb__cli_scanopts *o,
+                      lb__cli_key_fn fn, lb__cli_after_fn after, void *ud, uint64_t *scanned,
+                      int *servers, char *err, size_t cap);
+/* lb__cli_legacy_calls over every primary, summed (-1 if one cannot be read).
+ * 0, or -1 with `err` when a primary cannot be reached. */
+int lb__cli_legacy_calls_all(const lb__cli_topo *t, redisContext *c, int64_t *calls, char *err,
+                             size_t cap);
 
 /* ---- Formats (format.c): the library's classifier where the tool uses it --------- */
 #define LB__CLI_MAX_CODECS 8
@@ -293,6 +340,8 @@ typedef struct lb__cli_survey {
     uint64_t mono;           /* TTL-less timestamps on a monotonic clock */
     int64_t token_max_pttl_ms; /* the longest token TTL; -1 without tokens */
     double scan_ms;
+    int cluster;             /* 1: the server is a cluster node */
+    int servers;             /* servers scanned: 1, or the cluster's primaries */
     /* Namespace. */
     int mode_rc, mode_found;
     lb_mode mode;
@@ -314,9 +363,10 @@ typedef struct lb__cli_verdict {
     } reason[LB__CLI_MAX_REASONS];
 } lb__cli_verdict;
 
-/* Scans and counts (with `o`); 0, or -1 with `err`. */
-int lb__cli_survey_keys(lb__cli_survey *s, redisContext *c, const lb__cli_scanopts *o,
-                        char *err, size_t cap);
+/* Scans and counts (with `o`) on the server of `c`, or on every primary of the
+ * cluster `t` describes; 0, or -1 with `err`. */
+int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *c,
+                        const lb__cli_scanopts *o, char *err, size_t cap);
 /* Reads the namespace's mode and census; 0, or -1 with `err`. */
 int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
                       size_t cap);

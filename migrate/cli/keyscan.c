@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lockbridge/cluster.h"
 #include "migrate/cli/cli.h"
 
 /* Read-only: never writes, so it is safe on any key, whatever it holds. A
@@ -139,8 +140,8 @@ static int take_batch(lb__cli_reader *r, const redisReply *const *keys, size_t n
             rep = NULL;
     }
     if (rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "CROSSSLOT", 9) == 0) {
-        snprintf(err, cap, "reading keys: they lie in several hash slots (a Redis Cluster "
-                           "node?); the scanning commands need a single server");
+        snprintf(err, cap, "reading keys: they lie in several hash slots of a Redis "
+                           "Cluster node");
         freeReplyObject(rep);
         return -1;
     }
@@ -204,13 +205,34 @@ static void progress(const lb__cli_scanopts *o, uint64_t keys, double t0, double
     double now = lb__cli_mono_ms();
     if (!o->progress || now - *last < PROGRESS_EVERY_MS) return;
     *last = now;
-    fprintf(stderr, "lockbridge: scanned %llu keys in %.1f s\n", (unsigned long long)keys,
-            (now - t0) / 1000.0);
+    fprintf(stderr, "lockbridge: %s%sscanned %llu keys in %.1f s\n", o->where ? o->where : "",
+            o->where ? ": " : "", (unsigned long long)keys, (now - t0) / 1000.0);
+}
+
+static int by_slot(const void *a, const void *b) {
+    const redisReply *x = *(const redisReply *const *)a, *y = *(const redisReply *const *)b;
+    unsigned sx = lb_cluster_keyslot(x->str, x->len), sy = lb_cluster_keyslot(y->str, y->len);
+    return sx < sy ? -1 : sx > sy;
+}
+
+/* Keys of the next slice from `done`: at most BATCH_MAX, and on a cluster only
+ * keys of one slot (the batch is sorted by slot first). */
+static size_t slice(const lb__cli_scanopts *o, const redisReply *keys, size_t done) {
+    size_t n = keys->elements - done, k = n < BATCH_MAX ? n : BATCH_MAX;
+    if (!o->cluster) return k;
+    const redisReply *first = keys->element[done];
+    unsigned slot = lb_cluster_keyslot(first->str, first->len);
+    for (size_t i = 1; i < k; i++) {
+        const redisReply *e = keys->element[done + i];
+        if (lb_cluster_keyslot(e->str, e->len) != slot) return i;
+    }
+    return k;
 }
 
 /* Each round sends the read of the batch in hand together with the next SCAN,
  * so one round trip carries both. Batches larger than BATCH_MAX (a large
- * COUNT) are read in slices, all sent before the SCAN. */
+ * COUNT) are read in slices, all sent before the SCAN; on a cluster node a
+ * slice holds keys of one slot, as a script may touch no other. */
 int lb__cli_scan(lb__cli_reader *r, const lb__cli_scanopts *o, lb__cli_key_fn fn, void *ud,
                  uint64_t *scanned, char *err, size_t cap) {
     char cursor[32] = "0";
@@ -234,16 +256,17 @@ int lb__cli_scan(lb__cli_reader *r, const lb__cli_scanopts *o, lb__cli_key_fn fn
         if (batch) freeReplyObject(batch);
         batch = sc;
         size_t n = keys->elements, k;
+        if (o->cluster && n > 1) qsort(keys->element, n, sizeof *keys->element, by_slot);
         /* Replies come back in order: every slice's read, then the SCAN. */
         for (size_t done = 0; rc == 0 && done < n; done += k) {
-            k = n - done < BATCH_MAX ? n - done : BATCH_MAX;
+            k = slice(o, keys, done);
             if (append_read(r, (const redisReply *const *)keys->element + done, k) != 0)
                 rc = reply_error(r->c, NULL, "reading keys", err, cap);
         }
         if (rc == 0 && more && append_scan(r->c, cursor, o) != 0)
             rc = reply_error(r->c, NULL, "SCAN", err, cap);
         for (size_t done = 0; rc == 0 && done < n; done += k) {
-            k = n - done < BATCH_MAX ? n - done : BATCH_MAX;
+            k = slice(o, keys, done);
             rc = take_batch(r, (const redisReply *const *)keys->element + done, k, fn, ud, err,
                             cap);
             *scanned += k;

@@ -37,6 +37,9 @@ static const char help[] =
     "Stepping back (modern -> compat, compat -> legacy) scans for token values and\n"
     "warns how many there are and when the last lapses (its PTTL); modern -> legacy\n"
     "is refused. --force sets the mode whatever the checks say.\n"
+    "On a Redis Cluster node, the control key is read and written on the primary\n"
+    "that owns its slot, every primary is scanned, and the SETNX and GETSET counts\n"
+    "are summed over the primaries.\n"
     "\n"
     "  --ns NS          the namespace (required)\n"
     "  --force          set even when the checks refuse\n"
@@ -71,6 +74,7 @@ static int foreign_key(const lb__cli_args *a, const char *ns, int rc) {
 }
 
 static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
+    /* On a cluster, `c` is the primary that owns the control key's slot. */
     lb_mode m;
     int found;
     int rc = lb_mode_get(c, ns, strlen(ns), &m, &found);
@@ -150,9 +154,10 @@ static int checks_read(const lb__cli_args *a, checks *k) {
 
 /* Scans again until observe_ms has passed, each time on a fresh connection (a
  * scan leaves its own unusable), counting the TTL-less timestamps seen; then
- * the growth of the server's SETNX and GETSET counts since `calls0`. */
-static int observe(const lb__cli_args *a, const checks *k, lb__cli_survey *s, double t0,
-                   int64_t calls0, char *err, size_t cap) {
+ * the growth of the server's SETNX and GETSET counts since `calls0` (on a
+ * cluster, summed over every primary). */
+static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k,
+                   lb__cli_survey *s, double t0, int64_t calls0, char *err, size_t cap) {
     s->observe_ms = k->observe_ms;
     for (;;) {
         double left = t0 + (double)k->observe_ms - lb__cli_mono_ms();
@@ -164,24 +169,26 @@ static int observe(const lb__cli_args *a, const checks *k, lb__cli_survey *s, do
         memset(&pass, 0, sizeof pass);
         pass.window_ms = k->window_ms;
         pass.cs = &k->cs;
-        int rc = lb__cli_survey_keys(&pass, c, &k->so, err, cap);
+        int rc = lb__cli_survey_keys(&pass, t, c, &k->so, err, cap);
         redisFree(c);
         if (rc != 0) return -1;
         s->observe_passes++;
         s->observe_legacy += pass.legacy_recent;
     }
+    int64_t calls1;
     redisContext *c = lb__cli_connect(&a->conn, err, cap);
     if (!c) return -1;
-    int64_t calls1 = lb__cli_legacy_calls(c);
+    int rc = lb__cli_legacy_calls_all(t, c, &calls1, err, cap);
     redisFree(c);
+    if (rc != 0) return -1;
     s->legacy_calls = calls0 >= 0 && calls1 >= 0 ? calls1 - calls0 : -1;
     return 0;
 }
 
 /* Moving to modern, or back from it, needs the evidence of a scan and the
  * census (and, to modern, of an observation); legacy <-> compat needs none. */
-static int check(const lb__cli_args *a, redisContext *c, const checks *k, change *ch, char *err,
-                 size_t cap) {
+static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                 redisContext *nc, const checks *k, change *ch, char *err, size_t cap) {
     lb__cli_survey s;
     memset(&s, 0, sizeof s);
     s.window_ms = k->window_ms;
@@ -192,10 +199,11 @@ static int check(const lb__cli_args *a, redisContext *c, const checks *k, change
     if (ch->to != LB_MODE_MODERN && ch->from != LB_MODE_MODERN) return 0;
     int watch = ch->to == LB_MODE_MODERN && k->observe_ms > 0;
     double t0 = lb__cli_mono_ms();
-    int64_t calls0 = watch ? lb__cli_legacy_calls(c) : -1;
-    if (lb__cli_survey_ns(&s, c, ch->ns, err, cap) != 0) return -1;
-    if (lb__cli_survey_keys(&s, c, &k->so, err, cap) != 0) return -1;
-    if (watch && observe(a, k, &s, t0, calls0, err, cap) != 0) return -1;
+    int64_t calls0 = -1;
+    if (watch && lb__cli_legacy_calls_all(t, c, &calls0, err, cap) != 0) return -1;
+    if (lb__cli_survey_ns(&s, nc, ch->ns, err, cap) != 0) return -1;
+    if (lb__cli_survey_keys(&s, t, c, &k->so, err, cap) != 0) return -1;
+    if (watch && observe(a, t, k, &s, t0, calls0, err, cap) != 0) return -1;
     ch->checked = 1;
     lb__cli_survey_verdict(&s, ch->from, ch->to, &ch->v);
     /* Stepping back two stages puts legacy clients beside token values. */
@@ -215,8 +223,8 @@ static int check(const lb__cli_args *a, redisContext *c, const checks *k, change
     return 0;
 }
 
-static int set(const lb__cli_args *a, redisContext *c, const char *ns, lb_mode to,
-               const checks *k) {
+static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+               redisContext *nc, const char *ns, lb_mode to, const checks *k) {
     change ch;
     char err[512];
     int found;
@@ -224,15 +232,18 @@ static int set(const lb__cli_args *a, redisContext *c, const char *ns, lb_mode t
     ch.ns = ns;
     ch.to = to;
     ch.force = lb__cli_opt(a, opts, "--force") != NULL;
-    int rc = lb_mode_get(c, ns, strlen(ns), &ch.from, &found);
+    int rc = lb_mode_get(nc, ns, strlen(ns), &ch.from, &found);
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
-    if (rc != LB_OK) return lb__cli_error(a, NULL, rc, c->errstr[0] ? c->errstr : lb_strerror(rc));
+    if (rc != LB_OK)
+        return lb__cli_error(a, NULL, rc, nc->errstr[0] ? nc->errstr : lb_strerror(rc));
     if (ch.from == ch.to && found) return report(&ch, "already set"), LB__CLI_EXIT_OK;
-    /* The scan leaves its connection unusable: a fresh one writes the mode. */
-    rc = check(a, c, k, &ch, err, sizeof err);
+    /* The scan leaves its connection unusable: a fresh one writes the mode (on
+     * a cluster, on the primary that owns the control key's slot). */
+    rc = check(a, t, c, nc, k, &ch, err, sizeof err);
     if (rc < 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
     if (!ch.v.ready && !ch.force) return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
-    redisContext *w = lb__cli_connect(&a->conn, err, sizeof err);
+    redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, sizeof err)
+                                 : lb__cli_connect(&a->conn, err, sizeof err);
     if (!w) return lb__cli_error(a, NULL, LB_EIO, err);
     rc = lb_mode_set(w, ns, strlen(ns), ch.to, &ch.from, &ch.receivers);
     redisFree(w);
@@ -268,9 +279,19 @@ static int run(const lb__cli_args *a) {
     }
     if (is_set && checks_read(a, &k) != 0) return LB__CLI_EXIT_USAGE;
     char err[512];
-    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    lb__cli_topo t;
+    redisContext *nc, *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
-    int code = is_get ? get(a, c, ns) : set(a, c, ns, to, &k);
+    if (lb__cli_topo_read(&t, c, &a->conn, err, sizeof err) != 0) {
+        redisFree(c);
+        return lb__cli_error(a, NULL, LB_EREDIS, err);
+    }
+    int code;
+    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)))
+        code = lb__cli_error(a, NULL, LB_EIO, err);
+    else code = is_get ? get(a, nc, ns) : set(a, &t, c, nc, ns, to, &k);
+    lb__cli_ns_done(nc, c);
+    lb__cli_topo_clear(&t);
     redisFree(c);
     return code;
 }

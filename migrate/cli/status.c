@@ -29,7 +29,8 @@ static const char help[] =
     "legacy locks expired but still present; the census's live and stale entries per\n"
     "mode; and a verdict on the next stage (legacy -> compat -> modern) with its\n"
     "reasons. Nothing is written. lockbridge's companion keys ({k}:fence,\n"
-    "{ns}:lb-mode, {ns}:lb-census, ...) are left out.\n"
+    "{ns}:lb-mode, {ns}:lb-census, ...) are left out. On a Redis Cluster node,\n"
+    "every primary of the slot map is scanned and the counts added up.\n"
     "\n"
     "  --ns NS          the namespace whose mode and census are read (required)\n"
     "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
@@ -132,6 +133,8 @@ static void summary_json(const char *ns, const lb__cli_survey *s, const char *ne
     lb__cli_add_i64(o, "keys", (int64_t)s->keys);
     lb__cli_add_i64(o, "companion_keys", (int64_t)s->companions);
     lb__cli_add_ms(o, "scan_ms", s->scan_ms);
+    lb__cli_add_bool(o, "cluster", s->cluster);
+    lb__cli_add_i64(o, "primaries_scanned", s->servers);
     if ((f = cJSON_AddObjectToObject(o, "formats")) != NULL)
         for (int i = 1; i < LB__CLI_FORMATS; i++)
             lb__cli_add_i64(f, lb_format_name((lb_format)i), (int64_t)s->per_format[i]);
@@ -155,8 +158,10 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
     if (more) printf("... %llu more (--limit)\n", (unsigned long long)more);
     printf("\nnamespace %s: mode %s%s\n", shown, mode_shown(s),
            s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: legacy)");
-    printf("scanned %llu keys in %.2f s (%.0f keys/s); %llu companion keys left out\n",
-           (unsigned long long)s->scanned, s->scan_ms / 1000.0,
+    char on[48] = "";
+    if (s->cluster) snprintf(on, sizeof on, " on %d cluster primaries", s->servers);
+    printf("scanned %llu keys%s in %.2f s (%.0f keys/s); %llu companion keys left out\n",
+           (unsigned long long)s->scanned, on, s->scan_ms / 1000.0,
            s->scan_ms > 0 ? (double)s->scanned * 1000.0 / s->scan_ms : 0.0,
            (unsigned long long)s->companions);
     printf("formats:");
@@ -253,13 +258,22 @@ static int run(const lb__cli_args *a) {
     s.row_ud = &r;
     char err[512];
     int code;
-    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    lb__cli_topo t;
+    redisContext *nc = NULL, *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
-    /* The namespace first: the scan's connection is not reused after it. */
-    if (lb__cli_survey_ns(&s, c, ns, err, sizeof err) != 0 ||
-        lb__cli_survey_keys(&s, c, &so, err, sizeof err) != 0)
+    /* The namespace first: the scan's connection is not reused after it. On a
+     * cluster its keys are read on the primary of their slot. */
+    if (lb__cli_topo_read(&t, c, &a->conn, err, sizeof err) != 0) {
+        redisFree(c);
+        return lb__cli_error(a, NULL, LB_EREDIS, err);
+    }
+    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
+        lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0 ||
+        lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
     else code = report(ns, &s, s.keys > r.shown ? s.keys - r.shown : 0);
+    lb__cli_ns_done(nc, c);
+    lb__cli_topo_clear(&t);
     redisFree(c);
     return code;
 }

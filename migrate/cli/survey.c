@@ -47,17 +47,15 @@ static int on_key(const lb__cli_key *k, void *ud) {
     return s->row ? s->row(k, &cl, s->row_ud) : 0;
 }
 
-int lb__cli_survey_keys(lb__cli_survey *s, redisContext *c, const lb__cli_scanopts *o,
-                        char *err, size_t cap) {
-    lb__cli_reader *r = NULL;
+int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *c,
+                        const lb__cli_scanopts *o, char *err, size_t cap) {
     uint64_t scanned = 0;
     s->token_max_pttl_ms = -1;
-    if (lb__cli_reader_new(&r, c, err, cap) != 0) return -1;
+    s->cluster = t->cluster;
     double t0 = lb__cli_mono_ms();
-    int rc = lb__cli_scan(r, o, on_key, s, &scanned, err, cap);
+    int rc = lb__cli_scan_each(t, c, o, on_key, NULL, s, &scanned, &s->servers, err, cap);
     s->scan_ms = lb__cli_mono_ms() - t0;
     s->scanned = scanned;
-    lb__cli_reader_free(r);
     if (rc == 1) snprintf(err, cap, "the scan was stopped");
     return rc == 0 ? 0 : -1;
 }

@@ -38,6 +38,8 @@ static const char help[] =
     "the value judged, as a string without TTL: a lock taken over meanwhile is left\n"
     "alone. Values in no known format, INCR counters, tokens, compat values, keys\n"
     "of other types and timestamps on a monotonic clock are never touched.\n"
+    "On a Redis Cluster node, every primary of the slot map is scanned, and each\n"
+    "script runs on the primary that holds its key.\n"
     "\n"
     "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
     "  --count N        SCAN COUNT hint, 1..100000 (default 1000)\n"
@@ -69,6 +71,9 @@ typedef struct sweep {
     size_t n, cap;
     uint64_t skipped_mono, left_alone[LB__CLI_FORMATS], acted, changed;
     int oom;
+    int dry;
+    size_t from;  /* items before this one were acted on by an earlier server */
+    int cluster, servers;
 } sweep;
 
 static int push(sweep *s, const lb__cli_key *k, const lb_class *cl, int64_t deadline,
@@ -141,11 +146,17 @@ static int append(redisContext *c, const char *sha, const item *it) {
 }
 
 /* Sends the scripts PIPELINE at a time; a NOSCRIPT (a flush meanwhile) loads
- * the script again and retries that one. */
-static int act(redisContext *c, sweep *s, char *err, size_t cap) {
+ * the script again and retries that one. Called at the end of each server's
+ * scan with the items that scan found, so that each script goes to the node
+ * that holds its key. */
+static int act(redisContext *c, void *ud, char *err, size_t cap) {
+    sweep *s = ud;
     char sha[41];
+    size_t from = s->from;
+    s->from = s->n;
+    if (s->dry || from == s->n) return 0;
     if (load(c, sha, err, cap) != 0) return -1;
-    for (size_t base = 0; base < s->n; base += PIPELINE) {
+    for (size_t base = from; base < s->n; base += PIPELINE) {
         size_t end = base + PIPELINE < s->n ? base + PIPELINE : s->n;
         for (size_t i = base; i < end; i++)
             if (append(c, sha, &s->items[i]) != 0) return snprintf(err, cap, "out of memory"), -1;
@@ -206,8 +217,10 @@ static void show_summary(const sweep *s, uint64_t scanned, int dry) {
     uint64_t del = 0;
     for (size_t i = 0; i < s->n; i++) del += s->items[i].del;
     if (!lb__cli_is_json()) {
-        printf("\nscanned %llu keys; %zu TTL-less legacy lock(s): %llu to delete, %llu to "
-               "expire%s\n", (unsigned long long)scanned, s->n, (unsigned long long)del,
+        char on[48] = "";
+        if (s->cluster) snprintf(on, sizeof on, " on %d cluster primaries", s->servers);
+        printf("\nscanned %llu keys%s; %zu TTL-less legacy lock(s): %llu to delete, %llu to "
+               "expire%s\n", (unsigned long long)scanned, on, s->n, (unsigned long long)del,
                (unsigned long long)(s->n - del), dry ? " (dry run: nothing written)" : "");
         if (!dry)
             printf("acted on %llu; %llu changed meanwhile and were left alone\n",
@@ -223,6 +236,8 @@ static void show_summary(const sweep *s, uint64_t scanned, int dry) {
     cJSON *o = lb__cli_event("sweep_summary"), *l;
     if (!o) return (void)lb__cli_emit(o);
     lb__cli_add_i64(o, "scanned", (int64_t)scanned);
+    lb__cli_add_bool(o, "cluster", s->cluster);
+    lb__cli_add_i64(o, "primaries_scanned", s->servers);
     lb__cli_add_i64(o, "candidates", (int64_t)s->n);
     lb__cli_add_i64(o, "to_delete", (int64_t)del);
     lb__cli_add_i64(o, "to_expire", (int64_t)(s->n - del));
@@ -247,14 +262,17 @@ static void sweep_free(sweep *s) {
 static int execute(const lb__cli_args *a, sweep *s, const lb__cli_scanopts *so, int dry) {
     char err[512];
     uint64_t scanned = 0;
-    lb__cli_reader *r = NULL;
+    lb__cli_topo t;
     redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
-    int rc = lb__cli_reader_new(&r, c, err, sizeof err);
-    if (rc == 0) rc = lb__cli_scan(r, so, on_key, s, &scanned, err, sizeof err);
-    lb__cli_reader_free(r);
+    s->dry = dry;
+    int rc = lb__cli_topo_read(&t, c, &a->conn, err, sizeof err);
+    s->cluster = t.cluster;
+    if (rc == 0)
+        rc = lb__cli_scan_each(&t, c, so, on_key, act, s, &scanned, &s->servers, err,
+                               sizeof err);
     if (rc != 0 && s->oom) snprintf(err, sizeof err, "out of memory");
-    if (rc == 0 && !dry) rc = act(c, s, err, sizeof err);
+    lb__cli_topo_clear(&t);
     redisFree(c);
     if (rc != 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
     show_items(s, dry);

@@ -1,0 +1,194 @@
+/* Where the tool's scans run: the one server it is connected to, or, on a Redis
+ * Cluster node, every primary of the slot map, and the node that owns a slot. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lockbridge/cluster.h"
+#include "migrate/cli/cli.h"
+
+/* 1 when INFO cluster says cluster_enabled:1, 0 when it says otherwise or has
+ * no such section (a server built without cluster support), -1 on an error. */
+static int cluster_enabled(redisContext *c, char *err, size_t cap) {
+    redisReply *r = redisCommand(c, "INFO cluster");
+    int on = -1;
+    if (r && r->type == REDIS_REPLY_STRING) on = strstr(r->str, "cluster_enabled:1") != NULL;
+    else if (!r) snprintf(err, cap, "INFO cluster: %s", c->errstr[0] ? c->errstr : "no reply");
+    else if (r->type == REDIS_REPLY_ERROR) on = 0; /* INFO refused (renamed, ACL): no cluster */
+    else snprintf(err, cap, "INFO cluster: unexpected reply");
+    if (r) freeReplyObject(r);
+    return on;
+}
+
+/* The index of the primary at host:port, added if new; -1 when out of memory. */
+static int primary_index(lb__cli_topo *t, const char *host, size_t hostlen, int port,
+                         const lb__cli_conn *base) {
+    for (size_t i = 0; i < t->n; i++)
+        if (t->node[i].conn.port == port && strlen(t->node[i].host) == hostlen &&
+            memcmp(t->node[i].host, host, hostlen) == 0)
+            return (int)i;
+    lb__cli_node *grown = realloc(t->node, (t->n + 1) * sizeof *grown);
+    if (!grown) return -1;
+    t->node = grown;
+    /* conn.host points into the entry: set again for every entry after a move. */
+    for (size_t i = 0; i < t->n; i++) t->node[i].conn.host = t->node[i].host;
+    lb__cli_node *e = &t->node[t->n];
+    memset(e, 0, sizeof *e);
+    memcpy(e->host, host, hostlen);
+    e->host[hostlen] = '\0';
+    e->conn = *base;
+    e->conn.socket = NULL;
+    e->conn.host = e->host;
+    e->conn.port = port;
+    lb__cli_endpoint(&e->conn, e->name, sizeof e->name);
+    return (int)t->n++;
+}
+
+/* One entry of CLUSTER SLOTS: {first, last, {host, port, id, ...}, replicas...}.
+ * An empty or "?" host means the address the tool connected to. */
+static int take_range(lb__cli_topo *t, const redisReply *e, const lb__cli_conn *base) {
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) return -1;
+    const redisReply *a = e->element[0], *b = e->element[1], *p = e->element[2];
+    if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
+        b->integer < a->integer || b->integer >= LB_CLUSTER_SLOTS)
+        return -1;
+    if (p->type != REDIS_REPLY_ARRAY || p->elements < 2 ||
+        p->element[0]->type != REDIS_REPLY_STRING || p->element[1]->type != REDIS_REPLY_INTEGER ||
+        p->element[1]->integer <= 0 || p->element[1]->integer > 65535 ||
+        p->element[0]->len >= sizeof t->node[0].host)
+        return -1;
+    const char *host = p->element[0]->str;
+    size_t hostlen = p->element[0]->len;
+    if (hostlen == 0 || (hostlen == 1 && host[0] == '?')) {
+        if (!base->host) return -1;
+        host = base->host;
+        hostlen = strlen(host);
+    }
+    int idx = primary_index(t, host, hostlen, (int)p->element[1]->integer, base);
+    if (idx < 0) return -2;
+    for (long long s = a->integer; s <= b->integer; s++) t->owner[s] = idx;
+    return 0;
+}
+
+static int read_slots(lb__cli_topo *t, redisContext *c, const lb__cli_conn *base, char *err,
+                      size_t cap) {
+    redisReply *r = redisCommand(c, "CLUSTER SLOTS");
+    int rc = 0;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        char msg[160] = "unexpected reply";
+        if (!r) snprintf(msg, sizeof msg, "%s", c->errstr[0] ? c->errstr : "no reply");
+        else if (r->type == REDIS_REPLY_ERROR)
+            lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
+        snprintf(err, cap, "CLUSTER SLOTS: %s", msg);
+        rc = -1;
+    }
+    for (size_t i = 0; rc == 0 && i < r->elements; i++) {
+        int e = take_range(t, r->element[i], base);
+        if (e == -2) snprintf(err, cap, "out of memory");
+        else if (e < 0) snprintf(err, cap, "CLUSTER SLOTS: an entry that does not parse");
+        if (e < 0) rc = -1;
+    }
+    if (rc == 0 && t->n == 0) snprintf(err, cap, "CLUSTER SLOTS: no slot is served"), rc = -1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
+int lb__cli_topo_read(lb__cli_topo *t, redisContext *c, const lb__cli_conn *base, char *err,
+                      size_t cap) {
+    memset(t, 0, sizeof *t);
+    int on = cluster_enabled(c, err, cap);
+    if (on <= 0) return on;
+    t->cluster = 1;
+    t->owner = malloc(LB_CLUSTER_SLOTS * sizeof *t->owner);
+    if (!t->owner) return snprintf(err, cap, "out of memory"), -1;
+    for (int s = 0; s < LB_CLUSTER_SLOTS; s++) t->owner[s] = -1;
+    if (read_slots(t, c, base, err, cap) != 0) {
+        lb__cli_topo_clear(t);
+        return -1;
+    }
+    return 0;
+}
+
+void lb__cli_topo_clear(lb__cli_topo *t) {
+    free(t->node);
+    free(t->owner);
+    memset(t, 0, sizeof *t);
+}
+
+redisContext *lb__cli_connect_primary(const lb__cli_topo *t, size_t i, char *err, size_t cap) {
+    char why[512];
+    redisContext *c = lb__cli_connect(&t->node[i].conn, why, sizeof why);
+    if (!c) snprintf(err, cap, "primary %s: %s", t->node[i].name, why);
+    return c;
+}
+
+redisContext *lb__cli_connect_ns(const lb__cli_topo *t, redisContext *c, const char *ns,
+                                 char *err, size_t cap) {
+    lb_ns_keys k;
+    if (!t->cluster) return c;
+    if (lb_ns_keys_init(&k, ns, strlen(ns)) != LB_OK)
+        return snprintf(err, cap, "bad namespace"), NULL;
+    unsigned slot = lb_cluster_keyslot(k.mode, k.modelen);
+    if (t->owner[slot] < 0) {
+        snprintf(err, cap, "no primary serves slot %u of the namespace's keys", slot);
+        return NULL;
+    }
+    return lb__cli_connect_primary(t, (size_t)t->owner[slot], err, cap);
+}
+
+void lb__cli_ns_done(redisContext *ns_c, redisContext *c) {
+    if (ns_c && ns_c != c) redisFree(ns_c);
+}
+
+/* On a cluster every primary is connected in turn, and an unreachable one ends
+ * the whole scan: the counts of a partial scan would read as a verdict. */
+int lb__cli_scan_each(const lb__cli_topo *t, redisContext *c, const lb__cli_scanopts *o,
+                      lb__cli_key_fn fn, lb__cli_after_fn after, void *ud, uint64_t *scanned,
+                      int *servers, char *err, size_t cap) {
+    lb__cli_scanopts po = *o;
+    lb__cli_reader *r = NULL;
+    uint64_t n = 0;
+    int rc = 0;
+    *scanned = 0;
+    *servers = 0;
+    for (size_t i = 0; rc == 0 && i < (t->cluster ? t->n : 1); i++) {
+        char where[400] = "";
+        redisContext *nc = c;
+        if (t->cluster) {
+            snprintf(where, sizeof where, "primary %s (%zu/%zu)", t->node[i].name, i + 1, t->n);
+            po.where = where;
+            po.cluster = 1;
+            if (!(nc = lb__cli_connect_primary(t, i, err, cap))) return -1;
+        }
+        rc = lb__cli_reader_new(&r, nc, err, cap) == 0 ? 0 : -1;
+        if (rc == 0) rc = lb__cli_scan(r, &po, fn, ud, &n, err, cap);
+        lb__cli_reader_free(r);
+        r = NULL;
+        *scanned += n;
+        if (rc == 0 && after) rc = after(nc, ud, err, cap) == 0 ? 0 : -1;
+        if (rc == 0) (*servers)++;
+        if (rc < 0 && t->cluster) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            if (strncmp(why, "primary ", 8) != 0)
+                snprintf(err, cap, "primary %s: %s", t->node[i].name, why);
+        }
+        if (nc != c) redisFree(nc);
+    }
+    return rc;
+}
+
+int lb__cli_legacy_calls_all(const lb__cli_topo *t, redisContext *c, int64_t *calls, char *err,
+                             size_t cap) {
+    *calls = 0;
+    if (!t->cluster) return *calls = lb__cli_legacy_calls(c), 0;
+    for (size_t i = 0; i < t->n; i++) {
+        redisContext *nc = lb__cli_connect_primary(t, i, err, cap);
+        if (!nc) return -1;
+        int64_t v = lb__cli_legacy_calls(nc);
+        redisFree(nc);
+        if (v < 0 || *calls < 0) *calls = -1;
+        else *calls += v;
+    }
+    return 0;
+}

@@ -1,0 +1,458 @@
+/* The lockbridge tool's scanning commands (status, sweep, mode) on a six-node
+ * Redis Cluster, run as a child process: every primary is scanned, the control
+ * key lives on its slot's owner, an unreachable primary is an error. The tool is
+ * $LB_TOOL, or $BUILD/lockbridge (BUILD defaults to build). */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "harness/cluster.h"
+#include "lockbridge/cluster.h"
+#include "lockbridge/lockbridge.h"
+
+/* Long enough that a crashed primary is not replaced while a test runs, ms. */
+#define NODE_TIMEOUT_MS 30000
+/* A tool that has not answered in this long is stuck: the test fails rather
+ * than hangs. It bounds a hang only; no outcome depends on it (milliseconds). */
+#define LBT_STUCK_MS 30000
+#define LBT_MAX_ARGS 24
+#define NKEYS 30 /* keys spread over the slots, so over every primary */
+
+static lbt_cluster cluster;
+static char tool[512];
+
+/* ---- Running the tool ------------------------------------------------------------ */
+typedef struct lbt_proc {
+    pid_t pid;
+    int out_fd, err_fd;
+    char out[1 << 16];
+    size_t outlen;
+    char err[1 << 13];
+    size_t errlen;
+} lbt_proc;
+
+static lbt_proc proc;
+
+static void lbt_spawn(lbt_proc *p, const char *const *args) {
+    const char *argv[LBT_MAX_ARGS + 2];
+    int n = 0, out[2], err[2];
+    argv[n++] = tool;
+    for (int i = 0; args[i]; i++) {
+        assert_true(n < LBT_MAX_ARGS);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    memset(p, 0, sizeof *p);
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+    p->out_fd = out[0];
+    p->err_fd = err[0];
+}
+
+static void drain(int *fd, char *buf, size_t cap, size_t *len) {
+    char tmp[4096];
+    ssize_t n = read(*fd, tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR) return;
+    if (n <= 0) {
+        close(*fd);
+        *fd = -1;
+        return;
+    }
+    assert_true(*len + (size_t)n < cap);
+    memcpy(buf + *len, tmp, (size_t)n);
+    *len += (size_t)n;
+    buf[*len] = '\0';
+}
+
+/* Reads both pipes until the tool closes them, calling `meanwhile` (may be
+ * NULL) between reads at most every `every_ms`; returns the exit code. */
+static int lbt_finish_with(lbt_proc *p, void (*meanwhile)(void), int every_ms) {
+    int status, idle_ms = 0;
+    while (p->out_fd >= 0 || p->err_fd >= 0) {
+        struct pollfd fds[2] = {{p->out_fd, POLLIN, 0}, {p->err_fd, POLLIN, 0}};
+        if (meanwhile) meanwhile();
+        int rc = poll(fds, 2, every_ms);
+        if (rc < 0 && errno == EINTR) continue;
+        assert_true(rc >= 0);
+        idle_ms = rc == 0 ? idle_ms + every_ms : 0;
+        assert_true(idle_ms < LBT_STUCK_MS);
+        if (p->out_fd >= 0 && fds[0].revents) drain(&p->out_fd, p->out, sizeof p->out, &p->outlen);
+        if (p->err_fd >= 0 && fds[1].revents) drain(&p->err_fd, p->err, sizeof p->err, &p->errlen);
+    }
+    assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static int lbt_run(const char *const *args) {
+    lbt_spawn(&proc, args);
+    return lbt_finish_with(&proc, NULL, 1000);
+}
+
+/* The last JSON line of the tool's stdout, after checking its exit code. */
+static cJSON *last_json(int rc, int expect_exit) {
+    if (rc != expect_exit) fail_msg("exit %d, expected %d: %s", rc, expect_exit, proc.err);
+    char *end = proc.out + proc.outlen;
+    while (end > proc.out && end[-1] == '\n') *--end = '\0';
+    char *line = strrchr(proc.out, '\n');
+    cJSON *o = cJSON_Parse(line ? line + 1 : proc.out);
+    if (!o) fail_msg("not JSON: %s", proc.out);
+    return o;
+}
+
+static double num_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsNumber(v)) fail_msg("field %s is not a number", name);
+    return v->valuedouble;
+}
+
+static const char *str_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsString(v)) fail_msg("field %s is not a string", name);
+    return v->valuestring;
+}
+
+static int bool_of(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsBool(v)) fail_msg("field %s is not a boolean", name);
+    return cJSON_IsTrue(v);
+}
+
+/* ---- The cluster ----------------------------------------------------------------- */
+static int64_t wall_ms(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+/* The node that owns `key`'s slot. */
+static int owner_of(const char *key) {
+    int i = lbt_cluster_owner(&cluster, lb_cluster_keyslot(key, strlen(key)));
+    assert_true(i >= 0);
+    return i;
+}
+
+/* Runs a command on the owner of `key` (the first %s); fails on an error reply.
+ * Returns the integer reply, or 0 for any other. */
+static long long on_owner(const char *key, const char *fmt, ...) {
+    redisContext *c = lbt_redis_connect(&cluster.node[owner_of(key)]);
+    assert_non_null(c);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    assert_non_null(r);
+    if (r->type == REDIS_REPLY_ERROR) fail_msg("%s: %s", fmt, r->str);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
+/* The string value of `key` on its owner; "" when absent. */
+static const char *value_of(const char *key) {
+    static char buf[128];
+    redisContext *c = lbt_redis_connect(&cluster.node[owner_of(key)]);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "GET %s", key);
+    assert_non_null(r);
+    buf[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    return buf;
+}
+
+/* `prefix`N for N in [0, NKEYS), checked to fall on all three primaries. */
+static void key_name(char *out, size_t cap, const char *prefix, int i) {
+    snprintf(out, cap, "%s%d", prefix, i);
+}
+
+static void assert_spread(const char *prefix) {
+    int seen[LBT_CLUSTER_NODES] = {0}, primaries = 0;
+    char k[64];
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, prefix, i);
+        seen[owner_of(k)]++;
+    }
+    for (int i = 0; i < LBT_CLUSTER_NODES; i++) primaries += seen[i] > 0;
+    assert_int_equal(primaries, 3);
+}
+
+static char port_buf[LBT_CLUSTER_NODES][16];
+static const char *port_of(int node) {
+    snprintf(port_buf[node], sizeof port_buf[node], "%d", cluster.node[node].port);
+    return port_buf[node];
+}
+
+/* A primary other than `a` and `b` (either may be -1). */
+static int other_primary(int a, int b) {
+    for (int i = 0; i < LBT_CLUSTER_NODES; i++)
+        if (i != a && i != b && lbt_cluster_is_primary(&cluster, i)) return i;
+    fail_msg("no other primary");
+    return -1;
+}
+
+/* ---- status ------------------------------------------------------------------------ */
+/* Half legacy timestamps, half compat ones, over every primary: status counts
+ * them all whichever node it is pointed at, a replica included. A tool that
+ * scanned only the node it connected to would count about a third. */
+static void test_status_counts_the_keys_of_every_primary(void **state) {
+    (void)state;
+    char k[64], v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(wall_ms() + 600000));
+    assert_spread("clc:s:");
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:s:", i);
+        if (i % 2) on_owner(k, "SET %s %s PX 600000", k, v);
+        else on_owner(k, "SET %s %s", k, v);
+    }
+    int primary = owner_of("clc:s:0"), replica = lbt_cluster_replica_of(&cluster, primary);
+    assert_true(replica >= 0);
+    int entry[] = {primary, replica};
+    for (int e = 0; e < 2; e++) {
+        const char *args[] = {"-p", port_of(entry[e]), "status", "--ns", "clc-s", "--match",
+                              "clc:s:*", "--count", "7", "--json", NULL};
+        cJSON *o = last_json(lbt_run(args), 0);
+        assert_string_equal(str_of(o, "event"), "status");
+        assert_true(num_of(o, "keys") == NKEYS);
+        assert_true(bool_of(o, "cluster"));
+        assert_true(num_of(o, "primaries_scanned") == 3);
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
+        assert_true(num_of(f, "legacy") == NKEYS / 2);
+        assert_true(num_of(f, "compat") == NKEYS / 2);
+        assert_true(num_of(o, "ttl_less") == NKEYS / 2);
+        cJSON_Delete(o);
+    }
+    /* Text names the primaries too. */
+    const char *text[] = {"-p", port_of(primary), "status", "--ns", "clc-s", "--match",
+                          "clc:s:*", NULL};
+    assert_int_equal(lbt_run(text), 0);
+    assert_non_null(strstr(proc.out, "on 3 cluster primaries"));
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:s:", i);
+        on_owner(k, "DEL %s", k);
+    }
+}
+
+/* ---- sweep ------------------------------------------------------------------------- */
+/* TTL-less legacy locks on every primary get their TTL or are removed, each by
+ * a script on the node that holds it; compat values and values in no format
+ * are left as they were. */
+static void test_sweep_acts_on_the_keys_of_every_primary(void **state) {
+    (void)state;
+    char k[64], run[32], old[32];
+    int64_t now = wall_ms();
+    long long running = now + 600000;
+    snprintf(run, sizeof run, "%lld", running);
+    snprintf(old, sizeof old, "%lld", (long long)(now - 3600000));
+    assert_spread("clc:w:");
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:w:", i);
+        switch (i % 4) {
+        case 0: on_owner(k, "SET %s %s", k, run); break;
+        case 1: on_owner(k, "SET %s %s", k, old); break;
+        case 2: on_owner(k, "SET %s %s PX 600000", k, run); break;
+        default: on_owner(k, "SET %s %s", k, "not a lock"); break;
+        }
+    }
+    int expire = 0, del = 0;
+    for (int i = 0; i < NKEYS; i++) expire += i % 4 == 0, del += i % 4 == 1;
+    const char *args[] = {"-p", port_of(0), "sweep", "--match", "clc:w:*", "--grace-ms",
+                          "10000", "--count", "5", "--json", NULL};
+    cJSON *o = last_json(lbt_run(args), 0);
+    assert_string_equal(str_of(o, "event"), "sweep_summary");
+    assert_true(num_of(o, "scanned") == NKEYS);
+    assert_true(bool_of(o, "cluster"));
+    assert_true(num_of(o, "primaries_scanned") == 3);
+    assert_true(num_of(o, "candidates") == expire + del);
+    assert_true(num_of(o, "to_delete") == del);
+    assert_true(num_of(o, "acted") == expire + del);
+    assert_true(num_of(o, "changed_meanwhile") == 0);
+    cJSON_Delete(o);
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:w:", i);
+        switch (i % 4) {
+        case 0:
+            assert_string_equal(value_of(k), run);
+            assert_int_equal(on_owner(k, "PEXPIRETIME %s", k), running + 10000);
+            break;
+        case 1: assert_int_equal(on_owner(k, "EXISTS %s", k), 0); break;
+        case 2:
+            assert_string_equal(value_of(k), run);
+            assert_true(on_owner(k, "PTTL %s", k) > 0);
+            assert_true(on_owner(k, "PEXPIRETIME %s", k) <= now + 600000 + 1000);
+            break;
+        default:
+            assert_string_equal(value_of(k), "not a lock");
+            assert_int_equal(on_owner(k, "PTTL %s", k), -1);
+            break;
+        }
+        on_owner(k, "DEL %s", k);
+    }
+}
+
+/* ---- mode ---------------------------------------------------------------------------- */
+/* The control key is read and written on its slot's owner, whichever node the
+ * tool is pointed at. */
+static void test_mode_get_and_set_on_any_node(void **state) {
+    (void)state;
+    lb_ns_keys nk;
+    assert_int_equal(lb_ns_keys_init(&nk, "clc-m", 5), LB_OK);
+    char mode_key[128];
+    snprintf(mode_key, sizeof mode_key, "%.*s", (int)nk.modelen, nk.mode);
+    int owner = owner_of(mode_key), elsewhere = other_primary(owner, -1);
+    const char *get[] = {"-p", port_of(elsewhere), "mode", "get", "--ns", "clc-m", "--json",
+                         NULL};
+    cJSON *o = last_json(lbt_run(get), 0);
+    assert_string_equal(str_of(o, "mode"), "legacy");
+    assert_false(bool_of(o, "control_key_present"));
+    cJSON_Delete(o);
+    const char *set[] = {"-p", port_of(elsewhere), "mode", "set", "compat", "--ns", "clc-m",
+                         "--json", NULL};
+    o = last_json(lbt_run(set), 0);
+    assert_true(bool_of(o, "changed"));
+    cJSON_Delete(o);
+    assert_string_equal(value_of(mode_key), "compat");
+    o = last_json(lbt_run(get), 0);
+    assert_string_equal(str_of(o, "mode"), "compat");
+    assert_true(bool_of(o, "control_key_present"));
+    cJSON_Delete(o);
+    /* Forward to modern: a running TTL-less timestamp on a third primary blocks. */
+    char k[64];
+    int third = other_primary(owner, elsewhere);
+    for (int i = 0;; i++) {
+        key_name(k, sizeof k, "clc:m:", i);
+        if (owner_of(k) == third) break;
+    }
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(wall_ms() + 600000));
+    on_owner(k, "SET %s %s", k, v);
+    const char *modern[] = {"-p", port_of(elsewhere), "mode", "set", "modern", "--ns",
+                            "clc-m", "--match", "clc:m:*", "--observe-ms", "0", "--json",
+                            NULL};
+    o = last_json(lbt_run(modern), 6);
+    assert_false(bool_of(o, "changed"));
+    cJSON_Delete(o);
+    assert_string_equal(value_of(mode_key), "compat");
+    on_owner(k, "DEL %s", k);
+    o = last_json(lbt_run(modern), 0);
+    assert_true(bool_of(o, "changed"));
+    cJSON_Delete(o);
+    assert_string_equal(value_of(mode_key), "modern");
+    on_owner(mode_key, "DEL %s", mode_key);
+}
+
+/* SETNX calls on primaries other than the one the tool is pointed at, made
+ * all through its observation, refuse modern: the counts are summed. */
+static const char *setnx_key;
+static void setnx_meanwhile(void) {
+    on_owner(setnx_key, "SETNX %s 1", setnx_key);
+    on_owner(setnx_key, "DEL %s", setnx_key);
+}
+
+static void test_mode_set_modern_counts_setnx_on_every_primary(void **state) {
+    (void)state;
+    lb_ns_keys nk;
+    assert_int_equal(lb_ns_keys_init(&nk, "clc-o", 5), LB_OK);
+    char mode_key[128];
+    snprintf(mode_key, sizeof mode_key, "%.*s", (int)nk.modelen, nk.mode);
+    on_owner(mode_key, "SET %s compat", mode_key);
+    int entry = owner_of(mode_key), other = other_primary(entry, -1);
+    static char k[64];
+    for (int i = 0;; i++) {
+        snprintf(k, sizeof k, "clc-other:%d", i);
+        if (owner_of(k) == other) break;
+    }
+    setnx_key = k;
+    const char *args[] = {"-p", port_of(entry), "mode", "set", "modern", "--ns", "clc-o",
+                          "--match", "clc:o:*", "--observe-ms", "1500", "--json", NULL};
+    lbt_spawn(&proc, args);
+    cJSON *o = last_json(lbt_finish_with(&proc, setnx_meanwhile, 50), 6);
+    assert_false(bool_of(o, "changed"));
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "blockers");
+    assert_true(cJSON_IsArray(b) && cJSON_GetArraySize(b) == 1);
+    assert_non_null(strstr(cJSON_GetArrayItem(b, 0)->valuestring, "SETNX/GETSET"));
+    cJSON_Delete(o);
+    assert_string_equal(value_of(mode_key), "compat");
+    on_owner(mode_key, "DEL %s", mode_key);
+}
+
+/* ---- An unreachable primary --------------------------------------------------------- */
+/* A primary that is down before its replica takes over: every scanning command
+ * stops with exit 4 and names it, rather than giving a partial count. Last: the
+ * cluster is left with a primary down. */
+static void test_an_unreachable_primary_is_an_error_naming_it(void **state) {
+    (void)state;
+    int entry = owner_of("clc:u:0"), down = other_primary(entry, -1);
+    char name[32];
+    snprintf(name, sizeof name, "127.0.0.1:%d", cluster.node[down].port);
+    lbt_cluster_crash(&cluster, down);
+    static const char *const cases[][10] = {
+        {"status", "--ns", "clc-u", "--match", "clc:u:*", "--json"},
+        {"sweep", "--match", "clc:u:*", "--json"},
+        {"mode", "set", "modern", "--ns", "clc-u", "--observe-ms", "0", "--force", "--json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16] = {"-p", port_of(entry)};
+        int n = 2;
+        for (int j = 0; cases[i][j]; j++) args[n++] = cases[i][j];
+        args[n] = NULL;
+        int rc = lbt_run(args);
+        if (rc != 4) fail_msg("%s: exit %d: %s", cases[i][0], rc, proc.err);
+        if (!strstr(proc.err, name)) fail_msg("%s: %s does not name %s", cases[i][0], proc.err, name);
+    }
+}
+
+/* ---- Fixture -------------------------------------------------------------------------- */
+static int setup(void **state) {
+    (void)state;
+    const char *t = getenv("LB_TOOL"), *build = getenv("BUILD");
+    if (t) snprintf(tool, sizeof tool, "%s", t);
+    else snprintf(tool, sizeof tool, "%s/lockbridge", build && *build ? build : "build");
+    if (access(tool, X_OK) != 0) {
+        fprintf(stderr, "test_cli_cluster: no tool at %s (set LB_TOOL or BUILD)\n", tool);
+        return -1;
+    }
+    return lbt_cluster_start(&cluster, NODE_TIMEOUT_MS);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lbt_cluster_stop(&cluster);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_counts_the_keys_of_every_primary),
+        cmocka_unit_test(test_sweep_acts_on_the_keys_of_every_primary),
+        cmocka_unit_test(test_mode_get_and_set_on_any_node),
+        cmocka_unit_test(test_mode_set_modern_counts_setnx_on_every_primary),
+        cmocka_unit_test(test_an_unreachable_primary_is_an_error_naming_it),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

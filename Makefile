@@ -189,6 +189,28 @@ $(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
 
+# ---- soak -------------------------------------------------------------------------
+# tests/soak/soak.c: every legal fleet, lockbridge clients beside the Java lockers,
+# under random server faults; fails on a lost update, a crash or a leak.
+# `make soak` is opt-in and long (SOAK_CLIENTS per fleet, SOAK_SECONDS); `make
+# soak-short` is CI's run: 4 clients per fleet for 15 s, built with ASan (whose
+# LeakSanitizer checks for leaks at exit) in $(BUILD)-asan.
+SOAK_SECONDS ?= 300
+SOAK_CLIENTS ?= 32
+.PHONY: soak soak-short
+$(BUILD)/soak/soak: tests/soak/soak.c $(HARNESS_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
+
+soak: check-deps $(BUILD)/soak/soak $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
+	$(BUILD)/soak/soak --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) --java-cp $(BUILD)/java
+
+soak-short: check-deps
+	$(MAKE) BUILD=$(BUILD)-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	    $(BUILD)-asan/soak/soak $(if $(JAVA_SRC),$(BUILD)-asan/java/.stamp)
+	$(BUILD)-asan/soak/soak --seconds 15 --clients 4 --java-cp $(BUILD)-asan/java
+
 # ---- static analysis -------------------------------------------------------------
 # cppcheck over the library and the tool, clang-tidy over the library; a finding
 # fails the target. docs/reliability.md says which checks run and why some are off.
@@ -252,6 +274,7 @@ help:
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
 	@echo "make bench-peers  install the peers make bench compares with (opt-in)"
+	@echo "make soak       every legal fleet under random faults, 5 min (soak-short: CI's 15 s)"
 	@echo "make lint       cppcheck and clang-tidy over the library (checks: docs/reliability.md)"
 	@echo "make fuzz       libFuzzer targets of tests/fuzz, 20 s each (fuzz-long: 10 min)"
 	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"

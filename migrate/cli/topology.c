@@ -8,14 +8,21 @@
 #include "migrate/cli/cli.h"
 
 /* 1 when INFO cluster says cluster_enabled:1, 0 when it says otherwise or has
- * no such section (a server built without cluster support), -1 on an error. */
+ * no such section (a server built without cluster support), -1 on an error.
+ * When INFO is refused (an ACL, a renamed command), CLUSTER INFO decides: a
+ * server not in cluster mode answers it with an error. */
 static int cluster_enabled(redisContext *c, char *err, size_t cap) {
     redisReply *r = redisCommand(c, "INFO cluster");
     int on = -1;
     if (r && r->type == REDIS_REPLY_STRING) on = strstr(r->str, "cluster_enabled:1") != NULL;
     else if (!r) snprintf(err, cap, "INFO cluster: %s", c->errstr[0] ? c->errstr : "no reply");
-    else if (r->type == REDIS_REPLY_ERROR) on = 0; /* INFO refused (renamed, ACL): no cluster */
-    else snprintf(err, cap, "INFO cluster: unexpected reply");
+    else if (r->type != REDIS_REPLY_ERROR) snprintf(err, cap, "INFO cluster: unexpected reply");
+    else {
+        freeReplyObject(r);
+        r = redisCommand(c, "CLUSTER INFO");
+        if (!r) snprintf(err, cap, "CLUSTER INFO: %s", c->errstr[0] ? c->errstr : "no reply");
+        else on = r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:") != NULL;
+    }
     if (r) freeReplyObject(r);
     return on;
 }

@@ -401,6 +401,50 @@ static void test_mode_set_modern_counts_setnx_on_every_primary(void **state) {
     on_owner(mode_key, "DEL %s", mode_key);
 }
 
+/* Runs a command on every node; fails on an error reply. */
+__attribute__((format(printf, 1, 2))) static void on_every_node(const char *fmt, ...) {
+    for (int i = 0; i < LBT_CLUSTER_NODES; i++) {
+        redisContext *c = lbt_redis_connect(&cluster.node[i]);
+        assert_non_null(c);
+        va_list ap;
+        va_start(ap, fmt);
+        redisReply *r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        assert_non_null(r);
+        if (r->type == REDIS_REPLY_ERROR) fail_msg("%s: %s", fmt, r->str);
+        freeReplyObject(r);
+        redisFree(c);
+    }
+}
+
+/* A user refused INFO is still recognised as on a cluster (CLUSTER INFO), and
+ * every primary is scanned with its credentials. */
+static void test_status_on_a_cluster_with_info_refused_scans_every_primary(void **state) {
+    (void)state;
+    char k[64];
+    assert_spread("clc:a:");
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:a:", i);
+        on_owner(k, "SET %s %s", k, "not a lock");
+    }
+    on_every_node("ACL SETUSER %s on %s ~* &* +@all -info", "clc-noinfo", ">clc-pw");
+    const char *args[] = {"-p", port_of(owner_of("clc:a:0")), "--user", "clc-noinfo", "-a",
+                          "clc-pw", "status", "--ns", "clc-a", "--match", "clc:a:*", "--json",
+                          NULL};
+    cJSON *o = last_json(lbt_run(args), 0);
+    assert_true(num_of(o, "keys") == NKEYS);
+    assert_true(bool_of(o, "cluster"));
+    assert_true(num_of(o, "primaries_scanned") == 3);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
+    assert_true(num_of(f, "unknown") == NKEYS);
+    cJSON_Delete(o);
+    on_every_node("ACL DELUSER %s", "clc-noinfo");
+    for (int i = 0; i < NKEYS; i++) {
+        key_name(k, sizeof k, "clc:a:", i);
+        on_owner(k, "DEL %s", k);
+    }
+}
+
 /* ---- An unreachable primary --------------------------------------------------------- */
 /* A primary that is down before its replica takes over: every scanning command
  * stops with exit 4 and names it, rather than giving a partial count. Last: the
@@ -452,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_sweep_acts_on_the_keys_of_every_primary),
         cmocka_unit_test(test_mode_get_and_set_on_any_node),
         cmocka_unit_test(test_mode_set_modern_counts_setnx_on_every_primary),
+        cmocka_unit_test(test_status_on_a_cluster_with_info_refused_scans_every_primary),
         cmocka_unit_test(test_an_unreachable_primary_is_an_error_naming_it),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

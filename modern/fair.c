@@ -46,7 +46,8 @@ int lb__fair_valid(const lb_lock_options *o) {
         o->fair_lease_ms > FAIR_MS_MAX || o->fair_yield_ms > FAIR_MS_MAX ||
         o->fair_yield_every > FAIR_MS_MAX)
         return 0;
-    /* A waiter refreshes its place at least once per back-off step. */
+    /* A queued waiter refreshes its place every third of its lease, but
+     * never more often than once per back-off step: the lease must be longer. */
     if (o->fair_lease_ms > 0 && o->fair_lease_ms <= o->backoff_max_ms) return 0;
     return o->fair_yield_every == 0 || o->fair_yield_ms > 0;
 }

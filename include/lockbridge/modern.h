@@ -31,9 +31,10 @@ typedef struct lb_lock_options {
     int64_t fair_lease_ms;    /* a queued waiter not heard of for this long is
                                * skipped, ms; 0: 2 x backoff_max_ms, at least 1000 */
     int64_t fair_yield_every; /* after this many hand-offs in a row a release
-                               * leaves the lock free, count; 0: never */
+                               * may leave the lock free, count; 0: never */
     int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms;
-                               * such windows are at least 4 x this apart */
+                               * such windows are 4 x this apart, up to 64 x
+                               * while no client outside the queue is seen */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;

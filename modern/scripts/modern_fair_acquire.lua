@@ -71,7 +71,7 @@ if not v then
     drop(token)
     redis.call('HDEL', KEYS[3], '~streak', '~open')
     -- Only beside a queue (whose state has a TTL) is the holder worth noting.
-    if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('HSET', KEYS[3], '~holder', token) end
+    if redis.call('PTTL', KEYS[3]) > 0 then redis.call('HSET', KEYS[3], '~holder', token) end
     if KEYS[4] then return {1, redis.call('INCR', KEYS[4])} end
     return {1, 0}
   end

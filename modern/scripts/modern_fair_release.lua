@@ -37,14 +37,17 @@ end
 
 local h, ttl = head()
 if h then
-  local st = redis.call('HMGET', KEYS[3], '~streak', '~last', '~gap', '~seen')
-  local streak = tonumber(st[1] or '0') or 0
-  local last = tonumber(st[2] or '0') or 0
-  local gap = tonumber(st[3] or '4') or 4
-  local seenat = tonumber(st[4] or '')
-  local seen = seenat ~= nil and seenat > last - yield_ms
-  local due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
-  if every == 0 or streak < every or not due then
+  local function field(f) return redis.call('HGET', KEYS[3], f) end
+  local streak = tonumber(field('~streak') or '0') or 0
+  local last, gap, seen, due = 0, 4, false, false
+  if every > 0 and streak >= every then
+    last = tonumber(field('~last') or '0') or 0
+    gap = tonumber(field('~gap') or '4') or 4
+    local seenat = tonumber(field('~seen') or '')
+    seen = seenat ~= nil and seenat > last - yield_ms
+    due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
+  end
+  if not due then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     drop(h)
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)

@@ -566,7 +566,7 @@ int main(int argc, char **argv) {
         int bad = !v;
         if (!bad && !strcmp(a, "--seconds")) bad = parse_int(v, 1, 86400, &seconds);
         else if (!bad && !strcmp(a, "--clients")) bad = parse_int(v, 1, 256, &per_fleet);
-        else if (!bad && !strcmp(a, "--seed")) bad = parse_int(v, 1, INT64_MAX, &seed), seeded = 1;
+        else if (!bad && !strcmp(a, "--seed")) seeded = !(bad = parse_int(v, 1, INT64_MAX, &seed));
         else if (!bad && !strcmp(a, "--cs-ms")) bad = parse_int(v, 0, 1000, &cs);
         else if (!bad && !strcmp(a, "--java-cp")) snprintf(java_cp, sizeof java_cp, "%s", v);
         else bad = 1;
@@ -680,7 +680,9 @@ int main(int argc, char **argv) {
            "errors", "j_acq", "j_err");
     cJSON *sum = cJSON_CreateObject();
     cJSON_AddStringToObject(sum, "event", "soak");
-    cJSON_AddNumberToObject(sum, "seed", (double)seed);
+    char seed_text[24]; /* a string: a double would round seeds above 2^53 */
+    snprintf(seed_text, sizeof seed_text, "%lld", seed);
+    cJSON_AddStringToObject(sum, "seed", seed_text);
     cJSON_AddNumberToObject(sum, "seconds", elapsed);
     cJSON_AddNumberToObject(sum, "clients_per_fleet", (double)per_fleet);
     cJSON_AddBoolToObject(sum, "java", java);

@@ -104,6 +104,7 @@ static int nids;
 
 static atomic_llong faults_kill, faults_kill_waiter, faults_pause, faults_sleep,
     faults_stall, fault_errors;
+static atomic_llong stalls_by_kind[K_COUNT];
 
 static int64_t mono_ms(void) {
     struct timespec ts;
@@ -341,6 +342,7 @@ static void *client_main(void *arg) {
          * another holder's value and leaves it alone. */
         if (atomic_exchange(&cl->stall, 0)) {
             atomic_fetch_add(&faults_stall, 1);
+            atomic_fetch_add(&stalls_by_kind[cl->k], 1);
             sleep_ms(STALL_MS);
         }
         release_held(cl);
@@ -378,10 +380,16 @@ static void *fault_main(void *arg) {
         if (atomic_load(&stopping)) break;
         /* A holder stall needs its whole length before the run ends. */
         if (mono_ms() >= next_stall && mono_ms() + STALL_MS + 1000 < run_end) {
-            fleet *f = &fleets[stall_turn++ % NFLEETS];
-            int64_t k = rng_between(0, f->lb_clients - 1);
+            /* Each fleet in turn, and within it each kind in turn. */
+            fleet *f = &fleets[stall_turn % NFLEETS];
+            kind want = f->kinds[(stall_turn / NFLEETS) % (unsigned)f->nkinds];
+            stall_turn++;
+            int of_kind = 0;
+            for (int i = 0; i < nclients; i++) of_kind += clients[i].f == f && clients[i].k == want;
+            int64_t k = rng_between(0, of_kind - 1);
             for (int i = 0; i < nclients; i++)
-                if (clients[i].f == f && k-- == 0) atomic_store(&clients[i].stall, 1);
+                if (clients[i].f == f && clients[i].k == want && k-- == 0)
+                    atomic_store(&clients[i].stall, 1);
             next_stall = mono_ms() + STALL_EVERY_MS;
         }
         if (!c) c = dial(-1, PAUSE_MAX_MS + 5000);
@@ -734,6 +742,9 @@ int main(int argc, char **argv) {
            atomic_load(&faults_pause), atomic_load(&faults_sleep), atomic_load(&faults_stall),
            atomic_load(&fault_errors),
            (unsigned long long)ws.reconnects, (unsigned long long)ws.handoffs);
+    printf("holder stalls by kind:");
+    for (int k = 0; k < K_COUNT; k++) printf(" %s %lld", kind_names[k], atomic_load(&stalls_by_kind[k]));
+    printf("\n");
     cJSON *fo = cJSON_AddObjectToObject(sum, "faults");
     cJSON_AddNumberToObject(fo, "kill", (double)atomic_load(&faults_kill));
     cJSON_AddNumberToObject(fo, "kill_waiter", (double)atomic_load(&faults_kill_waiter));

@@ -110,6 +110,9 @@ void lb__lock_fix_token(lb_lock *l, const char *token) {
 
 lb_machine *lb_lock_try_acquire_machine(lb_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
+    /* A watch covers one acquisition: a new one ends it, so the watchdog never
+     * reports the old acquisition lost after the new one succeeded. */
+    if (l->watch) lb__watch_detach(l);
     /* Fair mode's attempt is one script over the lock and its queue. */
     lb__machine_begin(&l->m, l->fair ? lb__fair_acquire_step : acquire_step);
     l->m.needs_scripts = 1; /* release is a script whatever the acquire was */

@@ -280,6 +280,29 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     rec_destroy(&r);
 }
 
+/* A watch covers one acquisition: acquiring the handle again (its owner saw
+ * the loss first) ends the old watch, which must not report the new
+ * acquisition's predecessor lost or renew with the old token later. */
+static void test_acquiring_again_ends_the_old_watch(void **state) {
+    (void)state;
+    lb_watchdog *wd = new_watchdog();
+    recorder r;
+    rec_init(&r);
+    lb_lock *l = held_lock("wd:again", 30000);
+    watch(wd, l, &r, 0, 0); /* renewal due in 10 s: none during the test */
+    cmd_ok("DEL wd:again");
+    int64_t ttl;
+    assert_int_equal(lb_lock_check(l, conn, &ttl), LB_ELOST);
+    assert_int_equal(stats(wd).watched, 1);
+    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+    assert_int_equal(stats(wd).watched, 0);
+    assert_int_equal(rec_calls(&r), 0);
+    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    lb_lock_free(l);
+    lb_watchdog_free(wd);
+    rec_destroy(&r);
+}
+
 static void test_lost_at_once_when_the_key_is_deleted(void **state) {
     (void)state;
     lb_watchdog *wd = new_watchdog();
@@ -880,6 +903,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keeps_a_300ms_lock_held_for_five_ttls),
+        cmocka_unit_test(test_acquiring_again_ends_the_old_watch),
         cmocka_unit_test(test_one_thread_renews_forty_locks),
         cmocka_unit_test(test_lost_at_once_when_another_client_overwrites_the_value),
         cmocka_unit_test(test_lost_at_once_when_the_key_is_deleted),

@@ -122,7 +122,7 @@ echo "  no failed run of lockbridge, and the library's command counts agree with
 echo "  speed targets are verdicts in the table, not the exit status)."
 cat <<'EOF'
 
-Other processes (builds and test suites of other engineers) may have shared this
+Other processes (builds and test suites) may have shared this
 machine during the run, and the benchmark's own clients, the peers, the server and the
 loopback all share its CPUs: the load averages above say how busy it was. Absolute
 times are therefore noisy; the ratios, measured side by side in the same run, are the

@@ -228,12 +228,16 @@ lint:
 	    -std=c11 -D_GNU_SOURCE -Iinclude -I. $(DEP_CFLAGS) 2>/dev/null
 
 # ---- fuzzing (clang's libFuzzer, ASan+UBSan) ----------------------------------------
-# `make fuzz` runs each tests/fuzz/fuzz_*.c for FUZZ_SECONDS (20 s) from its seed
-# corpus in tests/fuzz/corpus/<target>; `make fuzz-long` runs each for 10 minutes.
+# `make fuzz` runs each tests/fuzz/fuzz_*.c from its seed corpus in
+# tests/fuzz/corpus/<target> for FUZZ_RUNS inputs (at most FUZZ_SECONDS) with a fixed
+# FUZZ_SEED, so that a CI run is reproducible: the same code meets the same inputs.
+# `make fuzz-long` explores: 10 minutes a target, a random seed, no run limit.
 # Inputs it finds go to $(FUZZ_BUILD)/corpus, crashes to $(FUZZ_BUILD)/<target>-*.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 20
+FUZZ_RUNS    ?= 500000
+FUZZ_SEED    ?= 1
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(FUZZ_SRC:tests/fuzz/%.c=%)
 
@@ -250,15 +254,16 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
 fuzz: fuzz-bins
 	@for t in $(FUZZ_NAMES); do \
 	    mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
-	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	    $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -print_final_stats=1 \
+	    echo "fuzz: $$t, seed $(FUZZ_SEED), $(FUZZ_RUNS) runs or $(FUZZ_SECONDS) s"; \
+	    $(FUZZ_BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -runs=$(FUZZ_RUNS) \
+	        -seed=$(FUZZ_SEED) -timeout=10 -print_final_stats=1 \
 	        -artifact_prefix=$(FUZZ_BUILD)/$$t- $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
 	        2>$(FUZZ_BUILD)/$$t.log || { tail -n 40 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
 	    grep -E "^stat::(number_of_executed_units|new_units_added)" $(FUZZ_BUILD)/$$t.log; \
 	done
 
 fuzz-long:
-	$(MAKE) fuzz FUZZ_SECONDS=600
+	$(MAKE) fuzz FUZZ_SECONDS=600 FUZZ_RUNS=-1 FUZZ_SEED=0
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -73,6 +73,10 @@ void lb__free(const lb_allocator *a, void *p);
 int lb__add64(int64_t a, int64_t b, int64_t *out);
 int lb__mul64(int64_t a, int64_t b, int64_t *out);
 int lb__sub64(int64_t a, int64_t b, int64_t *out);
+/* The end of a lease of `ms` milliseconds that began at `start_ns` (monotonic
+ * ns). A clock at the end of its range cannot hold it: the lease then counts
+ * as lapsed at once (start_ns), never as endless. */
+int64_t lb__lease_end_ns(int64_t start_ns, int64_t ms);
 
 /* Real time for blocking drivers (core/wait.c): monotonic milliseconds, a
  * sleep restarted after signals, and a deadline `wait_ms` from now that

@@ -25,6 +25,12 @@ int lb__sub64(int64_t a, int64_t b, int64_t *out) {
     return __builtin_sub_overflow(a, b, out) ? -1 : 0;
 }
 
+int64_t lb__lease_end_ns(int64_t start_ns, int64_t ms) {
+    int64_t ns, end;
+    if (lb__mul64(ms, 1000000, &ns) || lb__add64(start_ns, ns, &end)) return start_ns;
+    return end;
+}
+
 int lb__mul64(int64_t a, int64_t b, int64_t *out) {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
 }

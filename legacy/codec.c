@@ -35,7 +35,11 @@ int64_t lb_codec_now(const lb_codec *c, const lb_now *now) {
     int64_t per_s = unit_per_s(codec_unit(c));
     if (codec_clock(c) == LB_CLOCK_MONOTONIC)
         return per_s >= 1000000000 ? now->mono_ns : now->mono_ns / (1000000000 / per_s);
-    if (per_s >= 1000000) return now->wall_us * (per_s / 1000000);
+    /* Past the year 2262 in ns the product overflows: saturate (defined, and
+     * no codec can write such an instant anyway). */
+    int64_t t;
+    if (per_s >= 1000000)
+        return lb__mul64(now->wall_us, per_s / 1000000, &t) ? (now->wall_us < 0 ? INT64_MIN : INT64_MAX) : t;
     return now->wall_us / (1000000 / per_s);
 }
 

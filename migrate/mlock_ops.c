@@ -128,8 +128,8 @@ static int legacy_done(lb_mlock *l, int rc, const lb_now *now) {
         memcpy(l->value, v, l->valuelen + 1);
         l->held_mode = LB_MODE_LEGACY;
         if (rc == LB_OK && (l->op == LB__OP_ACQUIRE || l->op == LB__OP_EXTEND))
-            l->deadline_ns = l->sent_ns + (l->op == LB__OP_ACQUIRE ? l->opts.ttl_ms
-                                                                   : l->extend_ttl_ms) * 1000000;
+            l->deadline_ns = lb__lease_end_ns(
+                l->sent_ns, l->op == LB__OP_ACQUIRE ? l->opts.ttl_ms : l->extend_ttl_ms);
     }
     if (l->op == LB__OP_ACQUIRE && rc != LB_OK) legacy_seen(l, rc, now);
     if (rc == LB_OK) return LB_OK;

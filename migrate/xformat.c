@@ -74,7 +74,7 @@ static int acquired(lb_mlock *l) {
     if (l->op_mode == LB_MODE_COMPAT) l->expiry = l->last_expiry = l->pending_expiry;
     /* Both the timestamp (now + ttl + 1 unit) and the TTL (ttl + grace, from
      * the server's receipt) outlast ttl from the moment we prepared the command. */
-    l->deadline_ns = l->sent_ns + l->opts.ttl_ms * 1000000;
+    l->deadline_ns = lb__lease_end_ns(l->sent_ns, l->opts.ttl_ms);
     l->observedlen = 0;
     return LB_OK;
 }
@@ -209,7 +209,7 @@ static int on_script(lb_mlock *l, const redisReply *r) {
         memcpy(l->value, l->pending, l->pendinglen + 1);
         l->valuelen = l->pendinglen;
         if (l->held_mode == LB_MODE_COMPAT) l->expiry = l->last_expiry = l->pending_expiry;
-        l->deadline_ns = l->sent_ns + l->extend_ttl_ms * 1000000;
+        l->deadline_ns = lb__lease_end_ns(l->sent_ns, l->extend_ttl_ms);
         return LB_OK;
     }
     l->held = 0;

@@ -17,10 +17,7 @@ static int acquired(lb_lock *l, int64_t fence) {
     l->held = 1;
     l->fence = fence;
     l->holder_ttl_ms = -1;
-    /* A clock at the end of its range (a caller's clock, an offset) cannot
-     * hold the deadline: the lease counts as lapsed at once, never as endless. */
-    if (lb__add64(l->sent_ns, l->opts.ttl_ms * 1000000, &l->deadline_ns))
-        l->deadline_ns = l->sent_ns;
+    l->deadline_ns = lb__lease_end_ns(l->sent_ns, l->opts.ttl_ms);
     return LB_OK;
 }
 

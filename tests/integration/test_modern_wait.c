@@ -466,7 +466,10 @@ static void test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait(vo
     lb_waiter *w = new_waiter_lingering(60000);
     lb_lock *h = new_lock("w:linger", 1, 2, 100), *q = new_lock("w:linger", 1, 2000, 2000);
     (void)warmed_up(q);
-    assert_int_equal(fair_round(h, q, w), 2); /* queued, then again once subscribed */
+    /* A fresh channel: queued, then again once subscribed (2); or, when the
+     * hand-off lands before the subscription is confirmed, the first attempt
+     * alone (1): the order depends on scheduling. */
+    assert_in_range(fair_round(h, q, w), 1, 2);
     assert_int_equal(stats_of(w).channels, 1);
     assert_int_equal(fair_round(h, q, w), 1);
     assert_int_equal(fair_round(h, q, w), 1);
@@ -474,10 +477,10 @@ static void test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait(vo
     lb_waiter_free(w);
 
     w = new_waiter_lingering(50);
-    assert_int_equal(fair_round(h, q, w), 2);
+    assert_in_range(fair_round(h, q, w), 1, 2);
     EVENTUALLY(stats_of(w).channels == 0);
-    assert_int_equal(fair_round(h, q, w), 2);
-    assert_int_equal(stats_of(w).subscribes, 2);
+    assert_in_range(fair_round(h, q, w), 1, 2);
+    assert_int_equal(stats_of(w).subscribes, 2); /* let go, then subscribed anew */
     lb_waiter_free(w);
     lb_lock_free(h);
     lb_lock_free(q);

@@ -99,18 +99,21 @@ uninstall:
 # One binary per test file; they link the static library so internals are testable.
 TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
-HARNESS_SRC   := $(wildcard tests/harness/*.c tests/race/*.c)
+# The harness files that check with cmocka go into the test binaries only.
+CHECK_HARNESS_SRC := tests/harness/proc.c
+CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
+HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 # Keep harness objects between runs (they are only prerequisites of pattern rules).
-.SECONDARY: $(HARNESS_OBJ)
+.SECONDARY: $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ)
 TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # The asynchronous driver's tests run on libevent's loop.
 EVENT_LIBS  := $(shell pkg-config --libs libevent 2>/dev/null || echo -levent)
 
-$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h tests/race/*.h)
+$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h tests/race/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) \
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) \
 	    $(CMOCKA_LIBS) $(EVENT_LIBS) $(LIBS)
 
 JAVA_SRC := $(wildcard tests/interop/java/*.java)

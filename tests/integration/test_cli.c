@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "harness/proc.h"
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
 #include "lockbridge/lockbridge.h"
@@ -29,147 +30,8 @@
 static lbt_redis server;
 static redisContext *conn;
 static char port[16];
-static char tool[512];
-
-/* ---- Running the tool ------------------------------------------------------------ */
-#define LBT_MAX_ARGS 32
-/* A tool that has not answered in this long is stuck: the test fails rather
- * than hangs. It bounds a hang only; no outcome depends on it (milliseconds). */
-#define LBT_STUCK_MS 30000
-
-typedef struct lbt_proc {
-    pid_t pid;
-    int out_fd, err_fd;
-    char out[1 << 16];
-    size_t outlen;
-    char err[1 << 13];
-    size_t errlen;
-} lbt_proc;
 
 static lbt_proc proc;
-
-static void lbt_spawn(lbt_proc *p, const char *const *args) {
-    const char *argv[LBT_MAX_ARGS + 2];
-    int n = 0, out[2], err[2];
-    argv[n++] = tool;
-    for (int i = 0; args[i]; i++) {
-        assert_true(n < LBT_MAX_ARGS);
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    memset(p, 0, sizeof *p);
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    p->out_fd = out[0];
-    p->err_fd = err[0];
-}
-
-/* Reads whatever is ready on one pipe; closes it at end of file. */
-static void drain(int *fd, char *buf, size_t cap, size_t *len) {
-    char tmp[4096];
-    ssize_t n = read(*fd, tmp, sizeof tmp);
-    if (n < 0 && errno == EINTR) return;
-    if (n <= 0) {
-        close(*fd);
-        *fd = -1;
-        return;
-    }
-    assert_true(*len + (size_t)n < cap);
-    memcpy(buf + *len, tmp, (size_t)n);
-    *len += (size_t)n;
-    buf[*len] = '\0';
-}
-
-/* One round of reading both pipes; fails the test if nothing comes for too long. */
-static void pump(lbt_proc *p) {
-    struct pollfd fds[2] = {{p->out_fd, POLLIN, 0}, {p->err_fd, POLLIN, 0}};
-    int rc = poll(fds, 2, LBT_STUCK_MS);
-    if (rc < 0 && errno == EINTR) return;
-    assert_true(rc > 0);
-    if (p->out_fd >= 0 && fds[0].revents) drain(&p->out_fd, p->out, sizeof p->out, &p->outlen);
-    if (p->err_fd >= 0 && fds[1].revents) drain(&p->err_fd, p->err, sizeof p->err, &p->errlen);
-}
-
-/* Waits until the tool has printed `lines` complete lines on stdout. */
-static void lbt_wait_lines(lbt_proc *p, int lines) {
-    for (;;) {
-        int seen = 0;
-        for (size_t i = 0; i < p->outlen; i++) seen += p->out[i] == '\n';
-        if (seen >= lines) return;
-        assert_true(p->out_fd >= 0);
-        pump(p);
-    }
-}
-
-/* Collects the rest of the output; returns the exit code. */
-static int lbt_finish(lbt_proc *p) {
-    int status;
-    while (p->out_fd >= 0 || p->err_fd >= 0) pump(p);
-    assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-static int lbt_run(const char *const *args) {
-    lbt_spawn(&proc, args);
-    return lbt_finish(&proc);
-}
-
-/* ---- Reading its output -------------------------------------------------------------- */
-#define LBT_MAX_LINES 8
-
-typedef struct lbt_lines {
-    int n;
-    cJSON *line[LBT_MAX_LINES];
-} lbt_lines;
-
-/* Parses every stdout line as JSON; each must be valid. */
-static void lbt_parse(const lbt_proc *p, lbt_lines *out) {
-    char copy[sizeof p->out];
-    memcpy(copy, p->out, p->outlen + 1);
-    memset(out, 0, sizeof *out);
-    char *save = NULL;
-    for (char *s = strtok_r(copy, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
-        assert_true(out->n < LBT_MAX_LINES);
-        out->line[out->n] = cJSON_Parse(s);
-        if (!out->line[out->n]) fail_msg("not JSON: %s", s);
-        out->n++;
-    }
-}
-
-static void lbt_lines_free(lbt_lines *l) {
-    for (int i = 0; i < l->n; i++) cJSON_Delete(l->line[i]);
-    l->n = 0;
-}
-
-static const char *str_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsString(v)) fail_msg("field %s is not a string", name);
-    return v->valuestring;
-}
-
-static double num_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(v)) fail_msg("field %s is not a number", name);
-    return v->valuedouble;
-}
-
-static int bool_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsBool(v)) fail_msg("field %s is not a boolean", name);
-    return cJSON_IsTrue(v);
-}
 
 /* The tool writes each byte as one code point; cJSON decodes those to UTF-8.
  * Maps the code points back to bytes; fails on any above U+00FF. */
@@ -241,25 +103,25 @@ static void test_hold_prints_json_lines_and_deletes_its_key(void **state) {
     int64_t before = wall_ms();
     const char *args[] = {"-p", port, "hold", "cli:hold", "--ttl-ms", "20000",
                           "--hold-ms", "10", NULL};
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     int64_t after = wall_ms();
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[0], "event"), "acquired");
-    assert_string_equal(str_of(l.line[0], "key"), "cli:hold");
-    assert_string_equal(str_of(l.line[0], "codec"), "ms");
-    assert_string_equal(str_of(l.line[0], "variant"), "wire");
-    double expiry = num_of(l.line[0], "expiry");
+    assert_string_equal(lbt_str_of(l.line[0], "event"), "acquired");
+    assert_string_equal(lbt_str_of(l.line[0], "key"), "cli:hold");
+    assert_string_equal(lbt_str_of(l.line[0], "codec"), "ms");
+    assert_string_equal(lbt_str_of(l.line[0], "variant"), "wire");
+    double expiry = lbt_num_of(l.line[0], "expiry");
     assert_true(expiry >= (double)(before + 20000) && expiry <= (double)(after + 20001));
     char expect[32];
     snprintf(expect, sizeof expect, "%.0f", expiry);
-    assert_string_equal(str_of(l.line[0], "value"), expect);
-    assert_true(num_of(l.line[0], "waited_ms") >= 0);
-    assert_string_equal(str_of(l.line[1], "event"), "released");
-    assert_string_equal(str_of(l.line[1], "key"), "cli:hold");
-    assert_true(bool_of(l.line[1], "still_ours"));
-    assert_string_equal(str_of(l.line[1], "status"), "LB_OK");
+    assert_string_equal(lbt_str_of(l.line[0], "value"), expect);
+    assert_true(lbt_num_of(l.line[0], "waited_ms") >= 0);
+    assert_string_equal(lbt_str_of(l.line[1], "event"), "released");
+    assert_string_equal(lbt_str_of(l.line[1], "key"), "cli:hold");
+    assert_true(lbt_bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_OK");
     assert_int_equal(int_reply("EXISTS %s", "cli:hold"), 0);
     assert_int_equal(proc.errlen, 0);
     lbt_lines_free(&l);
@@ -281,14 +143,14 @@ static void test_hold_value_matches_its_expiry_in_every_codec(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"hold", "cli:codec", "-p", port, "--codec", cases[i].codec,
                               "--variant", cases[i].variant, NULL};
-        assert_int_equal(lbt_run(args), 0);
+        assert_int_equal(lbt_run(&proc, args), 0);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 2);
         lb_codec c;
         int64_t t;
-        const char *value = str_of(l.line[0], "value");
-        assert_int_equal(lb_codec_parse(&c, str_of(l.line[0], "codec")), LB_OK);
+        const char *value = lbt_str_of(l.line[0], "value");
+        assert_int_equal(lb_codec_parse(&c, lbt_str_of(l.line[0], "codec")), LB_OK);
         assert_int_equal(lb_codec_decode(&c, value, strlen(value), &t), LB_OK);
         /* Raw JSON digits: compared as text, since a nanosecond instant does not
          * survive a double. */
@@ -296,8 +158,8 @@ static void test_hold_value_matches_its_expiry_in_every_codec(void **state) {
         assert_non_null(raw);
         snprintf(expect, sizeof expect, "\"expiry\":%lld,", (long long)t);
         assert_memory_equal(raw, expect, strlen(expect));
-        assert_string_equal(str_of(l.line[0], "variant"), cases[i].variant);
-        assert_true(bool_of(l.line[1], "still_ours"));
+        assert_string_equal(lbt_str_of(l.line[0], "variant"), cases[i].variant);
+        assert_true(lbt_bool_of(l.line[1], "still_ours"));
         assert_int_equal(int_reply("EXISTS %s", "cli:codec"), 0);
         lbt_lines_free(&l);
     }
@@ -314,14 +176,14 @@ static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) 
     for (size_t i = 0; i < 2; i++) {
         const char *args[] = {"hold", "cli:held", "--wait-ms", cases[i].wait_ms, "-p", port,
                               NULL};
-        assert_int_equal(lbt_run(args), 2);
+        assert_int_equal(lbt_run(&proc, args), 2);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 1);
-        assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
-        assert_string_equal(str_of(l.line[0], "reason"), cases[i].reason);
-        assert_string_equal(str_of(l.line[0], "status"), "LB_ETIMEDOUT");
-        assert_true(num_of(l.line[0], "holder_expiry") == (double)lb_legacy_expiry(other));
+        assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
+        assert_string_equal(lbt_str_of(l.line[0], "reason"), cases[i].reason);
+        assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_ETIMEDOUT");
+        assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)lb_legacy_expiry(other));
         assert_string_equal(get_value("cli:held"), theirs);
         lbt_lines_free(&l);
     }
@@ -343,14 +205,14 @@ static void test_hold_on_a_foreign_value_exits_3_and_leaves_it(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cmd_ok("SET %s %b", "cli:foreign", cases[i].value, cases[i].len);
         const char *args[] = {"-p", port, "hold", "cli:foreign", "--wait-ms", "20", NULL};
-        assert_int_equal(lbt_run(args), 3);
+        assert_int_equal(lbt_run(&proc, args), 3);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 1);
-        assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
-        assert_string_equal(str_of(l.line[0], "reason"), "foreign");
-        assert_string_equal(str_of(l.line[0], "status"), "LB_EFOREIGN");
-        assert_true(bool_of(l.line[0], "left_alone"));
+        assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
+        assert_string_equal(lbt_str_of(l.line[0], "reason"), "foreign");
+        assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_EFOREIGN");
+        assert_true(lbt_bool_of(l.line[0], "left_alone"));
         redisReply *r = redisCommand(conn, "GET %s", "cli:foreign");
         assert_non_null(r);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -366,12 +228,12 @@ static void test_hold_on_a_hash_exits_3_and_leaves_it(void **state) {
     (void)state;
     cmd_ok("HSET %s f v", "cli:hash");
     const char *args[] = {"-p", port, "hold", "cli:hash", NULL};
-    assert_int_equal(lbt_run(args), 3);
+    assert_int_equal(lbt_run(&proc, args), 3);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
-    assert_string_equal(str_of(l.line[0], "reason"), "wrongtype");
-    assert_string_equal(str_of(l.line[0], "status"), "LB_EWRONGTYPE");
+    assert_string_equal(lbt_str_of(l.line[0], "reason"), "wrongtype");
+    assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_EWRONGTYPE");
     assert_int_equal(int_reply("HLEN %s", "cli:hash"), 1);
     cmd_ok("DEL %s", "cli:hash");
     lbt_lines_free(&l);
@@ -383,13 +245,13 @@ static void test_hold_prints_any_key_bytes_as_valid_json(void **state) {
     (void)state;
     static const char key[] = "cli:\xff\x01\"\\\xc3\xa9\n";
     const char *args[] = {"-p", port, "hold", key, NULL};
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
     char bytes[64];
     for (int i = 0; i < 2; i++) {
-        size_t n = latin1_bytes(str_of(l.line[i], "key"), bytes, sizeof bytes);
+        size_t n = latin1_bytes(lbt_str_of(l.line[i], "key"), bytes, sizeof bytes);
         assert_int_equal(n, sizeof key - 1);
         assert_memory_equal(bytes, key, n);
     }
@@ -411,10 +273,10 @@ static void test_hold_reports_a_lock_lost_while_held_and_exits_5(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[1], "event"), "released");
-    assert_false(bool_of(l.line[1], "still_ours"));
-    assert_string_equal(str_of(l.line[1], "status"), "LB_ELOST");
-    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_string_equal(lbt_str_of(l.line[1], "event"), "released");
+    assert_false(lbt_bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_ELOST");
+    assert_true(lbt_bool_of(l.line[1], "interrupted"));
     assert_string_equal(get_value("cli:lost"), "1");
     cmd_ok("DEL %s", "cli:lost");
     lbt_lines_free(&l);
@@ -430,8 +292,8 @@ static void test_hold_interrupted_by_sigint_still_releases(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_true(bool_of(l.line[1], "still_ours"));
-    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_true(lbt_bool_of(l.line[1], "still_ours"));
+    assert_true(lbt_bool_of(l.line[1], "interrupted"));
     assert_int_equal(int_reply("EXISTS %s", "cli:sigint"), 0);
     lbt_lines_free(&l);
 }
@@ -465,8 +327,8 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
-    assert_string_equal(str_of(l.line[0], "event"), "not_acquired");
-    assert_string_equal(str_of(l.line[0], "reason"), "interrupted");
+    assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
+    assert_string_equal(lbt_str_of(l.line[0], "reason"), "interrupted");
     assert_string_equal(get_value("cli:waiting"), theirs);
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
     lb_legacy_lock_free(other);
@@ -479,12 +341,12 @@ static void test_hold_too_close_to_expiry_exits_5_with_eexpired(void **state) {
     (void)state;
     const char *args[] = {"-p", port, "hold", "cli:close", "--ttl-ms", "1500",
                           "--hold-ms", "600", NULL};
-    assert_int_equal(lbt_run(args), 5);
+    assert_int_equal(lbt_run(&proc, args), 5);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_false(bool_of(l.line[1], "still_ours"));
-    assert_string_equal(str_of(l.line[1], "status"), "LB_EEXPIRED");
+    assert_false(lbt_bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_EEXPIRED");
     assert_int_equal(int_reply("EXISTS %s", "cli:close"), 1); /* left to expire */
     cmd_ok("DEL %s", "cli:close");
     lbt_lines_free(&l);
@@ -498,11 +360,11 @@ static void test_clock_offset_makes_a_late_client_take_over(void **state) {
     int64_t before = wall_ms();
     const char *args[] = {"-p", port, "hold", "cli:skew", "--clock-offset-ms", "3600000",
                           "--hold-ms", "0", NULL};
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_true(num_of(l.line[0], "expiry") >= (double)(before + 3600000 + 30000));
+    assert_true(lbt_num_of(l.line[0], "expiry") >= (double)(before + 3600000 + 30000));
     assert_int_equal(lb_legacy_release(other, conn), LB_ELOST);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
@@ -623,7 +485,7 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         args[n++] = "-p";
         args[n++] = port;
         args[n] = NULL;
-        int rc = lbt_run(args);
+        int rc = lbt_run(&proc, args);
         if (rc != 1) fail_msg("case %zu (%s %s): exit %d", i, args[0], args[1], rc);
         assert_int_equal(proc.outlen, 0);
         char *nl = strchr(proc.err, '\n');
@@ -649,11 +511,11 @@ static void test_help_and_version_exit_0(void **state) {
                                          "usage: lockbridge mode", "usage: lockbridge sweep",
                                          "usage: lockbridge sweep", "usage: lockbridge sweep"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        assert_int_equal(lbt_run(cases[i]), 0);
+        assert_int_equal(lbt_run(&proc, cases[i]), 0);
         assert_non_null(strstr(proc.out, expect[i]));
     }
     const char *general[] = {"--help", NULL};
-    assert_int_equal(lbt_run(general), 0);
+    assert_int_equal(lbt_run(&proc, general), 0);
     static const char *const names[] = {"hold", "contend", "clock", "inspect", "status", "mode",
                                         "sweep"};
     for (int i = 0; i < 7; i++) {
@@ -662,7 +524,7 @@ static void test_help_and_version_exit_0(void **state) {
         assert_non_null(strstr(proc.out, row));
     }
     const char *version[] = {"--version", NULL};
-    assert_int_equal(lbt_run(version), 0);
+    assert_int_equal(lbt_run(&proc, version), 0);
     assert_non_null(strstr(proc.out, lb_version()));
 }
 
@@ -686,12 +548,12 @@ static void test_connection_refused_exits_4(void **state) {
                              "--seconds", "1", "--counter-key", "cli:refused:n", NULL};
     const char *const *cases[] = {hold, contend};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(lbt_run(cases[i]), 4);
+        assert_int_equal(lbt_run(&proc, cases[i]), 4);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 1);
-        assert_string_equal(str_of(l.line[0], "event"), "error");
-        assert_string_equal(str_of(l.line[0], "status"), "LB_EIO");
+        assert_string_equal(lbt_str_of(l.line[0], "event"), "error");
+        assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_EIO");
         assert_true(proc.errlen > 0);
         lbt_lines_free(&l);
     }
@@ -705,8 +567,8 @@ static void test_select_chooses_the_database(void **state) {
     cmd_ok("SELECT 0");
     const char *in_db3[] = {"-n", "3", "-p", port, "hold", "cli:db", NULL};
     const char *in_db0[] = {"-p", port, "hold", "cli:db", NULL};
-    assert_int_equal(lbt_run(in_db3), 2);
-    assert_int_equal(lbt_run(in_db0), 0);
+    assert_int_equal(lbt_run(&proc, in_db3), 2);
+    assert_int_equal(lbt_run(&proc, in_db0), 0);
     cmd_ok("SELECT 3");
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
     cmd_ok("SELECT 0");
@@ -760,7 +622,7 @@ static void test_auth_with_password_and_acl_user(void **state) {
         args[n++] = "-p";
         args[n++] = p;
         args[n] = NULL;
-        int rc = lbt_run(args);
+        int rc = lbt_run(&proc, args);
         if (rc != cases[i].exit) fail_msg("case %zu: exit %d: %s", i, rc, proc.err);
     }
 }
@@ -781,22 +643,22 @@ static void run_contend(const char *const *extra, lbt_summary *s) {
     for (int i = 0; extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
     memset(s, 0, sizeof *s);
-    int rc = lbt_run(args);
+    int rc = lbt_run(&proc, args);
     if (rc != 0) fail_msg("contend exit %d: %s", rc, proc.err);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
     cJSON *o = l.line[0];
-    assert_string_equal(str_of(o, "event"), "summary");
-    assert_string_equal(str_of(o, "mode"), "legacy");
-    assert_int_equal((int)num_of(o, "clients"), 4);
-    assert_int_equal((int)num_of(o, "failed_clients"), 0);
-    s->acquisitions = num_of(o, "acquisitions");
-    s->delta = num_of(o, "counter_delta");
-    s->lost_updates = num_of(o, "lost_updates");
-    s->abandoned = num_of(o, "abandoned");
-    s->counter_end = num_of(o, "counter_end");
-    assert_true(s->delta == s->counter_end - num_of(o, "counter_start"));
+    assert_string_equal(lbt_str_of(o, "event"), "summary");
+    assert_string_equal(lbt_str_of(o, "mode"), "legacy");
+    assert_int_equal((int)lbt_num_of(o, "clients"), 4);
+    assert_int_equal((int)lbt_num_of(o, "failed_clients"), 0);
+    s->acquisitions = lbt_num_of(o, "acquisitions");
+    s->delta = lbt_num_of(o, "counter_delta");
+    s->lost_updates = lbt_num_of(o, "lost_updates");
+    s->abandoned = lbt_num_of(o, "abandoned");
+    s->counter_end = lbt_num_of(o, "counter_end");
+    assert_true(s->delta == s->counter_end - lbt_num_of(o, "counter_start"));
     const cJSON *per = cJSON_GetObjectItemCaseSensitive(o, "per_client"), *it;
     assert_true(cJSON_IsArray(per));
     cJSON_ArrayForEach(it, per) {
@@ -806,9 +668,9 @@ static void run_contend(const char *const *extra, lbt_summary *s) {
     }
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "acquire_ms");
     if (s->acquisitions > 0) {
-        assert_true(num_of(ms, "p50") <= num_of(ms, "p99"));
-        assert_true(num_of(ms, "p99") <= num_of(ms, "max"));
-        assert_true(num_of(o, "commands") >= s->acquisitions);
+        assert_true(lbt_num_of(ms, "p50") <= lbt_num_of(ms, "p99"));
+        assert_true(lbt_num_of(ms, "p99") <= lbt_num_of(ms, "max"));
+        assert_true(lbt_num_of(o, "commands") >= s->acquisitions);
     }
     lbt_lines_free(&l);
 }
@@ -857,7 +719,7 @@ static void test_contend_refuses_a_counter_that_is_not_a_number(void **state) {
     cmd_ok("SET %s %s", "cli:badcounter", "twelve");
     const char *args[] = {"contend", "cli:contend", "-p", port, "--clients", "2",
                           "--seconds", "1", "--counter-key", "cli:badcounter", NULL};
-    assert_int_equal(lbt_run(args), 4);
+    assert_int_equal(lbt_run(&proc, args), 4);
     assert_string_equal(get_value("cli:badcounter"), "twelve");
     assert_int_equal(int_reply("EXISTS %s", "cli:contend"), 0);
     cmd_ok("DEL %s", "cli:badcounter");
@@ -877,18 +739,18 @@ static void test_hold_modern_with_fencing_reports_growing_fences(void **state) {
     for (int i = 0; i < 2; i++) {
         const char *args[] = {"-p", port, "hold", "cli:modern", "--mode", "modern",
                               "--fencing", "--ttl-ms", "20000", NULL};
-        assert_int_equal(lbt_run(args), 0);
+        assert_int_equal(lbt_run(&proc, args), 0);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 2);
-        assert_string_equal(str_of(l.line[0], "event"), "acquired");
-        assert_string_equal(str_of(l.line[0], "mode"), "modern");
-        assert_true(is_token(str_of(l.line[0], "token")));
-        assert_true(num_of(l.line[0], "ttl_ms") == 20000);
+        assert_string_equal(lbt_str_of(l.line[0], "event"), "acquired");
+        assert_string_equal(lbt_str_of(l.line[0], "mode"), "modern");
+        assert_true(is_token(lbt_str_of(l.line[0], "token")));
+        assert_true(lbt_num_of(l.line[0], "ttl_ms") == 20000);
         assert_null(cJSON_GetObjectItemCaseSensitive(l.line[0], "codec"));
-        fences[i] = num_of(l.line[0], "fence");
-        assert_true(bool_of(l.line[1], "still_ours"));
-        assert_string_equal(str_of(l.line[1], "status"), "LB_OK");
+        fences[i] = lbt_num_of(l.line[0], "fence");
+        assert_true(lbt_bool_of(l.line[1], "still_ours"));
+        assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_OK");
         lbt_lines_free(&l);
     }
     assert_true(fences[0] >= 1 && fences[1] > fences[0]);
@@ -913,7 +775,7 @@ static void test_hold_modern_without_fencing_sets_a_ttl_and_no_counter(void **st
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
     assert_null(cJSON_GetObjectItemCaseSensitive(l.line[0], "fence"));
-    assert_true(bool_of(l.line[1], "interrupted"));
+    assert_true(lbt_bool_of(l.line[1], "interrupted"));
     assert_int_equal(int_reply("EXISTS %s", "{cli:plain}:fence"), 0);
     assert_int_equal(int_reply("EXISTS %s", "cli:plain"), 0);
     lbt_lines_free(&l);
@@ -928,11 +790,11 @@ static void test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it(void **state
     snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
     const char *args[] = {"-p", port, "hold", "cli:legacyheld", "--mode", "modern",
                           "--wait-ms", "30", NULL};
-    assert_int_equal(lbt_run(args), 2);
+    assert_int_equal(lbt_run(&proc, args), 2);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
-    assert_string_equal(str_of(l.line[0], "reason"), "timeout");
+    assert_string_equal(lbt_str_of(l.line[0], "reason"), "timeout");
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(l.line[0], "holder_ttl_ms")));
     assert_string_equal(get_value("cli:legacyheld"), theirs);
     assert_int_equal(int_reply("PTTL %s", "cli:legacyheld"), -1);
@@ -953,8 +815,8 @@ static void test_hold_modern_reports_its_lock_lost_and_exits_5(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_false(bool_of(l.line[1], "still_ours"));
-    assert_string_equal(str_of(l.line[1], "status"), "LB_ELOST");
+    assert_false(lbt_bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_ELOST");
     assert_string_equal(get_value("cli:mlost"), "someone-else");
     cmd_ok("DEL %s", "cli:mlost");
     lbt_lines_free(&l);
@@ -966,21 +828,21 @@ static void test_hold_modern_reports_its_lock_lost_and_exits_5(void **state) {
 static void test_json_flag_anywhere_and_text_by_default_for_clock(void **state) {
     (void)state;
     const char *hold[] = {"--json", "-p", port, "hold", "cli:json", NULL};
-    assert_int_equal(lbt_run(hold), 0);
+    assert_int_equal(lbt_run(&proc, hold), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
     lbt_lines_free(&l);
     const char *text[] = {"-p", port, "clock", "--samples", "2", NULL};
-    assert_int_equal(lbt_run(text), 0);
+    assert_int_equal(lbt_run(&proc, text), 0);
     assert_non_null(strstr(proc.out, "median offset"));
     assert_non_null(strstr(proc.out, "verdict         ok"));
     assert_null(cJSON_Parse(proc.out)); /* not JSON */
     const char *json[] = {"-p", port, "clock", "--samples", "2", "--json", NULL};
-    assert_int_equal(lbt_run(json), 0);
+    assert_int_equal(lbt_run(&proc, json), 0);
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
-    assert_string_equal(str_of(l.line[0], "event"), "clock");
+    assert_string_equal(lbt_str_of(l.line[0], "event"), "clock");
     lbt_lines_free(&l);
 }
 
@@ -995,7 +857,7 @@ static void test_hold_on_a_terminal_writes_text(void **state) {
         dup2(slave, 1);
         close(master);
         close(slave);
-        execl(tool, tool, "-p", port, "hold", "cli:tty", (char *)NULL);
+        execl(lbt_tool(), lbt_tool(), "-p", port, "hold", "cli:tty", (char *)NULL);
         _exit(127);
     }
     close(slave);
@@ -1024,7 +886,7 @@ static void test_clock_agrees_with_a_local_server(void **state) {
     (void)state;
     const char *args[] = {"-p", port, "clock", "--samples", "5", "--interval-ms", "0",
                           "--json", NULL};
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
@@ -1033,20 +895,20 @@ static void test_clock_agrees_with_a_local_server(void **state) {
     assert_int_equal(cJSON_GetArraySize(samples), 5);
     double max_rtt = 0;
     cJSON_ArrayForEach(it, samples) {
-        assert_true(num_of(it, "rtt_ms") >= 0);
-        if (num_of(it, "rtt_ms") > max_rtt) max_rtt = num_of(it, "rtt_ms");
+        assert_true(lbt_num_of(it, "rtt_ms") >= 0);
+        if (lbt_num_of(it, "rtt_ms") > max_rtt) max_rtt = lbt_num_of(it, "rtt_ms");
     }
     /* Same host, same clock: the offset is within the uncertainty plus the
      * server's microsecond rounding and the output's. */
-    double unc = num_of(o, "uncertainty_ms");
+    double unc = lbt_num_of(o, "uncertainty_ms");
     assert_true(unc >= 0 && unc <= max_rtt / 2 + 0.001);
-    double off = num_of(o, "offset_ms");
+    double off = lbt_num_of(o, "offset_ms");
     assert_true(off >= -(unc + 0.01) && off <= unc + 0.01);
-    assert_true(num_of(o, "threshold_ms") == 1000);
-    assert_string_equal(str_of(o, "verdict"), "ok");
+    assert_true(lbt_num_of(o, "threshold_ms") == 1000);
+    assert_string_equal(lbt_str_of(o, "verdict"), "ok");
     const cJSON *rtt = cJSON_GetObjectItemCaseSensitive(o, "rtt_ms");
-    assert_true(num_of(rtt, "min") <= num_of(rtt, "median"));
-    assert_true(num_of(rtt, "median") <= num_of(rtt, "max"));
+    assert_true(lbt_num_of(rtt, "min") <= lbt_num_of(rtt, "median"));
+    assert_true(lbt_num_of(rtt, "median") <= lbt_num_of(rtt, "max"));
     lbt_lines_free(&l);
 }
 
@@ -1065,13 +927,13 @@ static void test_clock_verdicts_skewed_and_uncertain_exit_6(void **state) {
         const char *args[] = {"-p", port, "clock", "--clock-offset-ms", cases[i].offset,
                               "--threshold-ms", cases[i].threshold, "--samples", "3",
                               "--json", NULL};
-        assert_int_equal(lbt_run(args), 6);
+        assert_int_equal(lbt_run(&proc, args), 6);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 1);
-        assert_string_equal(str_of(l.line[0], "verdict"), cases[i].verdict);
+        assert_string_equal(lbt_str_of(l.line[0], "verdict"), cases[i].verdict);
         if (cases[i].offset[0] != '0') {
-            double off = num_of(l.line[0], "offset_ms");
+            double off = lbt_num_of(l.line[0], "offset_ms");
             double expect = -(double)atoll(cases[i].offset);
             assert_true(off > expect - 100 && off < expect + 100);
         }
@@ -1088,13 +950,13 @@ static void test_clock_without_time_command_exits_4(void **state) {
     char p[16];
     snprintf(p, sizeof p, "%d", notime.port);
     const char *args[] = {"-p", p, "clock", "--json", NULL};
-    int rc = lbt_run(args);
+    int rc = lbt_run(&proc, args);
     lbt_redis_stop(&notime);
     assert_int_equal(rc, 4);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
-    assert_string_equal(str_of(l.line[0], "event"), "error");
+    assert_string_equal(lbt_str_of(l.line[0], "event"), "error");
     assert_non_null(strstr(proc.err, "TIME"));
     lbt_lines_free(&l);
 }
@@ -1111,18 +973,18 @@ static void test_contend_modern_with_fencing_counts_every_update(void **state) {
     for (int i = 0; base[i]; i++) args[n++] = base[i];
     for (int i = 0; extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 1);
     cJSON *o = l.line[0];
-    assert_string_equal(str_of(o, "mode"), "modern");
+    assert_string_equal(lbt_str_of(o, "mode"), "modern");
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "codec"));
-    double acq = num_of(o, "acquisitions");
+    double acq = lbt_num_of(o, "acquisitions");
     assert_true(acq > 0);
-    assert_true(num_of(o, "lost_updates") == 0);
-    assert_true(num_of(o, "fence_regressions") == 0);
-    assert_true(num_of(o, "failed_clients") == 0);
+    assert_true(lbt_num_of(o, "lost_updates") == 0);
+    assert_true(lbt_num_of(o, "fence_regressions") == 0);
+    assert_true(lbt_num_of(o, "failed_clients") == 0);
     /* One fencing number per acquisition, counted by the server. */
     char expect[32];
     snprintf(expect, sizeof expect, "%.0f", acq);
@@ -1135,7 +997,7 @@ static void test_contend_modern_with_fencing_counts_every_update(void **state) {
 /* ---- inspect ------------------------------------------------------------------------ */
 /* Runs the tool and parses its single JSON line into *out (caller frees). */
 static cJSON *run_json1(const char *const *args, int expect_exit) {
-    int rc = lbt_run(args);
+    int rc = lbt_run(&proc, args);
     if (rc != expect_exit) fail_msg("exit %d, expected %d: %s", rc, expect_exit, proc.err);
     lbt_lines l;
     lbt_parse(&proc, &l);
@@ -1174,12 +1036,12 @@ static void test_inspect_names_the_format_of_every_kind_of_key(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"-p", port, "inspect", cases[i].key, "--json", NULL};
         cJSON *o = run_json1(args, 0);
-        assert_string_equal(str_of(o, "event"), "inspect");
-        if (strcmp(str_of(o, "format"), cases[i].format) != 0)
-            fail_msg("%s: format %s", cases[i].key, str_of(o, "format"));
-        assert_string_equal(str_of(o, "type"), cases[i].type);
+        assert_string_equal(lbt_str_of(o, "event"), "inspect");
+        if (strcmp(lbt_str_of(o, "format"), cases[i].format) != 0)
+            fail_msg("%s: format %s", cases[i].key, lbt_str_of(o, "format"));
+        assert_string_equal(lbt_str_of(o, "type"), cases[i].type);
         const cJSON *pttl = cJSON_GetObjectItemCaseSensitive(o, "pttl_ms");
-        if (cases[i].pttl == 1) assert_true(num_of(o, "pttl_ms") > 0);
+        if (cases[i].pttl == 1) assert_true(lbt_num_of(o, "pttl_ms") > 0);
         if (cases[i].pttl == 0) assert_true(cJSON_IsNull(pttl));
         if (cases[i].pttl == -1) assert_null(pttl);
         cJSON_Delete(o);
@@ -1189,28 +1051,28 @@ static void test_inspect_names_the_format_of_every_kind_of_key(void **state) {
     const char *leg[] = {"-p", port, "inspect", "cli:i:legacy", "--json", "--ttl-ms", "90000",
                          NULL};
     cJSON *o = run_json1(leg, 0);
-    assert_string_equal(str_of(o, "codec"), "ms");
-    assert_string_equal(str_of(o, "value"), live);
-    assert_true(num_of(o, "expiry") == (double)atoll(live));
-    assert_true(num_of(o, "expiry_epoch_ms") == (double)atoll(live));
-    assert_false(bool_of(o, "expired"));
-    assert_true(num_of(o, "remaining_ms") > 50000 && num_of(o, "remaining_ms") <= 60000);
-    assert_true(num_of(o, "holder_age_ms") >= 30000 && num_of(o, "holder_age_ms") < 40000);
+    assert_string_equal(lbt_str_of(o, "codec"), "ms");
+    assert_string_equal(lbt_str_of(o, "value"), live);
+    assert_true(lbt_num_of(o, "expiry") == (double)atoll(live));
+    assert_true(lbt_num_of(o, "expiry_epoch_ms") == (double)atoll(live));
+    assert_false(lbt_bool_of(o, "expired"));
+    assert_true(lbt_num_of(o, "remaining_ms") > 50000 && lbt_num_of(o, "remaining_ms") <= 60000);
+    assert_true(lbt_num_of(o, "holder_age_ms") >= 30000 && lbt_num_of(o, "holder_age_ms") < 40000);
     cJSON_Delete(o);
     const char *uid[] = {"-p", port, "inspect", "cli:i:uid", "--json", NULL};
     o = run_json1(uid, 0);
-    assert_string_equal(str_of(o, "token"), "json-uid");
+    assert_string_equal(lbt_str_of(o, "token"), "json-uid");
     cJSON_Delete(o);
     const char *incr[] = {"-p", port, "inspect", "cli:i:incr", "--json", NULL};
     o = run_json1(incr, 0);
-    assert_true(num_of(o, "counter") == 2);
+    assert_true(lbt_num_of(o, "counter") == 2);
     cJSON_Delete(o);
     const char *bigargs[] = {"-p", port, "inspect", "cli:i:big", "--json", "--max-bytes", "10",
                              NULL};
     o = run_json1(bigargs, 0);
-    assert_string_equal(str_of(o, "value"), "xxxxxxxxxx");
-    assert_true(num_of(o, "length") == (double)(sizeof big - 1));
-    assert_true(bool_of(o, "truncated"));
+    assert_string_equal(lbt_str_of(o, "value"), "xxxxxxxxxx");
+    assert_true(lbt_num_of(o, "length") == (double)(sizeof big - 1));
+    assert_true(lbt_bool_of(o, "truncated"));
     cJSON_Delete(o);
     cmd_ok("DEL cli:i:legacy cli:i:compat cli:i:token cli:i:uid cli:i:incr cli:i:junk "
            "cli:i:big cli:i:list");
@@ -1226,19 +1088,19 @@ static void test_inspect_tries_the_codecs_in_order(void **state) {
     const char *both[] = {"-p", port, "inspect", "cli:i:secs", "--codec", "s", "--codec",
                           "ms", "--json", NULL};
     cJSON *o = run_json1(both, 0);
-    assert_string_equal(str_of(o, "format"), "legacy");
-    assert_string_equal(str_of(o, "codec"), "s");
-    assert_false(bool_of(o, "expired"));
+    assert_string_equal(lbt_str_of(o, "format"), "legacy");
+    assert_string_equal(lbt_str_of(o, "codec"), "s");
+    assert_false(lbt_bool_of(o, "expired"));
     cJSON_Delete(o);
     const char *ms[] = {"-p", port, "inspect", "cli:i:secs", "--json", NULL};
     o = run_json1(ms, 0);
     /* Ten digits of seconds read as milliseconds: long expired, in 1970. */
-    assert_true(bool_of(o, "expired"));
+    assert_true(lbt_bool_of(o, "expired"));
     cJSON_Delete(o);
     /* Text for people: a table of the same fields, bytes escaped. */
     cmd_ok("SET %s %b", "cli:i:bin", "\x01\xff", (size_t)2);
     const char *text[] = {"-p", port, "inspect", "cli:i:bin", NULL};
-    assert_int_equal(lbt_run(text), 0);
+    assert_int_equal(lbt_run(&proc, text), 0);
     assert_non_null(strstr(proc.out, "\\x01\\xff"));
     assert_non_null(strstr(proc.out, "unknown"));
     cmd_ok("DEL %s %s", "cli:i:secs", "cli:i:bin");
@@ -1273,29 +1135,30 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     fill_fleet();
     const char *args[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "*cli:s:*",
                           "--count", "2", "--json", NULL};
-    assert_int_equal(lbt_run(args), 0); /* legacy -> compat: no blocker */
+    assert_int_equal(lbt_run(&proc, args), 0); /* legacy -> compat: no blocker */
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 8); /* seven locks and the summary */
-    for (int i = 0; i < 7; i++) assert_string_equal(str_of(l.line[i], "event"), "lock");
+    for (int i = 0; i < 7; i++) assert_string_equal(lbt_str_of(l.line[i], "event"), "lock");
     cJSON *o = l.line[7];
-    assert_string_equal(str_of(o, "event"), "status");
-    assert_string_equal(str_of(o, "mode"), "legacy");
-    assert_false(bool_of(o, "mode_key_present"));
-    assert_true(num_of(o, "keys") == 7);
-    assert_true(num_of(o, "companion_keys") == 1);
+    assert_string_equal(lbt_str_of(o, "event"), "status");
+    assert_string_equal(lbt_str_of(o, "mode"), "legacy");
+    assert_false(lbt_bool_of(o, "mode_key_present"));
+    assert_true(lbt_num_of(o, "keys") == 7);
+    assert_true(lbt_num_of(o, "companion_keys") == 1);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
-    assert_true(num_of(f, "legacy") == 3);
-    assert_true(num_of(f, "compat") == 1);
-    assert_true(num_of(f, "token") == 1);
-    assert_true(num_of(f, "unknown") == 1);
-    assert_true(num_of(f, "wrongtype") == 1);
-    assert_true(num_of(f, "incr") == 0);
-    assert_true(num_of(o, "ttl_less") == 5);
-    assert_true(num_of(o, "legacy_expired_present") == 1);
-    assert_true(num_of(o, "token_max_pttl_ms") > 0 && num_of(o, "token_max_pttl_ms") <= 45000);
-    assert_string_equal(str_of(o, "next"), "legacy -> compat");
-    assert_string_equal(str_of(o, "verdict"), "ready");
+    assert_true(lbt_num_of(f, "legacy") == 3);
+    assert_true(lbt_num_of(f, "compat") == 1);
+    assert_true(lbt_num_of(f, "token") == 1);
+    assert_true(lbt_num_of(f, "unknown") == 1);
+    assert_true(lbt_num_of(f, "wrongtype") == 1);
+    assert_true(lbt_num_of(f, "incr") == 0);
+    assert_true(lbt_num_of(o, "ttl_less") == 5);
+    assert_true(lbt_num_of(o, "legacy_expired_present") == 1);
+    assert_true(lbt_num_of(o, "token_max_pttl_ms") > 0 &&
+                lbt_num_of(o, "token_max_pttl_ms") <= 45000);
+    assert_string_equal(lbt_str_of(o, "next"), "legacy -> compat");
+    assert_string_equal(lbt_str_of(o, "verdict"), "ready");
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 2);
     lbt_lines_free(&l);
 
@@ -1304,7 +1167,7 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     cmd_ok("SET %s %s", "{cli:ns}:lb-mode", "compat");
     const char *text[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "cli:s:*",
                           "--limit", "2", NULL};
-    assert_int_equal(lbt_run(text), 6);
+    assert_int_equal(lbt_run(&proc, text), 6);
     assert_non_null(strstr(proc.out, "compat -> modern: not ready"));
     assert_non_null(strstr(proc.out, "blocker: 2 TTL-less timestamp(s)"));
     assert_non_null(strstr(proc.out, "... 5 more"));
@@ -1332,8 +1195,8 @@ static void test_status_reads_every_key_across_batches(void **state) {
         const char *args[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "cli:many:*",
                               "--count", counts[i], "--limit", "0", "--json", NULL};
         cJSON *o = run_json1(args, 0);
-        assert_true(num_of(o, "keys") == 2500);
-        assert_true(num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "compat") == 2500);
+        assert_true(lbt_num_of(o, "keys") == 2500);
+        assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "compat") == 2500);
         cJSON_Delete(o);
     }
     clear_keys("cli:many:*");
@@ -1362,22 +1225,22 @@ static void test_status_and_mode_set_read_the_census(void **state) {
                           "--json", NULL};
     cJSON *o = run_json1(args, 6);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "census");
-    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "compat"), "live") == 2);
-    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "stale") == 1);
-    assert_true(num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "live") == 0);
-    assert_string_equal(str_of(o, "verdict"), "not ready");
+    assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(c, "compat"), "live") == 2);
+    assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "stale") == 1);
+    assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(c, "legacy"), "live") == 0);
+    assert_string_equal(lbt_str_of(o, "verdict"), "not ready");
     cJSON_Delete(o);
     const char *set[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:cns", "--match",
                          "cli:nothing:*", "--json", NULL};
     o = run_json1(set, 6);
-    assert_string_equal(str_of(o, "outcome"), "refused");
+    assert_string_equal(lbt_str_of(o, "outcome"), "refused");
     assert_string_equal(get_value("{cli:cns}:lb-mode"), "compat");
     cJSON_Delete(o);
     /* Outside a window shorter than its age, the legacy entry no longer counts. */
     const char *narrow[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:cns", "--match",
                             "cli:nothing:*", "--window-ms", "60000", "--json", NULL};
     o = run_json1(narrow, 0);
-    assert_true(bool_of(o, "changed"));
+    assert_true(lbt_bool_of(o, "changed"));
     assert_string_equal(get_value("{cli:cns}:lb-mode"), "modern");
     cJSON_Delete(o);
     cmd_ok("DEL %s %s", "{cli:cns}:lb-mode", "{cli:cns}:lb-census");
@@ -1388,8 +1251,8 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     (void)state;
     const char *get[] = {"-p", port, "mode", "get", "--ns", "cli:m", "--json", NULL};
     cJSON *o = run_json1(get, 0);
-    assert_string_equal(str_of(o, "mode"), "legacy");
-    assert_false(bool_of(o, "control_key_present"));
+    assert_string_equal(lbt_str_of(o, "mode"), "legacy");
+    assert_false(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
     /* legacy -> modern skips a stage: refused even with no evidence at all. */
     const char *jump[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
@@ -1398,17 +1261,17 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     assert_int_equal(int_reply("EXISTS %s", "{cli:m}:lb-mode"), 0);
     cJSON_Delete(o);
     const char *compat[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", NULL};
-    assert_int_equal(lbt_run(compat), 0);
+    assert_int_equal(lbt_run(&proc, compat), 0);
     assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
     /* A TTL-less timestamp: a legacy client is still writing. */
     lb_legacy_lock *legacy = library_holder("cli:m:lock");
-    assert_int_equal(lbt_run(jump), 6);
+    assert_int_equal(lbt_run(&proc, jump), 6);
     assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
     assert_non_null(strstr(proc.out, "TTL-less timestamp"));
     const char *forced[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
                             "cli:m:*", "--force", "--json", NULL};
     o = run_json1(forced, 0);
-    assert_true(bool_of(o, "forced"));
+    assert_true(lbt_bool_of(o, "forced"));
     assert_string_equal(get_value("{cli:m}:lb-mode"), "modern");
     cJSON_Delete(o);
     assert_int_equal(lb_legacy_release(legacy, conn), LB_OK);
@@ -1418,14 +1281,14 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     const char *back[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", "--match",
                           "cli:m:*", "--json", NULL};
     o = run_json1(back, 0);
-    assert_true(bool_of(o, "changed"));
+    assert_true(lbt_bool_of(o, "changed"));
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings");
     assert_true(cJSON_GetArraySize(w) >= 1);
     assert_non_null(strstr(cJSON_GetArrayItem(w, 0)->valuestring, "1 token value(s)"));
     assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
     cJSON_Delete(o);
     /* Already there: nothing to do. */
-    assert_int_equal(lbt_run(back), 0);
+    assert_int_equal(lbt_run(&proc, back), 0);
     cmd_ok("DEL %s %s", "{cli:m}:lb-mode", "cli:m:tok");
 }
 
@@ -1455,7 +1318,7 @@ static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void
     /* Stopped: nothing is written meanwhile, and modern is set. */
     const char *quiet[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:obs", "--match",
                            "cli:obs:k*", "--observe-ms", "300", NULL};
-    assert_int_equal(lbt_run(quiet), 0);
+    assert_int_equal(lbt_run(&proc, quiet), 0);
     assert_string_equal(get_value("{cli:obs}:lb-mode"), "modern");
     cmd_ok("DEL %s %s", "{cli:obs}:lb-mode", "cli:obs:count");
 }
@@ -1466,23 +1329,23 @@ static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) 
     cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "modern");
     const char *back[] = {"-p", port, "mode", "set", "legacy", "--ns", "cli:m2", "--match",
                           "cli:m2:*", NULL};
-    assert_int_equal(lbt_run(back), 6);
+    assert_int_equal(lbt_run(&proc, back), 6);
     assert_string_equal(get_value("{cli:m2}:lb-mode"), "modern");
     cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "sideways");
     const char *status[] = {"-p", port, "status", "--ns", "cli:m2", "--match", "cli:m2:*",
                             "--json", NULL};
     cJSON *o = run_json1(status, 6);
-    assert_string_equal(str_of(o, "mode"), "unreadable");
-    assert_string_equal(str_of(o, "verdict"), "not ready");
+    assert_string_equal(lbt_str_of(o, "mode"), "unreadable");
+    assert_string_equal(lbt_str_of(o, "verdict"), "not ready");
     cJSON_Delete(o);
     const char *get[] = {"-p", port, "mode", "get", "--ns", "cli:m2", NULL};
     const char *set[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m2", NULL};
-    assert_int_equal(lbt_run(get), 3);
-    assert_int_equal(lbt_run(set), 3);
+    assert_int_equal(lbt_run(&proc, get), 3);
+    assert_int_equal(lbt_run(&proc, set), 3);
     assert_string_equal(get_value("{cli:m2}:lb-mode"), "sideways");
     cmd_ok("DEL %s", "{cli:m2}:lb-mode");
     cmd_ok("HSET %s %s %s", "{cli:m2}:lb-mode", "f", "v");
-    assert_int_equal(lbt_run(get), 3);
+    assert_int_equal(lbt_run(&proc, get), 3);
     assert_int_equal(int_reply("HLEN %s", "{cli:m2}:lb-mode"), 1);
     cmd_ok("DEL %s", "{cli:m2}:lb-mode");
 }
@@ -1501,17 +1364,17 @@ static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **sta
     const char *dry[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
                          "--dry-run", "--json", NULL};
     cJSON *o = run_json1(dry, 0);
-    assert_true(num_of(o, "candidates") == 3);
-    assert_true(num_of(o, "to_delete") == 1);
-    assert_true(num_of(o, "acted") == 0);
+    assert_true(lbt_num_of(o, "candidates") == 3);
+    assert_true(lbt_num_of(o, "to_delete") == 1);
+    assert_true(lbt_num_of(o, "acted") == 0);
     cJSON_Delete(o);
     assert_int_equal(int_reply("PTTL %s", "cli:w:run"), -1);
     assert_int_equal(int_reply("EXISTS %s", "cli:w:old"), 1);
     const char *args[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
                           "--json", NULL};
     o = run_json1(args, 0);
-    assert_true(num_of(o, "acted") == 3);
-    assert_true(num_of(o, "changed_meanwhile") == 0);
+    assert_true(lbt_num_of(o, "acted") == 3);
+    assert_true(lbt_num_of(o, "changed_meanwhile") == 0);
     cJSON_Delete(o);
     /* The TTL ends exactly at timestamp + grace. */
     assert_int_equal(pexpiretime("cli:w:run"), running + 10000);
@@ -1541,14 +1404,14 @@ static void test_sweep_never_touches_what_it_cannot_read(void **state) {
     const char *args[] = {"-p", port, "sweep", "--match", "cli:n:*", "--codec", "ms",
                           "--codec", "json", "--json", NULL};
     cJSON *o = run_json1(args, 0);
-    assert_true(num_of(o, "candidates") == 0);
-    assert_true(num_of(o, "skipped_mono") == 1);
+    assert_true(lbt_num_of(o, "candidates") == 0);
+    assert_true(lbt_num_of(o, "skipped_mono") == 1);
     const cJSON *left = cJSON_GetObjectItemCaseSensitive(o, "left_alone");
-    assert_true(num_of(left, "unknown") == 2);
-    assert_true(num_of(left, "incr") == 1);
-    assert_true(num_of(left, "token") == 2);
-    assert_true(num_of(left, "compat") == 1);
-    assert_true(num_of(left, "wrongtype") == 1);
+    assert_true(lbt_num_of(left, "unknown") == 2);
+    assert_true(lbt_num_of(left, "incr") == 1);
+    assert_true(lbt_num_of(left, "token") == 2);
+    assert_true(lbt_num_of(left, "compat") == 1);
+    assert_true(lbt_num_of(left, "wrongtype") == 1);
     cJSON_Delete(o);
     for (int i = 0; i < 6; i++) {
         snprintf(key, sizeof key, "cli:n:%d", i);
@@ -1598,10 +1461,10 @@ static void test_sweep_leaves_a_lock_changed_since_the_scan(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[0], "action"), "delete");
-    assert_false(bool_of(l.line[0], "done"));
-    assert_true(num_of(l.line[1], "changed_meanwhile") == 1);
-    assert_true(num_of(l.line[1], "acted") == 0);
+    assert_string_equal(lbt_str_of(l.line[0], "action"), "delete");
+    assert_false(lbt_bool_of(l.line[0], "done"));
+    assert_true(lbt_num_of(l.line[1], "changed_meanwhile") == 1);
+    assert_true(lbt_num_of(l.line[1], "acted") == 0);
     assert_string_equal(get_value("cli:race:k"), taken);
     assert_int_equal(int_reply("PTTL %s", "cli:race:k"), -1);
     cmd_ok("DEL %s", "cli:race:k");
@@ -1633,7 +1496,7 @@ static void test_migration_commands_on_a_closed_port_exit_4(void **state) {
         args[n++] = "-p";
         args[n++] = closed;
         args[n] = NULL;
-        int rc = lbt_run(args);
+        int rc = lbt_run(&proc, args);
         if (rc != 4) fail_msg("%s: exit %d", cases[i][0], rc);
         assert_non_null(strstr(proc.err, "cannot connect"));
     }
@@ -1663,10 +1526,10 @@ static void test_hold_compat_writes_a_timestamp_with_a_ttl(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[0], "mode"), "compat");
-    assert_string_equal(str_of(l.line[0], "value"), v);
-    assert_true(num_of(l.line[0], "grace_ms") == 5000);
-    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[0], "mode"), "compat");
+    assert_string_equal(lbt_str_of(l.line[0], "value"), v);
+    assert_true(lbt_num_of(l.line[0], "grace_ms") == 5000);
+    assert_true(lbt_bool_of(l.line[1], "still_ours"));
     assert_int_equal(int_reply("EXISTS %s", "cli:compat"), 0);
     lbt_lines_free(&l);
 }
@@ -1678,15 +1541,15 @@ static void test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones(v
     snprintf(live, sizeof live, "%lld", (long long)(wall_ms() + 60000));
     cmd_ok("SET %s %s", "cli:cl", live);
     const char *args[] = {"-p", port, "hold", "cli:cl", "--mode", "compat", NULL};
-    assert_int_equal(lbt_run(args), 2);
+    assert_int_equal(lbt_run(&proc, args), 2);
     lbt_lines l;
     lbt_parse(&proc, &l);
-    assert_string_equal(str_of(l.line[0], "holder_format"), "legacy");
-    assert_true(num_of(l.line[0], "holder_expiry") == (double)atoll(live));
+    assert_string_equal(lbt_str_of(l.line[0], "holder_format"), "legacy");
+    assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)atoll(live));
     assert_string_equal(get_value("cli:cl"), live);
     lbt_lines_free(&l);
     cmd_ok("SET %s %lld", "cli:cl", (long long)(wall_ms() - 60000));
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     assert_int_equal(int_reply("EXISTS %s", "cli:cl"), 0);
 }
 
@@ -1697,14 +1560,14 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
     for (int i = 0; i < 3; i++) {
         cmd_ok("SET %s %s", "{cli:follow}:lb-mode", modes[i]);
         const char *args[] = {"-p", port, "hold", "cli:fl", "--ns", "cli:follow", NULL};
-        assert_int_equal(lbt_run(args), 0);
+        assert_int_equal(lbt_run(&proc, args), 0);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 2);
-        assert_string_equal(str_of(l.line[0], "mode"), modes[i]);
-        assert_string_equal(str_of(l.line[0], "ns"), "cli:follow");
-        if (i == 0) assert_true(is_token(str_of(l.line[0], "value")));
-        assert_true(bool_of(l.line[1], "still_ours"));
+        assert_string_equal(lbt_str_of(l.line[0], "mode"), modes[i]);
+        assert_string_equal(lbt_str_of(l.line[0], "ns"), "cli:follow");
+        if (i == 0) assert_true(is_token(lbt_str_of(l.line[0], "value")));
+        assert_true(lbt_bool_of(l.line[1], "still_ours"));
         lbt_lines_free(&l);
     }
     /* One census entry per run, each in the mode that run used from the start. */
@@ -1729,17 +1592,17 @@ static void test_hold_modern_watchdog_keeps_a_short_lock(void **state) {
     (void)state;
     const char *args[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--watchdog",
                           "--ttl-ms", "600", "--hold-ms", "1500", NULL};
-    assert_int_equal(lbt_run(args), 0);
+    assert_int_equal(lbt_run(&proc, args), 0);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_true(bool_of(l.line[0], "watchdog"));
-    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_true(lbt_bool_of(l.line[0], "watchdog"));
+    assert_true(lbt_bool_of(l.line[1], "still_ours"));
     lbt_lines_free(&l);
     /* Without the watchdog the same hold outlives its lock. */
     const char *bare[] = {"-p", port, "hold", "cli:wd", "--mode", "modern", "--ttl-ms", "600",
                           "--hold-ms", "1500", NULL};
-    assert_int_equal(lbt_run(bare), 5);
+    assert_int_equal(lbt_run(&proc, bare), 5);
 }
 
 /* The watchdog notices the lock taken away and ends the hold at once. */
@@ -1754,8 +1617,8 @@ static void test_hold_modern_watchdog_reports_a_lost_lock(void **state) {
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[1], "watchdog_lost"), "LB_WATCH_REFUSED");
-    assert_false(bool_of(l.line[1], "interrupted"));
+    assert_string_equal(lbt_str_of(l.line[1], "watchdog_lost"), "LB_WATCH_REFUSED");
+    assert_false(lbt_bool_of(l.line[1], "interrupted"));
     assert_string_equal(get_value("cli:wdl"), "intruder");
     cmd_ok("DEL %s", "cli:wdl");
     lbt_lines_free(&l);
@@ -1786,9 +1649,9 @@ static void test_hold_fair_waiter_takes_the_lock_after_the_holder(void **state) 
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
-    assert_string_equal(str_of(l.line[0], "event"), "acquired");
-    assert_true(bool_of(l.line[0], "fair"));
-    assert_true(bool_of(l.line[1], "still_ours"));
+    assert_string_equal(lbt_str_of(l.line[0], "event"), "acquired");
+    assert_true(lbt_bool_of(l.line[0], "fair"));
+    assert_true(lbt_bool_of(l.line[1], "still_ours"));
     assert_int_equal(int_reply("EXISTS %s", "cli:fair"), 0);
     lbt_lines_free(&l);
 }
@@ -1809,10 +1672,10 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
         for (int j = 0; extra[i][j]; j++) args[n++] = extra[i][j];
         args[n] = NULL;
         cJSON *o = run_json1(args, 0);
-        assert_true(num_of(o, "acquisitions") > 0);
-        assert_true(num_of(o, "lost_updates") == 0);
-        assert_true(num_of(o, "lost_locks") == 0);
-        assert_true(num_of(o, "failed_clients") == 0);
+        assert_true(lbt_num_of(o, "acquisitions") > 0);
+        assert_true(lbt_num_of(o, "lost_updates") == 0);
+        assert_true(lbt_num_of(o, "lost_locks") == 0);
+        assert_true(lbt_num_of(o, "failed_clients") == 0);
         cJSON_Delete(o);
         assert_int_equal(int_reply("EXISTS %s", "cli:cf"), 0);
     }
@@ -1822,13 +1685,7 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
-    const char *t = getenv("LB_TOOL"), *build = getenv("BUILD");
-    if (t) snprintf(tool, sizeof tool, "%s", t);
-    else snprintf(tool, sizeof tool, "%s/lockbridge", build && *build ? build : "build");
-    if (access(tool, X_OK) != 0) {
-        fprintf(stderr, "test_cli: no tool at %s (set LB_TOOL or BUILD)\n", tool);
-        return -1;
-    }
+    if (lbt_tool_init("test_cli") != 0) return -1;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
     snprintf(port, sizeof port, "%d", server.port);
     conn = lbt_redis_connect(&server);

@@ -2,8 +2,6 @@
  * Redis Cluster, run as a child process: every primary is scanned, the control
  * key lives on its slot's owner, an unreachable primary is an error. The tool is
  * $LB_TOOL, or $BUILD/lockbridge (BUILD defaults to build). */
-#include <errno.h>
-#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,105 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "harness/cluster.h"
+#include "harness/proc.h"
 #include "lockbridge/cluster.h"
 #include "lockbridge/lockbridge.h"
 
 /* Long enough that a crashed primary is not replaced while a test runs, ms. */
 #define NODE_TIMEOUT_MS 30000
-/* A tool that has not answered in this long is stuck: the test fails rather
- * than hangs. It bounds a hang only; no outcome depends on it (milliseconds). */
-#define LBT_STUCK_MS 30000
-#define LBT_MAX_ARGS 24
 #define NKEYS 30 /* keys spread over the slots, so over every primary */
 
 static lbt_cluster cluster;
-static char tool[512];
-
-/* ---- Running the tool ------------------------------------------------------------ */
-typedef struct lbt_proc {
-    pid_t pid;
-    int out_fd, err_fd;
-    char out[1 << 16];
-    size_t outlen;
-    char err[1 << 13];
-    size_t errlen;
-} lbt_proc;
-
 static lbt_proc proc;
-
-static void lbt_spawn(lbt_proc *p, const char *const *args) {
-    const char *argv[LBT_MAX_ARGS + 2];
-    int n = 0, out[2], err[2];
-    argv[n++] = tool;
-    for (int i = 0; args[i]; i++) {
-        assert_true(n < LBT_MAX_ARGS);
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    memset(p, 0, sizeof *p);
-    assert_int_equal(pipe(out), 0);
-    assert_int_equal(pipe(err), 0);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    close(out[1]);
-    close(err[1]);
-    p->out_fd = out[0];
-    p->err_fd = err[0];
-}
-
-static void drain(int *fd, char *buf, size_t cap, size_t *len) {
-    char tmp[4096];
-    ssize_t n = read(*fd, tmp, sizeof tmp);
-    if (n < 0 && errno == EINTR) return;
-    if (n <= 0) {
-        close(*fd);
-        *fd = -1;
-        return;
-    }
-    assert_true(*len + (size_t)n < cap);
-    memcpy(buf + *len, tmp, (size_t)n);
-    *len += (size_t)n;
-    buf[*len] = '\0';
-}
-
-/* Reads both pipes until the tool closes them, calling `meanwhile` (may be
- * NULL) between reads at most every `every_ms`; returns the exit code. */
-static int lbt_finish_with(lbt_proc *p, void (*meanwhile)(void), int every_ms) {
-    int status, idle_ms = 0;
-    while (p->out_fd >= 0 || p->err_fd >= 0) {
-        struct pollfd fds[2] = {{p->out_fd, POLLIN, 0}, {p->err_fd, POLLIN, 0}};
-        if (meanwhile) meanwhile();
-        int rc = poll(fds, 2, every_ms);
-        if (rc < 0 && errno == EINTR) continue;
-        assert_true(rc >= 0);
-        idle_ms = rc == 0 ? idle_ms + every_ms : 0;
-        assert_true(idle_ms < LBT_STUCK_MS);
-        if (p->out_fd >= 0 && fds[0].revents) drain(&p->out_fd, p->out, sizeof p->out, &p->outlen);
-        if (p->err_fd >= 0 && fds[1].revents) drain(&p->err_fd, p->err, sizeof p->err, &p->errlen);
-    }
-    assert_int_equal(waitpid(p->pid, &status, 0), p->pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-static int lbt_run(const char *const *args) {
-    lbt_spawn(&proc, args);
-    return lbt_finish_with(&proc, NULL, 1000);
-}
 
 /* The last JSON line of the tool's stdout, after checking its exit code. */
 static cJSON *last_json(int rc, int expect_exit) {
@@ -121,24 +35,6 @@ static cJSON *last_json(int rc, int expect_exit) {
     cJSON *o = cJSON_Parse(line ? line + 1 : proc.out);
     if (!o) fail_msg("not JSON: %s", proc.out);
     return o;
-}
-
-static double num_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsNumber(v)) fail_msg("field %s is not a number", name);
-    return v->valuedouble;
-}
-
-static const char *str_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsString(v)) fail_msg("field %s is not a string", name);
-    return v->valuestring;
-}
-
-static int bool_of(const cJSON *o, const char *name) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    if (!cJSON_IsBool(v)) fail_msg("field %s is not a boolean", name);
-    return cJSON_IsTrue(v);
 }
 
 /* ---- The cluster ----------------------------------------------------------------- */
@@ -236,21 +132,21 @@ static void test_status_counts_the_keys_of_every_primary(void **state) {
     for (int e = 0; e < 2; e++) {
         const char *args[] = {"-p", port_of(entry[e]), "status", "--ns", "clc-s", "--match",
                               "clc:s:*", "--count", "7", "--json", NULL};
-        cJSON *o = last_json(lbt_run(args), 0);
-        assert_string_equal(str_of(o, "event"), "status");
-        assert_true(num_of(o, "keys") == NKEYS);
-        assert_true(bool_of(o, "cluster"));
-        assert_true(num_of(o, "primaries_scanned") == 3);
+        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        assert_string_equal(lbt_str_of(o, "event"), "status");
+        assert_true(lbt_num_of(o, "keys") == NKEYS);
+        assert_true(lbt_bool_of(o, "cluster"));
+        assert_true(lbt_num_of(o, "primaries_scanned") == 3);
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
-        assert_true(num_of(f, "legacy") == NKEYS / 2);
-        assert_true(num_of(f, "compat") == NKEYS / 2);
-        assert_true(num_of(o, "ttl_less") == NKEYS / 2);
+        assert_true(lbt_num_of(f, "legacy") == NKEYS / 2);
+        assert_true(lbt_num_of(f, "compat") == NKEYS / 2);
+        assert_true(lbt_num_of(o, "ttl_less") == NKEYS / 2);
         cJSON_Delete(o);
     }
     /* Text names the primaries too. */
     const char *text[] = {"-p", port_of(primary), "status", "--ns", "clc-s", "--match",
                           "clc:s:*", NULL};
-    assert_int_equal(lbt_run(text), 0);
+    assert_int_equal(lbt_run(&proc, text), 0);
     assert_non_null(strstr(proc.out, "on 3 cluster primaries"));
     for (int i = 0; i < NKEYS; i++) {
         key_name(k, sizeof k, "clc:s:", i);
@@ -283,15 +179,15 @@ static void test_sweep_acts_on_the_keys_of_every_primary(void **state) {
     for (int i = 0; i < NKEYS; i++) expire += i % 4 == 0, del += i % 4 == 1;
     const char *args[] = {"-p", port_of(0), "sweep", "--match", "clc:w:*", "--grace-ms",
                           "10000", "--count", "5", "--json", NULL};
-    cJSON *o = last_json(lbt_run(args), 0);
-    assert_string_equal(str_of(o, "event"), "sweep_summary");
-    assert_true(num_of(o, "scanned") == NKEYS);
-    assert_true(bool_of(o, "cluster"));
-    assert_true(num_of(o, "primaries_scanned") == 3);
-    assert_true(num_of(o, "candidates") == expire + del);
-    assert_true(num_of(o, "to_delete") == del);
-    assert_true(num_of(o, "acted") == expire + del);
-    assert_true(num_of(o, "changed_meanwhile") == 0);
+    cJSON *o = last_json(lbt_run(&proc, args), 0);
+    assert_string_equal(lbt_str_of(o, "event"), "sweep_summary");
+    assert_true(lbt_num_of(o, "scanned") == NKEYS);
+    assert_true(lbt_bool_of(o, "cluster"));
+    assert_true(lbt_num_of(o, "primaries_scanned") == 3);
+    assert_true(lbt_num_of(o, "candidates") == expire + del);
+    assert_true(lbt_num_of(o, "to_delete") == del);
+    assert_true(lbt_num_of(o, "acted") == expire + del);
+    assert_true(lbt_num_of(o, "changed_meanwhile") == 0);
     cJSON_Delete(o);
     for (int i = 0; i < NKEYS; i++) {
         key_name(k, sizeof k, "clc:w:", i);
@@ -327,19 +223,19 @@ static void test_mode_get_and_set_on_any_node(void **state) {
     int owner = owner_of(mode_key), elsewhere = other_primary(owner, -1);
     const char *get[] = {"-p", port_of(elsewhere), "mode", "get", "--ns", "clc-m", "--json",
                          NULL};
-    cJSON *o = last_json(lbt_run(get), 0);
-    assert_string_equal(str_of(o, "mode"), "legacy");
-    assert_false(bool_of(o, "control_key_present"));
+    cJSON *o = last_json(lbt_run(&proc, get), 0);
+    assert_string_equal(lbt_str_of(o, "mode"), "legacy");
+    assert_false(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
     const char *set[] = {"-p", port_of(elsewhere), "mode", "set", "compat", "--ns", "clc-m",
                          "--json", NULL};
-    o = last_json(lbt_run(set), 0);
-    assert_true(bool_of(o, "changed"));
+    o = last_json(lbt_run(&proc, set), 0);
+    assert_true(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "compat");
-    o = last_json(lbt_run(get), 0);
-    assert_string_equal(str_of(o, "mode"), "compat");
-    assert_true(bool_of(o, "control_key_present"));
+    o = last_json(lbt_run(&proc, get), 0);
+    assert_string_equal(lbt_str_of(o, "mode"), "compat");
+    assert_true(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
     /* Forward to modern: a running TTL-less timestamp on a third primary blocks. */
     char k[64];
@@ -354,13 +250,13 @@ static void test_mode_get_and_set_on_any_node(void **state) {
     const char *modern[] = {"-p", port_of(elsewhere), "mode", "set", "modern", "--ns",
                             "clc-m", "--match", "clc:m:*", "--observe-ms", "0", "--json",
                             NULL};
-    o = last_json(lbt_run(modern), 6);
-    assert_false(bool_of(o, "changed"));
+    o = last_json(lbt_run(&proc, modern), 6);
+    assert_false(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "compat");
     on_owner(k, "DEL %s", k);
-    o = last_json(lbt_run(modern), 0);
-    assert_true(bool_of(o, "changed"));
+    o = last_json(lbt_run(&proc, modern), 0);
+    assert_true(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "modern");
     on_owner(mode_key, "DEL %s", mode_key);
@@ -392,7 +288,7 @@ static void test_mode_set_modern_counts_setnx_on_every_primary(void **state) {
                           "--match", "clc:o:*", "--observe-ms", "1500", "--json", NULL};
     lbt_spawn(&proc, args);
     cJSON *o = last_json(lbt_finish_with(&proc, setnx_meanwhile, 50), 6);
-    assert_false(bool_of(o, "changed"));
+    assert_false(lbt_bool_of(o, "changed"));
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "blockers");
     assert_true(cJSON_IsArray(b) && cJSON_GetArraySize(b) == 1);
     assert_non_null(strstr(cJSON_GetArrayItem(b, 0)->valuestring, "SETNX/GETSET"));
@@ -431,12 +327,12 @@ static void test_status_on_a_cluster_with_info_refused_scans_every_primary(void 
     const char *args[] = {"-p", port_of(owner_of("clc:a:0")), "--user", "clc-noinfo", "-a",
                           "clc-pw", "status", "--ns", "clc-a", "--match", "clc:a:*", "--json",
                           NULL};
-    cJSON *o = last_json(lbt_run(args), 0);
-    assert_true(num_of(o, "keys") == NKEYS);
-    assert_true(bool_of(o, "cluster"));
-    assert_true(num_of(o, "primaries_scanned") == 3);
+    cJSON *o = last_json(lbt_run(&proc, args), 0);
+    assert_true(lbt_num_of(o, "keys") == NKEYS);
+    assert_true(lbt_bool_of(o, "cluster"));
+    assert_true(lbt_num_of(o, "primaries_scanned") == 3);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
-    assert_true(num_of(f, "unknown") == NKEYS);
+    assert_true(lbt_num_of(f, "unknown") == NKEYS);
     cJSON_Delete(o);
     on_every_node("ACL DELUSER %s", "clc-noinfo");
     for (int i = 0; i < NKEYS; i++) {
@@ -465,7 +361,7 @@ static void test_an_unreachable_primary_is_an_error_naming_it(void **state) {
         int n = 2;
         for (int j = 0; cases[i][j]; j++) args[n++] = cases[i][j];
         args[n] = NULL;
-        int rc = lbt_run(args);
+        int rc = lbt_run(&proc, args);
         if (rc != 4) fail_msg("%s: exit %d: %s", cases[i][0], rc, proc.err);
         if (!strstr(proc.err, name)) fail_msg("%s: %s does not name %s", cases[i][0], proc.err, name);
     }
@@ -474,13 +370,7 @@ static void test_an_unreachable_primary_is_an_error_naming_it(void **state) {
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
-    const char *t = getenv("LB_TOOL"), *build = getenv("BUILD");
-    if (t) snprintf(tool, sizeof tool, "%s", t);
-    else snprintf(tool, sizeof tool, "%s/lockbridge", build && *build ? build : "build");
-    if (access(tool, X_OK) != 0) {
-        fprintf(stderr, "test_cli_cluster: no tool at %s (set LB_TOOL or BUILD)\n", tool);
-        return -1;
-    }
+    if (lbt_tool_init("test_cli_cluster") != 0) return -1;
     return lbt_cluster_start(&cluster, NODE_TIMEOUT_MS);
 }
 

@@ -25,6 +25,7 @@
 #include "harness/proc.h"
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -48,40 +49,6 @@ static size_t latin1_bytes(const char *utf8, char *out, size_t cap) {
         }
     }
     return n;
-}
-
-/* ---- Redis helpers ----------------------------------------------------------------- */
-static long long int_reply(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(conn, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static void cmd_ok(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(conn, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-}
-
-/* The key's value as a string; "" when absent. */
-static const char *get_value(const char *key) {
-    static char buf[256];
-    redisReply *r = redisCommand(conn, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
-    return buf;
 }
 
 static int64_t wall_ms(void) {
@@ -122,7 +89,7 @@ static void test_hold_prints_json_lines_and_deletes_its_key(void **state) {
     assert_string_equal(lbt_str_of(l.line[1], "key"), "cli:hold");
     assert_true(lbt_bool_of(l.line[1], "still_ours"));
     assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_OK");
-    assert_int_equal(int_reply("EXISTS %s", "cli:hold"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:hold"), 0);
     assert_int_equal(proc.errlen, 0);
     lbt_lines_free(&l);
 }
@@ -160,7 +127,7 @@ static void test_hold_value_matches_its_expiry_in_every_codec(void **state) {
         assert_memory_equal(raw, expect, strlen(expect));
         assert_string_equal(lbt_str_of(l.line[0], "variant"), cases[i].variant);
         assert_true(lbt_bool_of(l.line[1], "still_ours"));
-        assert_int_equal(int_reply("EXISTS %s", "cli:codec"), 0);
+        assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:codec"), 0);
         lbt_lines_free(&l);
     }
 }
@@ -184,7 +151,7 @@ static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) 
         assert_string_equal(lbt_str_of(l.line[0], "reason"), cases[i].reason);
         assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_ETIMEDOUT");
         assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)lb_legacy_expiry(other));
-        assert_string_equal(get_value("cli:held"), theirs);
+        assert_string_equal(lbt_get(conn, "cli:held"), theirs);
         lbt_lines_free(&l);
     }
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
@@ -203,7 +170,7 @@ static void test_hold_on_a_foreign_value_exits_3_and_leaves_it(void **state) {
         {"1700000000000 ", 14},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cmd_ok("SET %s %b", "cli:foreign", cases[i].value, cases[i].len);
+        lbt_cmd_ok(conn, "SET %s %b", "cli:foreign", cases[i].value, cases[i].len);
         const char *args[] = {"-p", port, "hold", "cli:foreign", "--wait-ms", "20", NULL};
         assert_int_equal(lbt_run(&proc, args), 3);
         lbt_lines l;
@@ -221,12 +188,12 @@ static void test_hold_on_a_foreign_value_exits_3_and_leaves_it(void **state) {
         freeReplyObject(r);
         lbt_lines_free(&l);
     }
-    cmd_ok("DEL %s", "cli:foreign");
+    lbt_cmd_ok(conn, "DEL %s", "cli:foreign");
 }
 
 static void test_hold_on_a_hash_exits_3_and_leaves_it(void **state) {
     (void)state;
-    cmd_ok("HSET %s f v", "cli:hash");
+    lbt_cmd_ok(conn, "HSET %s f v", "cli:hash");
     const char *args[] = {"-p", port, "hold", "cli:hash", NULL};
     assert_int_equal(lbt_run(&proc, args), 3);
     lbt_lines l;
@@ -234,8 +201,8 @@ static void test_hold_on_a_hash_exits_3_and_leaves_it(void **state) {
     assert_int_equal(l.n, 1);
     assert_string_equal(lbt_str_of(l.line[0], "reason"), "wrongtype");
     assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_EWRONGTYPE");
-    assert_int_equal(int_reply("HLEN %s", "cli:hash"), 1);
-    cmd_ok("DEL %s", "cli:hash");
+    assert_int_equal(lbt_int(conn, "HLEN %s", "cli:hash"), 1);
+    lbt_cmd_ok(conn, "DEL %s", "cli:hash");
     lbt_lines_free(&l);
 }
 
@@ -255,7 +222,7 @@ static void test_hold_prints_any_key_bytes_as_valid_json(void **state) {
         assert_int_equal(n, sizeof key - 1);
         assert_memory_equal(bytes, key, n);
     }
-    assert_int_equal(int_reply("EXISTS %b", key, sizeof key - 1), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %b", key, sizeof key - 1), 0);
     lbt_lines_free(&l);
 }
 
@@ -266,8 +233,8 @@ static void test_hold_reports_a_lock_lost_while_held_and_exits_5(void **state) {
     const char *args[] = {"-p", port, "hold", "cli:lost", "--hold-ms", "600000", NULL};
     lbt_spawn(&proc, args);
     lbt_wait_lines(&proc, 1);
-    assert_int_equal(int_reply("EXISTS %s", "cli:lost"), 1);
-    cmd_ok("SET %s %s", "cli:lost", "1");
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:lost"), 1);
+    lbt_cmd_ok(conn, "SET %s %s", "cli:lost", "1");
     assert_int_equal(kill(proc.pid, SIGTERM), 0);
     assert_int_equal(lbt_finish(&proc), 5);
     lbt_lines l;
@@ -277,8 +244,8 @@ static void test_hold_reports_a_lock_lost_while_held_and_exits_5(void **state) {
     assert_false(lbt_bool_of(l.line[1], "still_ours"));
     assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_ELOST");
     assert_true(lbt_bool_of(l.line[1], "interrupted"));
-    assert_string_equal(get_value("cli:lost"), "1");
-    cmd_ok("DEL %s", "cli:lost");
+    assert_string_equal(lbt_get(conn, "cli:lost"), "1");
+    lbt_cmd_ok(conn, "DEL %s", "cli:lost");
     lbt_lines_free(&l);
 }
 
@@ -294,19 +261,8 @@ static void test_hold_interrupted_by_sigint_still_releases(void **state) {
     assert_int_equal(l.n, 2);
     assert_true(lbt_bool_of(l.line[1], "still_ours"));
     assert_true(lbt_bool_of(l.line[1], "interrupted"));
-    assert_int_equal(int_reply("EXISTS %s", "cli:sigint"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:sigint"), 0);
     lbt_lines_free(&l);
-}
-
-/* SETNX calls the server has answered so far. */
-static long long setnx_calls(void) {
-    redisReply *r = redisCommand(conn, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    const char *at = strstr(r->str, "cmdstat_setnx:calls=");
-    long long n = at ? atoll(at + strlen("cmdstat_setnx:calls=")) : 0;
-    freeReplyObject(r);
-    return n;
 }
 
 static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **state) {
@@ -314,11 +270,11 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
     lb_legacy_lock *other = library_holder("cli:waiting");
     char theirs[64];
     snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
-    long long before = setnx_calls();
+    long long before = lbt_calls(conn, "setnx");
     const char *args[] = {"-p", port, "hold", "cli:waiting", "--wait-ms", "600000", NULL};
     lbt_spawn(&proc, args);
     /* Once the tool has attempted, it is in its wait loop with signals held. */
-    for (int i = 0; setnx_calls() == before; i++) {
+    for (int i = 0; lbt_calls(conn, "setnx") == before; i++) {
         assert_true(i < LBT_STUCK_MS);
         usleep(1000);
     }
@@ -329,7 +285,7 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
     assert_int_equal(l.n, 1);
     assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
     assert_string_equal(lbt_str_of(l.line[0], "reason"), "interrupted");
-    assert_string_equal(get_value("cli:waiting"), theirs);
+    assert_string_equal(lbt_get(conn, "cli:waiting"), theirs);
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
@@ -347,8 +303,8 @@ static void test_hold_too_close_to_expiry_exits_5_with_eexpired(void **state) {
     assert_int_equal(l.n, 2);
     assert_false(lbt_bool_of(l.line[1], "still_ours"));
     assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_EEXPIRED");
-    assert_int_equal(int_reply("EXISTS %s", "cli:close"), 1); /* left to expire */
-    cmd_ok("DEL %s", "cli:close");
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:close"), 1); /* left to expire */
+    lbt_cmd_ok(conn, "DEL %s", "cli:close");
     lbt_lines_free(&l);
 }
 
@@ -493,7 +449,7 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         assert_int_equal((size_t)(nl - proc.err) + 1, proc.errlen); /* one line */
         assert_non_null(strstr(proc.err, "--help"));
     }
-    assert_int_equal(int_reply("EXISTS %s", "cli:args"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:args"), 0);
 }
 
 static void test_help_and_version_exit_0(void **state) {
@@ -562,16 +518,16 @@ static void test_connection_refused_exits_4(void **state) {
 
 static void test_select_chooses_the_database(void **state) {
     (void)state;
-    cmd_ok("SELECT 3");
+    lbt_cmd_ok(conn, "SELECT 3");
     lb_legacy_lock *other = library_holder("cli:db");
-    cmd_ok("SELECT 0");
+    lbt_cmd_ok(conn, "SELECT 0");
     const char *in_db3[] = {"-n", "3", "-p", port, "hold", "cli:db", NULL};
     const char *in_db0[] = {"-p", port, "hold", "cli:db", NULL};
     assert_int_equal(lbt_run(&proc, in_db3), 2);
     assert_int_equal(lbt_run(&proc, in_db0), 0);
-    cmd_ok("SELECT 3");
+    lbt_cmd_ok(conn, "SELECT 3");
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
-    cmd_ok("SELECT 0");
+    lbt_cmd_ok(conn, "SELECT 0");
     lb_legacy_lock_free(other);
 }
 
@@ -689,8 +645,8 @@ static void test_contend_counts_every_update_in_both_variants(void **state) {
         assert_true(s.per_client_sum == s.acquisitions);
         char end[32];
         snprintf(end, sizeof end, "%.0f", s.counter_end);
-        assert_string_equal(get_value("cli:counter"), end);
-        assert_int_equal(int_reply("EXISTS %s", "cli:contend"), 0);
+        assert_string_equal(lbt_get(conn, "cli:counter"), end);
+        assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:contend"), 0);
     }
 }
 
@@ -711,18 +667,18 @@ static void test_contend_survives_abandoned_locks(void **state) {
         assert_true(s.abandoned > 0);
         assert_true(s.abandoned == s.floor_thirds);
     }
-    cmd_ok("DEL %s", "cli:contend");
+    lbt_cmd_ok(conn, "DEL %s", "cli:contend");
 }
 
 static void test_contend_refuses_a_counter_that_is_not_a_number(void **state) {
     (void)state;
-    cmd_ok("SET %s %s", "cli:badcounter", "twelve");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:badcounter", "twelve");
     const char *args[] = {"contend", "cli:contend", "-p", port, "--clients", "2",
                           "--seconds", "1", "--counter-key", "cli:badcounter", NULL};
     assert_int_equal(lbt_run(&proc, args), 4);
-    assert_string_equal(get_value("cli:badcounter"), "twelve");
-    assert_int_equal(int_reply("EXISTS %s", "cli:contend"), 0);
-    cmd_ok("DEL %s", "cli:badcounter");
+    assert_string_equal(lbt_get(conn, "cli:badcounter"), "twelve");
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:contend"), 0);
+    lbt_cmd_ok(conn, "DEL %s", "cli:badcounter");
 }
 
 /* ---- Token locks (--mode modern) ------------------------------------------------- */
@@ -754,10 +710,10 @@ static void test_hold_modern_with_fencing_reports_growing_fences(void **state) {
         lbt_lines_free(&l);
     }
     assert_true(fences[0] >= 1 && fences[1] > fences[0]);
-    assert_int_equal(int_reply("EXISTS %s", "cli:modern"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:modern"), 0);
     /* The counter lives beside the lock, in its hash slot. */
-    assert_string_equal(get_value("{cli:modern}:fence"), "2");
-    cmd_ok("DEL %s", "{cli:modern}:fence");
+    assert_string_equal(lbt_get(conn, "{cli:modern}:fence"), "2");
+    lbt_cmd_ok(conn, "DEL %s", "{cli:modern}:fence");
 }
 
 /* Without --fencing no counter is taken, and the output says nothing of one. */
@@ -767,7 +723,7 @@ static void test_hold_modern_without_fencing_sets_a_ttl_and_no_counter(void **st
                           "7000", "--hold-ms", "600000", NULL};
     lbt_spawn(&proc, args);
     lbt_wait_lines(&proc, 1);
-    long long pttl = int_reply("PTTL %s", "cli:plain");
+    long long pttl = lbt_int(conn, "PTTL %s", "cli:plain");
     assert_true(pttl > 0 && pttl <= 7000);
     assert_int_equal(kill(proc.pid, SIGTERM), 0);
     assert_int_equal(lbt_finish(&proc), 0);
@@ -776,8 +732,8 @@ static void test_hold_modern_without_fencing_sets_a_ttl_and_no_counter(void **st
     assert_int_equal(l.n, 2);
     assert_null(cJSON_GetObjectItemCaseSensitive(l.line[0], "fence"));
     assert_true(lbt_bool_of(l.line[1], "interrupted"));
-    assert_int_equal(int_reply("EXISTS %s", "{cli:plain}:fence"), 0);
-    assert_int_equal(int_reply("EXISTS %s", "cli:plain"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "{cli:plain}:fence"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:plain"), 0);
     lbt_lines_free(&l);
 }
 
@@ -796,8 +752,8 @@ static void test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it(void **state
     assert_int_equal(l.n, 1);
     assert_string_equal(lbt_str_of(l.line[0], "reason"), "timeout");
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(l.line[0], "holder_ttl_ms")));
-    assert_string_equal(get_value("cli:legacyheld"), theirs);
-    assert_int_equal(int_reply("PTTL %s", "cli:legacyheld"), -1);
+    assert_string_equal(lbt_get(conn, "cli:legacyheld"), theirs);
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:legacyheld"), -1);
     assert_int_equal(lb_legacy_release(other, conn), LB_OK);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
@@ -809,7 +765,7 @@ static void test_hold_modern_reports_its_lock_lost_and_exits_5(void **state) {
                           "600000", NULL};
     lbt_spawn(&proc, args);
     lbt_wait_lines(&proc, 1);
-    cmd_ok("SET %s %s PX 60000", "cli:mlost", "someone-else");
+    lbt_cmd_ok(conn, "SET %s %s PX 60000", "cli:mlost", "someone-else");
     assert_int_equal(kill(proc.pid, SIGTERM), 0);
     assert_int_equal(lbt_finish(&proc), 5);
     lbt_lines l;
@@ -817,8 +773,8 @@ static void test_hold_modern_reports_its_lock_lost_and_exits_5(void **state) {
     assert_int_equal(l.n, 2);
     assert_false(lbt_bool_of(l.line[1], "still_ours"));
     assert_string_equal(lbt_str_of(l.line[1], "status"), "LB_ELOST");
-    assert_string_equal(get_value("cli:mlost"), "someone-else");
-    cmd_ok("DEL %s", "cli:mlost");
+    assert_string_equal(lbt_get(conn, "cli:mlost"), "someone-else");
+    lbt_cmd_ok(conn, "DEL %s", "cli:mlost");
     lbt_lines_free(&l);
 }
 
@@ -878,7 +834,7 @@ static void test_hold_on_a_terminal_writes_text(void **state) {
     assert_non_null(strstr(out, "acquired"));
     assert_non_null(strstr(out, "still_ours"));
     assert_null(strstr(out, "{\"event\""));
-    assert_int_equal(int_reply("EXISTS %s", "cli:tty"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:tty"), 0);
 }
 
 /* ---- clock ----------------------------------------------------------------------- */
@@ -988,9 +944,9 @@ static void test_contend_modern_with_fencing_counts_every_update(void **state) {
     /* One fencing number per acquisition, counted by the server. */
     char expect[32];
     snprintf(expect, sizeof expect, "%.0f", acq);
-    assert_string_equal(get_value("{cli:mcontend}:fence"), expect);
-    assert_int_equal(int_reply("EXISTS %s", "cli:mcontend"), 0);
-    cmd_ok("DEL %s %s", "{cli:mcontend}:fence", "cli:mcounter");
+    assert_string_equal(lbt_get(conn, "{cli:mcontend}:fence"), expect);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:mcontend"), 0);
+    lbt_cmd_ok(conn, "DEL %s %s", "{cli:mcontend}:fence", "cli:mcounter");
     lbt_lines_free(&l);
 }
 
@@ -1015,14 +971,14 @@ static void test_inspect_names_the_format_of_every_kind_of_key(void **state) {
     snprintf(live, sizeof live, "%lld", (long long)(wall_ms() + 60000));
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    cmd_ok("SET %s %s", "cli:i:legacy", live);
-    cmd_ok("SET %s %s PX 90000", "cli:i:compat", live);
-    cmd_ok("SET %s %s PX 90000", "cli:i:token", "0123456789abcdef0123456789abcdef");
-    cmd_ok("SET %s %s PX 90000", "cli:i:uid", "{\"uid\":\"4f1c\"}");
-    cmd_ok("SET %s %s", "cli:i:incr", "2");
-    cmd_ok("SET %s %s", "cli:i:junk", "not a lock");
-    cmd_ok("SET %s %s", "cli:i:big", big);
-    cmd_ok("RPUSH %s %s", "cli:i:list", "a");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:i:legacy", live);
+    lbt_cmd_ok(conn, "SET %s %s PX 90000", "cli:i:compat", live);
+    lbt_cmd_ok(conn, "SET %s %s PX 90000", "cli:i:token", "0123456789abcdef0123456789abcdef");
+    lbt_cmd_ok(conn, "SET %s %s PX 90000", "cli:i:uid", "{\"uid\":\"4f1c\"}");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:i:incr", "2");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:i:junk", "not a lock");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:i:big", big);
+    lbt_cmd_ok(conn, "RPUSH %s %s", "cli:i:list", "a");
     static const struct {
         const char *key, *format, *type;
         int pttl; /* 1: a number, 0: null, -1: absent field */
@@ -1074,7 +1030,7 @@ static void test_inspect_names_the_format_of_every_kind_of_key(void **state) {
     assert_true(lbt_num_of(o, "length") == (double)(sizeof big - 1));
     assert_true(lbt_bool_of(o, "truncated"));
     cJSON_Delete(o);
-    cmd_ok("DEL cli:i:legacy cli:i:compat cli:i:token cli:i:uid cli:i:incr cli:i:junk "
+    lbt_cmd_ok(conn, "DEL cli:i:legacy cli:i:compat cli:i:token cli:i:uid cli:i:incr cli:i:junk "
            "cli:i:big cli:i:list");
 }
 
@@ -1084,7 +1040,7 @@ static void test_inspect_tries_the_codecs_in_order(void **state) {
     (void)state;
     char secs[32];
     snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
-    cmd_ok("SET %s %s", "cli:i:secs", secs);
+    lbt_cmd_ok(conn, "SET %s %s", "cli:i:secs", secs);
     const char *both[] = {"-p", port, "inspect", "cli:i:secs", "--codec", "s", "--codec",
                           "ms", "--json", NULL};
     cJSON *o = run_json1(both, 0);
@@ -1098,12 +1054,12 @@ static void test_inspect_tries_the_codecs_in_order(void **state) {
     assert_true(lbt_bool_of(o, "expired"));
     cJSON_Delete(o);
     /* Text for people: a table of the same fields, bytes escaped. */
-    cmd_ok("SET %s %b", "cli:i:bin", "\x01\xff", (size_t)2);
+    lbt_cmd_ok(conn, "SET %s %b", "cli:i:bin", "\x01\xff", (size_t)2);
     const char *text[] = {"-p", port, "inspect", "cli:i:bin", NULL};
     assert_int_equal(lbt_run(&proc, text), 0);
     assert_non_null(strstr(proc.out, "\\x01\\xff"));
     assert_non_null(strstr(proc.out, "unknown"));
-    cmd_ok("DEL %s %s", "cli:i:secs", "cli:i:bin");
+    lbt_cmd_ok(conn, "DEL %s %s", "cli:i:secs", "cli:i:bin");
 }
 
 /* ---- status ---------------------------------------------------------------------------- */
@@ -1112,21 +1068,21 @@ static void test_inspect_tries_the_codecs_in_order(void **state) {
  * (a companion key, not a lock). */
 static void fill_fleet(void) {
     int64_t now = wall_ms();
-    cmd_ok("SET %s %lld", "cli:s:a", (long long)(now + 60000));
-    cmd_ok("SET %s %lld", "cli:s:b", (long long)(now + 60000));
-    cmd_ok("SET %s %lld", "cli:s:old", (long long)(now - 3600000 * 2));
-    cmd_ok("SET %s %lld PX 90000", "cli:s:c", (long long)(now + 60000));
-    cmd_ok("SET %s %s PX 45000", "cli:s:t", "0123456789abcdef0123456789abcdef");
-    cmd_ok("SET %s %s", "cli:s:junk", "hello");
-    cmd_ok("HSET %s %s %s", "cli:s:h", "f", "v");
-    cmd_ok("SET %s %s", "{cli:s:a}:fence", "7");
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:s:a", (long long)(now + 60000));
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:s:b", (long long)(now + 60000));
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:s:old", (long long)(now - 3600000 * 2));
+    lbt_cmd_ok(conn, "SET %s %lld PX 90000", "cli:s:c", (long long)(now + 60000));
+    lbt_cmd_ok(conn, "SET %s %s PX 45000", "cli:s:t", "0123456789abcdef0123456789abcdef");
+    lbt_cmd_ok(conn, "SET %s %s", "cli:s:junk", "hello");
+    lbt_cmd_ok(conn, "HSET %s %s %s", "cli:s:h", "f", "v");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:s:a}:fence", "7");
 }
 
 static void clear_keys(const char *pattern) {
     redisReply *r = redisCommand(conn, "KEYS %s", pattern);
     assert_non_null(r);
     for (size_t i = 0; i < r->elements; i++)
-        cmd_ok("DEL %b", r->element[i]->str, (size_t)r->element[i]->len);
+        lbt_cmd_ok(conn, "DEL %b", r->element[i]->str, (size_t)r->element[i]->len);
     freeReplyObject(r);
 }
 
@@ -1164,16 +1120,16 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
 
     /* In compat, the live TTL-less timestamps are a legacy writer's: modern
      * is not safe yet. Text output names the blocker; --limit cuts the rows. */
-    cmd_ok("SET %s %s", "{cli:ns}:lb-mode", "compat");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:ns}:lb-mode", "compat");
     const char *text[] = {"-p", port, "status", "--ns", "cli:ns", "--match", "cli:s:*",
                           "--limit", "2", NULL};
     assert_int_equal(lbt_run(&proc, text), 6);
     assert_non_null(strstr(proc.out, "compat -> modern: not ready"));
     assert_non_null(strstr(proc.out, "blocker: 2 TTL-less timestamp(s)"));
     assert_non_null(strstr(proc.out, "... 5 more"));
-    cmd_ok("DEL %s", "{cli:ns}:lb-mode");
+    lbt_cmd_ok(conn, "DEL %s", "{cli:ns}:lb-mode");
     clear_keys("cli:s:*");
-    cmd_ok("DEL %s", "{cli:s:a}:fence");
+    lbt_cmd_ok(conn, "DEL %s", "{cli:s:a}:fence");
 }
 
 /* More keys than one SCAN step and than one read batch: every key is read
@@ -1220,7 +1176,7 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     census_add("j1", LB_MODE_COMPAT, 0);
     census_add("j2", LB_MODE_COMPAT, 0);
     census_add("j3", LB_MODE_LEGACY, 120000); /* stale, but within the window */
-    cmd_ok("SET %s %s", "{cli:cns}:lb-mode", "compat");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:cns}:lb-mode", "compat");
     const char *args[] = {"-p", port, "status", "--ns", "cli:cns", "--match", "cli:nothing:*",
                           "--json", NULL};
     cJSON *o = run_json1(args, 6);
@@ -1234,16 +1190,16 @@ static void test_status_and_mode_set_read_the_census(void **state) {
                          "cli:nothing:*", "--json", NULL};
     o = run_json1(set, 6);
     assert_string_equal(lbt_str_of(o, "outcome"), "refused");
-    assert_string_equal(get_value("{cli:cns}:lb-mode"), "compat");
+    assert_string_equal(lbt_get(conn, "{cli:cns}:lb-mode"), "compat");
     cJSON_Delete(o);
     /* Outside a window shorter than its age, the legacy entry no longer counts. */
     const char *narrow[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:cns", "--match",
                             "cli:nothing:*", "--window-ms", "60000", "--json", NULL};
     o = run_json1(narrow, 0);
     assert_true(lbt_bool_of(o, "changed"));
-    assert_string_equal(get_value("{cli:cns}:lb-mode"), "modern");
+    assert_string_equal(lbt_get(conn, "{cli:cns}:lb-mode"), "modern");
     cJSON_Delete(o);
-    cmd_ok("DEL %s %s", "{cli:cns}:lb-mode", "{cli:cns}:lb-census");
+    lbt_cmd_ok(conn, "DEL %s %s", "{cli:cns}:lb-mode", "{cli:cns}:lb-census");
 }
 
 /* ---- mode ------------------------------------------------------------------------------- */
@@ -1258,26 +1214,26 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     const char *jump[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
                           "cli:m:*", "--json", NULL};
     o = run_json1(jump, 6);
-    assert_int_equal(int_reply("EXISTS %s", "{cli:m}:lb-mode"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "{cli:m}:lb-mode"), 0);
     cJSON_Delete(o);
     const char *compat[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", NULL};
     assert_int_equal(lbt_run(&proc, compat), 0);
-    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    assert_string_equal(lbt_get(conn, "{cli:m}:lb-mode"), "compat");
     /* A TTL-less timestamp: a legacy client is still writing. */
     lb_legacy_lock *legacy = library_holder("cli:m:lock");
     assert_int_equal(lbt_run(&proc, jump), 6);
-    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    assert_string_equal(lbt_get(conn, "{cli:m}:lb-mode"), "compat");
     assert_non_null(strstr(proc.out, "TTL-less timestamp"));
     const char *forced[] = {"-p", port, "mode", "set", "modern", "--observe-ms", "100", "--ns", "cli:m", "--match",
                             "cli:m:*", "--force", "--json", NULL};
     o = run_json1(forced, 0);
     assert_true(lbt_bool_of(o, "forced"));
-    assert_string_equal(get_value("{cli:m}:lb-mode"), "modern");
+    assert_string_equal(lbt_get(conn, "{cli:m}:lb-mode"), "modern");
     cJSON_Delete(o);
     assert_int_equal(lb_legacy_release(legacy, conn), LB_OK);
     lb_legacy_lock_free(legacy);
     /* Stepping back: allowed, with the tokens still held and their PTTL. */
-    cmd_ok("SET %s %s PX 40000", "cli:m:tok", "0123456789abcdef0123456789abcdef");
+    lbt_cmd_ok(conn, "SET %s %s PX 40000", "cli:m:tok", "0123456789abcdef0123456789abcdef");
     const char *back[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m", "--match",
                           "cli:m:*", "--json", NULL};
     o = run_json1(back, 0);
@@ -1285,11 +1241,11 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_forced(void 
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(o, "warnings");
     assert_true(cJSON_GetArraySize(w) >= 1);
     assert_non_null(strstr(cJSON_GetArrayItem(w, 0)->valuestring, "1 token value(s)"));
-    assert_string_equal(get_value("{cli:m}:lb-mode"), "compat");
+    assert_string_equal(lbt_get(conn, "{cli:m}:lb-mode"), "compat");
     cJSON_Delete(o);
     /* Already there: nothing to do. */
     assert_int_equal(lbt_run(&proc, back), 0);
-    cmd_ok("DEL %s %s", "{cli:m}:lb-mode", "cli:m:tok");
+    lbt_cmd_ok(conn, "DEL %s %s", "{cli:m}:lb-mode", "cli:m:tok");
 }
 
 /* A legacy client that releases its locks leaves no key for one scan to find:
@@ -1299,7 +1255,7 @@ static lbt_proc legacy_client;
 
 static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void **state) {
     (void)state;
-    cmd_ok("SET %s %s", "{cli:obs}:lb-mode", "compat");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:obs}:lb-mode", "compat");
     const char *contend[] = {"-p", port, "contend", "cli:obs:k", "--clients", "1", "--seconds",
                              "2", "--counter-key", "cli:obs:count", "--cs-sleep-ms", "5",
                              "--ttl-ms", "5000", NULL};
@@ -1313,25 +1269,25 @@ static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void
         calls += strstr(cJSON_GetArrayItem(b, i)->valuestring, "SETNX/GETSET call") != NULL;
     assert_int_equal(calls, 1);
     cJSON_Delete(o);
-    assert_string_equal(get_value("{cli:obs}:lb-mode"), "compat");
+    assert_string_equal(lbt_get(conn, "{cli:obs}:lb-mode"), "compat");
     assert_int_equal(lbt_finish(&legacy_client), 0);
     /* Stopped: nothing is written meanwhile, and modern is set. */
     const char *quiet[] = {"-p", port, "mode", "set", "modern", "--ns", "cli:obs", "--match",
                            "cli:obs:k*", "--observe-ms", "300", NULL};
     assert_int_equal(lbt_run(&proc, quiet), 0);
-    assert_string_equal(get_value("{cli:obs}:lb-mode"), "modern");
-    cmd_ok("DEL %s %s", "{cli:obs}:lb-mode", "cli:obs:count");
+    assert_string_equal(lbt_get(conn, "{cli:obs}:lb-mode"), "modern");
+    lbt_cmd_ok(conn, "DEL %s %s", "{cli:obs}:lb-mode", "cli:obs:count");
 }
 
 /* modern -> legacy skips a stage; a control key holding garbage is left alone. */
 static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) {
     (void)state;
-    cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "modern");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:m2}:lb-mode", "modern");
     const char *back[] = {"-p", port, "mode", "set", "legacy", "--ns", "cli:m2", "--match",
                           "cli:m2:*", NULL};
     assert_int_equal(lbt_run(&proc, back), 6);
-    assert_string_equal(get_value("{cli:m2}:lb-mode"), "modern");
-    cmd_ok("SET %s %s", "{cli:m2}:lb-mode", "sideways");
+    assert_string_equal(lbt_get(conn, "{cli:m2}:lb-mode"), "modern");
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:m2}:lb-mode", "sideways");
     const char *status[] = {"-p", port, "status", "--ns", "cli:m2", "--match", "cli:m2:*",
                             "--json", NULL};
     cJSON *o = run_json1(status, 6);
@@ -1342,24 +1298,24 @@ static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) 
     const char *set[] = {"-p", port, "mode", "set", "compat", "--ns", "cli:m2", NULL};
     assert_int_equal(lbt_run(&proc, get), 3);
     assert_int_equal(lbt_run(&proc, set), 3);
-    assert_string_equal(get_value("{cli:m2}:lb-mode"), "sideways");
-    cmd_ok("DEL %s", "{cli:m2}:lb-mode");
-    cmd_ok("HSET %s %s %s", "{cli:m2}:lb-mode", "f", "v");
+    assert_string_equal(lbt_get(conn, "{cli:m2}:lb-mode"), "sideways");
+    lbt_cmd_ok(conn, "DEL %s", "{cli:m2}:lb-mode");
+    lbt_cmd_ok(conn, "HSET %s %s %s", "{cli:m2}:lb-mode", "f", "v");
     assert_int_equal(lbt_run(&proc, get), 3);
-    assert_int_equal(int_reply("HLEN %s", "{cli:m2}:lb-mode"), 1);
-    cmd_ok("DEL %s", "{cli:m2}:lb-mode");
+    assert_int_equal(lbt_int(conn, "HLEN %s", "{cli:m2}:lb-mode"), 1);
+    lbt_cmd_ok(conn, "DEL %s", "{cli:m2}:lb-mode");
 }
 
 /* ---- sweep ------------------------------------------------------------------------------ */
-static long long pexpiretime(const char *key) { return int_reply("PEXPIRETIME %s", key); }
+static long long pexpiretime(const char *key) { return lbt_int(conn, "PEXPIRETIME %s", key); }
 
 static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **state) {
     (void)state;
     int64_t now = wall_ms();
     long long running = now + 60000, recent = now - 2000, old = now - 3600000;
-    cmd_ok("SET %s %lld", "cli:w:run", running);
-    cmd_ok("SET %s %lld", "cli:w:recent", recent);
-    cmd_ok("SET %s %lld", "cli:w:old", old);
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:w:run", running);
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:w:recent", recent);
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:w:old", old);
     /* Dry run: says what it would do, writes nothing. */
     const char *dry[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
                          "--dry-run", "--json", NULL};
@@ -1368,8 +1324,8 @@ static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **sta
     assert_true(lbt_num_of(o, "to_delete") == 1);
     assert_true(lbt_num_of(o, "acted") == 0);
     cJSON_Delete(o);
-    assert_int_equal(int_reply("PTTL %s", "cli:w:run"), -1);
-    assert_int_equal(int_reply("EXISTS %s", "cli:w:old"), 1);
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:w:run"), -1);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:w:old"), 1);
     const char *args[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
                           "--json", NULL};
     o = run_json1(args, 0);
@@ -1379,11 +1335,11 @@ static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **sta
     /* The TTL ends exactly at timestamp + grace. */
     assert_int_equal(pexpiretime("cli:w:run"), running + 10000);
     assert_int_equal(pexpiretime("cli:w:recent"), recent + 10000);
-    assert_int_equal(int_reply("EXISTS %s", "cli:w:old"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:w:old"), 0);
     char v[32];
     snprintf(v, sizeof v, "%lld", running);
-    assert_string_equal(get_value("cli:w:run"), v);
-    cmd_ok("DEL %s %s", "cli:w:run", "cli:w:recent");
+    assert_string_equal(lbt_get(conn, "cli:w:run"), v);
+    lbt_cmd_ok(conn, "DEL %s %s", "cli:w:run", "cli:w:recent");
 }
 
 /* Nothing that is not a TTL-less timestamp in a named epoch codec is touched:
@@ -1397,10 +1353,10 @@ static void test_sweep_never_touches_what_it_cannot_read(void **state) {
     char key[32];
     for (int i = 0; i < 6; i++) {
         snprintf(key, sizeof key, "cli:n:%d", i);
-        cmd_ok("SET %s %s", key, values[i]);
+        lbt_cmd_ok(conn, "SET %s %s", key, values[i]);
     }
-    cmd_ok("SET %s %s PX 100000", "cli:n:compat", "1700000000000");
-    cmd_ok("SADD %s %s", "cli:n:set", "m");
+    lbt_cmd_ok(conn, "SET %s %s PX 100000", "cli:n:compat", "1700000000000");
+    lbt_cmd_ok(conn, "SADD %s %s", "cli:n:set", "m");
     const char *args[] = {"-p", port, "sweep", "--match", "cli:n:*", "--codec", "ms",
                           "--codec", "json", "--json", NULL};
     cJSON *o = run_json1(args, 0);
@@ -1415,22 +1371,11 @@ static void test_sweep_never_touches_what_it_cannot_read(void **state) {
     cJSON_Delete(o);
     for (int i = 0; i < 6; i++) {
         snprintf(key, sizeof key, "cli:n:%d", i);
-        assert_string_equal(get_value(key), values[i]);
-        assert_int_equal(int_reply("PTTL %s", key), -1);
+        assert_string_equal(lbt_get(conn, key), values[i]);
+        assert_int_equal(lbt_int(conn, "PTTL %s", key), -1);
     }
-    assert_int_equal(int_reply("SCARD %s", "cli:n:set"), 1);
+    assert_int_equal(lbt_int(conn, "SCARD %s", "cli:n:set"), 1);
     clear_keys("cli:n:*");
-}
-
-/* SCRIPT LOAD calls the server has answered so far. */
-static long long script_loads(void) {
-    redisReply *r = redisCommand(conn, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    const char *at = strstr(r->str, "cmdstat_script|load:calls=");
-    long long n = at ? atoll(at + strlen("cmdstat_script|load:calls=")) : 0;
-    freeReplyObject(r);
-    return n;
 }
 
 /* A lock taken over between the scan and the action is left alone: the sweep
@@ -1439,22 +1384,22 @@ static long long script_loads(void) {
  * after the reader's), at least 600 ms before the action can reach it. */
 static void test_sweep_leaves_a_lock_changed_since_the_scan(void **state) {
     (void)state;
-    cmd_ok("SET %s %lld", "cli:race:k", (long long)(wall_ms() - 3600000));
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:race:k", (long long)(wall_ms() - 3600000));
     lbt_proxy *p = lbt_proxy_start(server.port);
     assert_non_null(p);
     lbt_proxy_delay(p, 300);
     char pp[16];
     snprintf(pp, sizeof pp, "%d", lbt_proxy_port(p));
-    long long before = script_loads();
+    long long before = lbt_calls(conn, "script|load");
     const char *args[] = {"-p", pp, "sweep", "--match", "cli:race:*", "--json", NULL};
     lbt_spawn(&proc, args);
-    for (int i = 0; script_loads() < before + 2; i++) {
+    for (int i = 0; lbt_calls(conn, "script|load") < before + 2; i++) {
         assert_true(i < LBT_STUCK_MS);
         usleep(1000);
     }
     char taken[32];
     snprintf(taken, sizeof taken, "%lld", (long long)(wall_ms() + 60000));
-    cmd_ok("SET %s %s", "cli:race:k", taken); /* a legacy client's takeover */
+    lbt_cmd_ok(conn, "SET %s %s", "cli:race:k", taken); /* a legacy client's takeover */
     int rc = lbt_finish(&proc);
     lbt_proxy_stop(p);
     assert_int_equal(rc, 0);
@@ -1465,9 +1410,9 @@ static void test_sweep_leaves_a_lock_changed_since_the_scan(void **state) {
     assert_false(lbt_bool_of(l.line[0], "done"));
     assert_true(lbt_num_of(l.line[1], "changed_meanwhile") == 1);
     assert_true(lbt_num_of(l.line[1], "acted") == 0);
-    assert_string_equal(get_value("cli:race:k"), taken);
-    assert_int_equal(int_reply("PTTL %s", "cli:race:k"), -1);
-    cmd_ok("DEL %s", "cli:race:k");
+    assert_string_equal(lbt_get(conn, "cli:race:k"), taken);
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:race:k"), -1);
+    lbt_cmd_ok(conn, "DEL %s", "cli:race:k");
     lbt_lines_free(&l);
 }
 
@@ -1513,11 +1458,11 @@ static void test_hold_compat_writes_a_timestamp_with_a_ttl(void **state) {
                           "20000", "--grace-ms", "5000", "--hold-ms", "600000", NULL};
     lbt_spawn(&proc, args);
     lbt_wait_lines(&proc, 1);
-    long long pttl = int_reply("PTTL %s", "cli:compat");
+    long long pttl = lbt_int(conn, "PTTL %s", "cli:compat");
     assert_true(pttl > 20000 && pttl <= 25000);
     lb_codec ms;
     int64_t t;
-    const char *v = get_value("cli:compat");
+    const char *v = lbt_get(conn, "cli:compat");
     assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
     assert_int_equal(lb_codec_decode(&ms, v, strlen(v), &t), LB_OK);
     assert_true(t >= before + 20000 && t <= wall_ms() + 20001);
@@ -1530,7 +1475,7 @@ static void test_hold_compat_writes_a_timestamp_with_a_ttl(void **state) {
     assert_string_equal(lbt_str_of(l.line[0], "value"), v);
     assert_true(lbt_num_of(l.line[0], "grace_ms") == 5000);
     assert_true(lbt_bool_of(l.line[1], "still_ours"));
-    assert_int_equal(int_reply("EXISTS %s", "cli:compat"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:compat"), 0);
     lbt_lines_free(&l);
 }
 
@@ -1539,18 +1484,18 @@ static void test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones(v
     (void)state;
     char live[32];
     snprintf(live, sizeof live, "%lld", (long long)(wall_ms() + 60000));
-    cmd_ok("SET %s %s", "cli:cl", live);
+    lbt_cmd_ok(conn, "SET %s %s", "cli:cl", live);
     const char *args[] = {"-p", port, "hold", "cli:cl", "--mode", "compat", NULL};
     assert_int_equal(lbt_run(&proc, args), 2);
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_string_equal(lbt_str_of(l.line[0], "holder_format"), "legacy");
     assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)atoll(live));
-    assert_string_equal(get_value("cli:cl"), live);
+    assert_string_equal(lbt_get(conn, "cli:cl"), live);
     lbt_lines_free(&l);
-    cmd_ok("SET %s %lld", "cli:cl", (long long)(wall_ms() - 60000));
+    lbt_cmd_ok(conn, "SET %s %lld", "cli:cl", (long long)(wall_ms() - 60000));
     assert_int_equal(lbt_run(&proc, args), 0);
-    assert_int_equal(int_reply("EXISTS %s", "cli:cl"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:cl"), 0);
 }
 
 /* With --ns the lock follows the namespace's control key, and joins its census. */
@@ -1558,7 +1503,7 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
     (void)state;
     static const char *const modes[] = {"modern", "compat", "legacy"};
     for (int i = 0; i < 3; i++) {
-        cmd_ok("SET %s %s", "{cli:follow}:lb-mode", modes[i]);
+        lbt_cmd_ok(conn, "SET %s %s", "{cli:follow}:lb-mode", modes[i]);
         const char *args[] = {"-p", port, "hold", "cli:fl", "--ns", "cli:follow", NULL};
         assert_int_equal(lbt_run(&proc, args), 0);
         lbt_lines l;
@@ -1582,7 +1527,7 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
     }
     freeReplyObject(r);
     assert_true(per_mode[0] == 1 && per_mode[1] == 1 && per_mode[2] == 1);
-    cmd_ok("DEL %s %s", "{cli:follow}:lb-mode", "{cli:follow}:lb-census");
+    lbt_cmd_ok(conn, "DEL %s %s", "{cli:follow}:lb-mode", "{cli:follow}:lb-census");
 }
 
 /* ---- Watchdog and fair waiting ------------------------------------------------------- */
@@ -1612,15 +1557,15 @@ static void test_hold_modern_watchdog_reports_a_lost_lock(void **state) {
                           "--ttl-ms", "900", "--hold-ms", "600000", NULL};
     lbt_spawn(&proc, args);
     lbt_wait_lines(&proc, 1);
-    cmd_ok("SET %s %s PX 60000", "cli:wdl", "intruder");
+    lbt_cmd_ok(conn, "SET %s %s PX 60000", "cli:wdl", "intruder");
     assert_int_equal(lbt_finish(&proc), 5); /* no signal: the loss ended it */
     lbt_lines l;
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
     assert_string_equal(lbt_str_of(l.line[1], "watchdog_lost"), "LB_WATCH_REFUSED");
     assert_false(lbt_bool_of(l.line[1], "interrupted"));
-    assert_string_equal(get_value("cli:wdl"), "intruder");
-    cmd_ok("DEL %s", "cli:wdl");
+    assert_string_equal(lbt_get(conn, "cli:wdl"), "intruder");
+    lbt_cmd_ok(conn, "DEL %s", "cli:wdl");
     lbt_lines_free(&l);
 }
 
@@ -1633,13 +1578,13 @@ static void test_hold_fair_waiter_takes_the_lock_after_the_holder(void **state) 
                         "--hold-ms", "600000", NULL};
     lbt_spawn(&first, a1);
     lbt_wait_lines(&first, 1);
-    long long before = int_reply("EXISTS %s", "cli:fair");
+    long long before = lbt_int(conn, "EXISTS %s", "cli:fair");
     assert_int_equal(before, 1);
     const char *a2[] = {"-p", port, "hold", "cli:fair", "--mode", "modern", "--fair",
                         "--wait-ms", "20000", NULL};
     lbt_spawn(&proc, a2);
     /* Once the second is queued, the first lets go. */
-    for (int i = 0; int_reply("EXISTS %s", "{cli:fair}:queue") == 0; i++) {
+    for (int i = 0; lbt_int(conn, "EXISTS %s", "{cli:fair}:queue") == 0; i++) {
         assert_true(i < LBT_STUCK_MS);
         usleep(1000);
     }
@@ -1652,7 +1597,7 @@ static void test_hold_fair_waiter_takes_the_lock_after_the_holder(void **state) 
     assert_string_equal(lbt_str_of(l.line[0], "event"), "acquired");
     assert_true(lbt_bool_of(l.line[0], "fair"));
     assert_true(lbt_bool_of(l.line[1], "still_ours"));
-    assert_int_equal(int_reply("EXISTS %s", "cli:fair"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:fair"), 0);
     lbt_lines_free(&l);
 }
 
@@ -1677,9 +1622,9 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
         assert_true(lbt_num_of(o, "lost_locks") == 0);
         assert_true(lbt_num_of(o, "failed_clients") == 0);
         cJSON_Delete(o);
-        assert_int_equal(int_reply("EXISTS %s", "cli:cf"), 0);
+        assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:cf"), 0);
     }
-    cmd_ok("DEL %s", "cli:cfn");
+    lbt_cmd_ok(conn, "DEL %s", "cli:cfn");
 }
 
 /* ---- Fixture -------------------------------------------------------------------------- */

@@ -16,6 +16,7 @@
 
 #include "harness/cluster.h"
 #include "harness/proc.h"
+#include "harness/redis_util.h"
 #include "lockbridge/cluster.h"
 #include "lockbridge/lockbridge.h"
 
@@ -70,16 +71,11 @@ static long long on_owner(const char *key, const char *fmt, ...) {
 
 /* The string value of `key` on its owner; "" when absent. */
 static const char *value_of(const char *key) {
-    static char buf[128];
     redisContext *c = lbt_redis_connect(&cluster.node[owner_of(key)]);
     assert_non_null(c);
-    redisReply *r = redisCommand(c, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
+    const char *v = lbt_get(c, key);
     redisFree(c);
-    return buf;
+    return v;
 }
 
 /* `prefix`N for N in [0, NKEYS), checked to fall on all three primaries. */

@@ -19,6 +19,7 @@
 #include <hiredis/async.h>
 
 #include "harness/cluster.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 /* Long enough that a loaded test machine does not trigger failovers of its
@@ -102,19 +103,12 @@ static void ok_on_node(int i, const char *fmt, const char *a, const char *b) {
 /* The value at `key` on node i, "" if absent (asked with ASKING, so a key of
  * an importing slot is seen too). */
 static const char *value_on(int i, const char *key) {
-    static char buf[128];
     redisContext *c = lbt_redis_connect(&cluster.node[i]);
     assert_non_null(c);
-    redisReply *a = redisCommand(c, "ASKING");
-    redisReply *r = redisCommand(c, "GET %s", key);
-    assert_non_null(a);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(a);
-    freeReplyObject(r);
+    lbt_cmd_ok(c, "ASKING");
+    const char *v = lbt_get(c, key);
     redisFree(c);
-    return buf;
+    return v;
 }
 
 static int owner_of(const char *key) {
@@ -152,11 +146,8 @@ static void test_keyslot_matches_the_servers_for_tags_and_odd_bytes(void **state
     redisContext *c = lbt_redis_connect(&cluster.node[first]);
     assert_non_null(c);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        redisReply *r = redisCommand(c, "CLUSTER KEYSLOT %b", cases[i].key, cases[i].len);
-        assert_non_null(r);
-        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-        assert_int_equal(lb_cluster_keyslot(cases[i].key, cases[i].len), (unsigned)r->integer);
-        freeReplyObject(r);
+        long long slot = lbt_int(c, "CLUSTER KEYSLOT %b", cases[i].key, cases[i].len);
+        assert_int_equal(lb_cluster_keyslot(cases[i].key, cases[i].len), (unsigned)slot);
     }
     assert_int_equal(lb_cluster_keyslot("123456789", 9), 0x31C3 & 16383);
     /* Generated keys across the whole slot range, tagged and untagged. */

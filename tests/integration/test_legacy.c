@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "legacy/internal.h"
 #include "lockbridge/lockbridge.h"
 
@@ -62,17 +63,11 @@ static lb_legacy_lock *lbt_lock(const combo *c, const char *key, int64_t ttl_ms,
     return l;
 }
 
-static void lbt_ok(redisReply *r) {
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
-
 static void lbt_set(const char *key, const char *v, size_t len) {
-    lbt_ok(redisCommand(admin, "SET %s %b", key, v, len));
+    lbt_cmd_ok(admin, "SET %s %b", key, v, len);
 }
 
-static void lbt_del(const char *key) { lbt_ok(redisCommand(admin, "DEL %s", key)); }
+static void lbt_del(const char *key) { lbt_cmd_ok(admin, "DEL %s", key); }
 
 /* Asserts the key holds exactly these bytes (v == NULL: the key is absent). */
 static void assert_key(const char *key, const char *v, size_t len) {
@@ -141,23 +136,16 @@ static int lbt_drive(redisContext *c, lb_machine *m, lbt_hook *h) {
 static void act_del(lbt_hook *h) { lbt_del(h->key); }
 static void act_set(lbt_hook *h) { lbt_set(h->key, h->value, h->len); }
 
-static long long client_id(redisContext *c) {
-    redisReply *r = redisCommand(c, "CLIENT ID");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long id = r->integer;
-    freeReplyObject(r);
-    return id;
-}
+static long long client_id(redisContext *c) { return lbt_int(c, "CLIENT ID"); }
 
 static void kill_client(redisContext *victim) {
     long long id = client_id(victim);
-    lbt_ok(redisCommand(admin, "CLIENT KILL ID %lld", id));
+    lbt_cmd_ok(admin, "CLIENT KILL ID %lld", id);
 }
 
 /* The id is read before the operation starts, since the victim's connection
  * is the one the machine is using. */
-static void act_kill(lbt_hook *h) { lbt_ok(redisCommand(admin, "CLIENT KILL ID %lld", h->victim)); }
+static void act_kill(lbt_hook *h) { lbt_cmd_ok(admin, "CLIENT KILL ID %lld", h->victim); }
 
 static redisContext *lbt_connect(void) {
     redisContext *c = lbt_redis_connect(&server);
@@ -175,7 +163,7 @@ static void test_acquire_contend_release_for_every_codec_and_variant(void **stat
         redisContext *ca = lbt_connect(), *cb = lbt_connect();
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 30000, NULL);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_try_acquire(a, ca), LB_OK);
         assert_true(lb_legacy_held(a));
         assert_key_is_ours(key, a);
@@ -342,8 +330,8 @@ static void test_keys_of_other_types_are_wrongtype_and_untouched(void **state) {
         char hkey[64], lkey[64];
         lbt_key(hkey, sizeof hkey, "hash", i);
         lbt_key(lkey, sizeof lkey, "list", i);
-        lbt_ok(redisCommand(admin, "HSET %s f v", hkey));
-        lbt_ok(redisCommand(admin, "RPUSH %s a b", lkey));
+        lbt_cmd_ok(admin, "HSET %s f v", hkey);
+        lbt_cmd_ok(admin, "RPUSH %s a b", lkey);
         lb_legacy_lock *h = lbt_lock(&combos[i], hkey, 30000, NULL);
         lb_legacy_lock *l = lbt_lock(&combos[i], lkey, 30000, NULL);
         assert_int_equal(lb_legacy_try_acquire(h, admin), LB_EWRONGTYPE);
@@ -361,7 +349,7 @@ static void test_keys_of_other_types_are_wrongtype_and_untouched(void **state) {
         assert_string_equal(r->element[0]->str, "a");
         assert_string_equal(r->element[1]->str, "b");
         freeReplyObject(r);
-        lbt_ok(redisCommand(admin, "DEL %s %s", hkey, lkey));
+        lbt_cmd_ok(admin, "DEL %s %s", hkey, lkey);
         lb_legacy_lock_free(h);
         lb_legacy_lock_free(l);
     }
@@ -487,13 +475,13 @@ static void test_scripted_variant_survives_script_flush(void **state) {
         lbt_key(key, sizeof key, "flush", i);
         lbt_set_expiry(&combos[i], key, -5000, dead, &deadlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
         assert_key_is_ours(key, a);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_extend(a, admin, 60000), LB_OK);
         assert_key_is_ours(key, a);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_release(a, admin), LB_OK);
         assert_key(key, NULL, 0);
         lb_legacy_lock_free(a);

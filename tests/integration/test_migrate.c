@@ -21,28 +21,16 @@
 #include <hiredis/async.h>
 
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
 static redisContext *admin; /* the test's own connection, for setup and checks */
 
 /* ---- Helpers -------------------------------------------------------------------------- */
-static void lbt_ok(redisReply *r) {
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("redis: %s", r->str);
-    freeReplyObject(r);
-}
+static void lbt_del(const char *key) { lbt_cmd_ok(admin, "DEL %s", key); }
 
-static void lbt_del(const char *key) { lbt_ok(redisCommand(admin, "DEL %s", key)); }
-
-static long long lbt_pttl(const char *key) {
-    redisReply *r = redisCommand(admin, "PTTL %s", key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
+static long long lbt_pttl(const char *key) { return lbt_int(admin, "PTTL %s", key); }
 
 /* Asserts the key holds exactly these bytes (v == NULL: the key is absent). */
 static void assert_key(const char *key, const char *v, size_t len) {
@@ -145,8 +133,8 @@ static void test_mode_is_read_set_compared_and_published(void **state) {
     /* A subscriber hears every set. */
     redisContext *sub = lbt_redis_connect(&server);
     assert_non_null(sub);
-    redisReply *r = redisCommand(sub, "SUBSCRIBE %s", k.channel);
-    lbt_ok(r);
+    lbt_cmd_ok(sub, "SUBSCRIBE %s", k.channel);
+    redisReply *r;
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, &receivers), LB_OK);
     assert_int_equal(receivers, 1);
     assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
@@ -173,12 +161,12 @@ static void test_mode_is_read_set_compared_and_published(void **state) {
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, &expect, NULL), LB_OK);
 
     /* A control key holding something else is reported, not guessed at. */
-    lbt_ok(redisCommand(admin, "SET %s %s", k.mode, "turbo"));
+    lbt_cmd_ok(admin, "SET %s %s", k.mode, "turbo");
     assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_EFOREIGN);
     assert_int_equal(found, 0);
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_ESTATE);
     lbt_del(k.mode);
-    lbt_ok(redisCommand(admin, "HSET %s a b", k.mode));
+    lbt_cmd_ok(admin, "HSET %s a b", k.mode);
     assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_EWRONGTYPE);
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_EWRONGTYPE);
     lbt_del(k.mode);
@@ -277,11 +265,11 @@ static void test_inspect_classifies_what_redis_holds(void **state) {
     assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_ABSENT);
     size_t len = lbt_expiry_value("ms", 5000, v);
-    lbt_ok(redisCommand(admin, "SET %s %b", key, v, len));
+    lbt_cmd_ok(admin, "SET %s %b", key, v, len);
     assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_LEGACY);
     assert_false(c.expired);
-    lbt_ok(redisCommand(admin, "PEXPIRE %s 9000", key));
+    lbt_cmd_ok(admin, "PEXPIRE %s 9000", key);
     assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_COMPAT);
     assert_true(c.pttl_ms > 0 && c.pttl_ms <= 9000);
@@ -289,13 +277,13 @@ static void test_inspect_classifies_what_redis_holds(void **state) {
     char *big = malloc(1 << 20);
     assert_non_null(big);
     memset(big, '1', 1 << 20);
-    lbt_ok(redisCommand(admin, "SET %s %b", key, big, (size_t)(1 << 20)));
+    lbt_cmd_ok(admin, "SET %s %b", key, big, (size_t)(1 << 20));
     free(big);
     assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_UNKNOWN);
     assert_int_equal(c.len, 1 << 20);
     lbt_del(key);
-    lbt_ok(redisCommand(admin, "RPUSH %s a", key));
+    lbt_cmd_ok(admin, "RPUSH %s a", key);
     assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_WRONGTYPE);
     lbt_del(key);
@@ -319,14 +307,14 @@ static void run_format_case(const format_case *fc, lb_mode mode) {
     size_t len = val ? strlen(val) : 0;
     lbt_del(key);
     if (fc->hash) {
-        lbt_ok(redisCommand(admin, "HSET %s f v", key));
+        lbt_cmd_ok(admin, "HSET %s f v", key);
     } else if (val || fc->expiry_ms) {
         if (!val) {
             len = lbt_expiry_value("ms", fc->expiry_ms, v);
             val = v;
         }
-        if (fc->px) lbt_ok(redisCommand(admin, "SET %s %b PX %lld", key, val, len, fc->px));
-        else lbt_ok(redisCommand(admin, "SET %s %b", key, val, len));
+        if (fc->px) lbt_cmd_ok(admin, "SET %s %b PX %lld", key, val, len, fc->px);
+        else lbt_cmd_ok(admin, "SET %s %b", key, val, len);
     }
     lb_mlock *l = lbt_mlock(key, mode, "ms", 5000, NULL);
     int rc = lb_mlock_try_acquire(l, admin);
@@ -381,7 +369,7 @@ static void test_busy_reports_what_holds_the_key(void **state) {
     char v[LB_VALUE_MAX];
     size_t len = lbt_expiry_value("ms", 20000, v);
     lbt_del(key);
-    lbt_ok(redisCommand(admin, "SET %s %b", key, v, len));
+    lbt_cmd_ok(admin, "SET %s %b", key, v, len);
     lb_mlock *l = lbt_mlock(key, LB_MODE_MODERN, "ms", 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EBUSY);
     const lb_class *c = lb_mlock_observed(l);
@@ -424,8 +412,8 @@ typedef struct swap_ctx {
 
 static void swap_value(void *ud) {
     swap_ctx *s = ud;
-    if (s->extra) lbt_ok(redisCommand(admin, "SET %s %b PX 9000", s->key, s->value, s->len));
-    else lbt_ok(redisCommand(admin, "SET %s %b", s->key, s->value, s->len));
+    if (s->extra) lbt_cmd_ok(admin, "SET %s %b PX 9000", s->key, s->value, s->len);
+    else lbt_cmd_ok(admin, "SET %s %b", s->key, s->value, s->len);
 }
 
 /* The takeover is a second script call carrying the value judged expired; if
@@ -450,7 +438,7 @@ static void test_takeover_needs_the_observed_value_unchanged(void **state) {
             s.len = oldlen;
         }
         lbt_del(key);
-        lbt_ok(redisCommand(admin, "SET %s %b", key, old, oldlen));
+        lbt_cmd_ok(admin, "SET %s %b", key, old, oldlen);
         lb_mlock *l = lbt_mlock(key, variant % 2 ? LB_MODE_MODERN : LB_MODE_COMPAT, "ms", 5000, NULL);
         unsigned sent = 0;
         int rc = drive(lb_mlock_try_acquire_machine(l), 1, swap_value, &s, &sent);
@@ -485,11 +473,11 @@ static void test_flushed_scripts_are_sent_again(void **state) {
         o.legacy_variant = LB_LEGACY_SCRIPTED;
         lb_mlock *l = NULL;
         assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_mlock_extend(l, admin, 9000), LB_OK);
-        lbt_ok(redisCommand(admin, "SCRIPT FLUSH"));
+        lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_mlock_release(l, admin), LB_OK);
         assert_key(key, NULL, 0);
         lb_mlock_free(l);
@@ -579,7 +567,7 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     assert_int_equal(lb_mlock_extend(m, admin, 0), LB_EINVAL);
     assert_int_equal(lb_mlock_release(m, admin), LB_OK);
     /* A value someone else replaced is not extended. */
-    lbt_ok(redisCommand(admin, "SET %s %s", key, "1999999999999"));
+    lbt_cmd_ok(admin, "SET %s %s", key, "1999999999999");
     assert_int_equal(lb_mlock_extend(l, admin, 20000), LB_ELOST);
     assert_false(lb_mlock_held(l));
     assert_key(key, "1999999999999", 13);
@@ -596,7 +584,7 @@ static void test_release_deletes_only_our_own_value(void **state) {
     /* Replaced by a legacy takeover (GETSET clears the TTL): lost, left alone. */
     lb_mlock *l = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
-    lbt_ok(redisCommand(admin, "GETSET %s %s", key, "1999999999999"));
+    lbt_cmd_ok(admin, "GETSET %s %s", key, "1999999999999");
     assert_int_equal(lb_mlock_release(l, admin), LB_ELOST);
     assert_key(key, "1999999999999", 13);
     assert_int_equal(lb_mlock_release(l, admin), LB_ESTATE);
@@ -618,7 +606,7 @@ static void test_release_deletes_only_our_own_value(void **state) {
     lbt_del(key);
     lb_mlock *m = lbt_mlock(key, LB_MODE_MODERN, NULL, 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(m, admin), LB_OK);
-    lbt_ok(redisCommand(admin, "SET %s %s PX 9000", key, "ffffffffffffffffffffffffffffffff"));
+    lbt_cmd_ok(admin, "SET %s %s PX 9000", key, "ffffffffffffffffffffffffffffffff");
     assert_int_equal(lb_mlock_release(m, admin), LB_ELOST);
     assert_key(key, "ffffffffffffffffffffffffffffffff", 32);
     lb_mlock_free(l);
@@ -646,7 +634,7 @@ static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {
     assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EBUSY);
     assert_int_equal(lb_mlock_release(c, admin), LB_OK);
     /* ... and a token as a foreign value it leaves alone. */
-    lbt_ok(redisCommand(admin, "SET %s %s PX 9000", key, "0123456789abcdef0123456789abcdef"));
+    lbt_cmd_ok(admin, "SET %s %s PX 9000", key, "0123456789abcdef0123456789abcdef");
     assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EFOREIGN);
     assert_key(key, "0123456789abcdef0123456789abcdef", 32);
     /* Legacy extend needs the scripted variant. */
@@ -714,7 +702,7 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(e, admin), LB_OK);
-    lbt_ok(redisCommand(admin, "SET %s %s", k.mode, "warp"));
+    lbt_cmd_ok(admin, "SET %s %s", k.mode, "warp");
     assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(e, admin), LB_OK);
@@ -820,7 +808,7 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     assert_int_equal(lb_census_register(admin, ns, strlen(ns), &a, &now), LB_OK);
     assert_int_equal(lb_census_register(admin, ns, strlen(ns), &b, &old), LB_OK);
     /* Something that is not an entry is listed as such and never pruned. */
-    lbt_ok(redisCommand(admin, "HSET %s %s %s", k.census, "junk", "{not json"));
+    lbt_cmd_ok(admin, "HSET %s %s %s", k.census, "junk", "{not json");
     lb_census_entry *es = NULL;
     size_t n = 0;
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
@@ -868,7 +856,7 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
                                 "\"host\":\"\",\"pid\":1.5,\"seen_ms\":2}", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(lb_census_decode(bad[i], strlen(bad[i]), &back), LB_EFOREIGN);
-    lbt_ok(redisCommand(admin, "SET %s x", k.census));
+    lbt_cmd_ok(admin, "SET %s x", k.census);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n),
                      LB_EWRONGTYPE);
     assert_null(es);
@@ -922,7 +910,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     assert_int_equal(es[0].mode, LB_MODE_COMPAT);
     lb_census_free(NULL, es);
     /* A control key in no known form: the entry keeps the mode in use. */
-    lbt_ok(redisCommand(admin, "SET %s %s", k.mode, "\"mode\":\"?\""));
+    lbt_cmd_ok(admin, "SET %s %s", k.mode, "\"mode\":\"?\"");
     assert_int_equal(lb_mlock_refresh(l, admin), LB_OK);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
@@ -1194,11 +1182,11 @@ static void test_the_async_driver_runs_every_mode(void **state) {
     lb_ns_keys k;
     char old[LB_VALUE_MAX];
     assert_int_equal(lb_ns_keys_init(&k, ns, strlen(ns)), LB_OK);
-    lbt_ok(redisCommand(admin, "SET %s modern", k.mode));
+    lbt_cmd_ok(admin, "SET %s modern", k.mode);
     lbt_del("mt:async:1");
     lbt_del("mt:async:3");
     size_t oldlen = lbt_expiry_value("ms", -3000, old);
-    lbt_ok(redisCommand(admin, "SET %s %b", "mt:async:2", old, oldlen));
+    lbt_cmd_ok(admin, "SET %s %b", "mt:async:2", old, oldlen);
     async_run a;
     memset(&a, 0, sizeof a);
     a.l[0] = lbt_follower("mt:async:1", ns, LB_MODE_COMPAT, 1000);

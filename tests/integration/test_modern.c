@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -25,35 +26,6 @@ static lb_lock *new_lock(const char *key, int64_t ttl_ms, int fencing) {
     return l;
 }
 
-static void cmd_ok(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(conn, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-}
-
-/* The key's value, or "" when absent (caller frees nothing: static buffer). */
-static const char *get_value(const char *key) {
-    static char buf[256];
-    redisReply *r = redisCommand(conn, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
-    return buf;
-}
-
-static long long pttl(const char *key) {
-    redisReply *r = redisCommand(conn, "PTTL %s", key);
-    assert_non_null(r);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
 static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:basic", 10000, 0), *b = new_lock("m:basic", 10000, 0);
@@ -61,13 +33,13 @@ static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
     const char *tok = lb_lock_token(a);
     assert_int_equal(strlen(tok), LB_TOKEN_LEN);
     assert_int_equal(strspn(tok, "0123456789abcdef"), LB_TOKEN_LEN);
-    assert_string_equal(get_value("m:basic"), tok);
-    assert_true(pttl("m:basic") > 9000);
+    assert_string_equal(lbt_get(conn, "m:basic"), tok);
+    assert_true(lbt_int(conn, "PTTL %s", "m:basic") > 9000);
     assert_int_equal(lb_lock_try_acquire(b, conn), LB_EBUSY);
     assert_true(lb_lock_holder_ttl(b) > 9000);
     assert_string_not_equal(lb_lock_token(b), tok);
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
-    assert_string_equal(get_value("m:basic"), "");
+    assert_string_equal(lbt_get(conn, "m:basic"), "");
     assert_int_equal(lb_lock_try_acquire(b, conn), LB_OK);
     assert_int_equal(lb_lock_release(b, conn), LB_OK);
     assert_int_equal(lb_lock_release(b, conn), LB_ESTATE);
@@ -84,7 +56,7 @@ static void test_release_after_expiry_leaves_the_new_holder_alone(void **state) 
     assert_int_equal(lb_lock_acquire(b, conn, INT64_MAX), LB_OK);
     assert_int_equal(lb_lock_release(a, conn), LB_ELOST);
     assert_false(lb_lock_held(a));
-    assert_string_equal(get_value("m:late"), lb_lock_token(b));
+    assert_string_equal(lbt_get(conn, "m:late"), lb_lock_token(b));
     assert_int_equal(lb_lock_extend(a, conn, 1000, LB_EXTEND_REPLACE), LB_ESTATE);
     assert_int_equal(lb_lock_release(b, conn), LB_OK);
     lb_lock_free(a);
@@ -96,16 +68,16 @@ static void test_extend_replaces_or_adds_to_the_ttl(void **state) {
     lb_lock *a = new_lock("m:extend", 5000, 0);
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
     assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_OK);
-    long long t = pttl("m:extend");
+    long long t = lbt_int(conn, "PTTL %s", "m:extend");
     assert_true(t > 19000 && t <= 20000);
     assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_ADD), LB_OK);
-    assert_true(pttl("m:extend") > 38000);
+    assert_true(lbt_int(conn, "PTTL %s", "m:extend") > 38000);
     assert_int_equal(lb_lock_extend(a, conn, 0, LB_EXTEND_ADD), LB_EINVAL);
-    cmd_ok("SET m:extend someone-else PX 10000");
+    lbt_cmd_ok(conn, "SET m:extend someone-else PX 10000");
     assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_ELOST);
-    assert_string_equal(get_value("m:extend"), "someone-else");
-    assert_true(pttl("m:extend") <= 10000);
-    cmd_ok("DEL m:extend");
+    assert_string_equal(lbt_get(conn, "m:extend"), "someone-else");
+    assert_true(lbt_int(conn, "PTTL %s", "m:extend") <= 10000);
+    lbt_cmd_ok(conn, "DEL m:extend");
     lb_lock_free(a);
 }
 
@@ -139,7 +111,7 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
         assert_int_equal(lb_lock_fence(l), 0);
     }
     /* The counter lives beside the lock, in its hash slot. */
-    assert_int_equal(atoll(get_value("{m:fence}:fence")), last);
+    assert_int_equal(atoll(lbt_get(conn, "{m:fence}:fence")), last);
     lb_lock_free(a);
     lb_lock_free(b);
 }
@@ -148,11 +120,11 @@ static void test_scripts_survive_a_script_flush(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:flush", 10000, 1);
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    cmd_ok("SCRIPT FLUSH");
+    lbt_cmd_ok(conn, "SCRIPT FLUSH");
     assert_int_equal(lb_lock_extend(a, conn, 10000, LB_EXTEND_REPLACE), LB_OK);
-    cmd_ok("SCRIPT FLUSH");
+    lbt_cmd_ok(conn, "SCRIPT FLUSH");
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
-    cmd_ok("SCRIPT FLUSH");
+    lbt_cmd_ok(conn, "SCRIPT FLUSH");
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
     lb_lock_free(a);
@@ -163,17 +135,17 @@ static void test_scripts_survive_a_script_flush(void **state) {
 static void test_other_values_are_held_locks(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:other", 10000, 0);
-    cmd_ok("SET m:other {\"uid\":\"4a7d\"} PX 150");
+    lbt_cmd_ok(conn, "SET m:other {\"uid\":\"4a7d\"} PX 150");
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_EBUSY);
     assert_true(lb_lock_holder_ttl(a) >= 0 && lb_lock_holder_ttl(a) <= 150);
     assert_int_equal(lb_lock_acquire(a, conn, 5000), LB_OK);
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
 
-    cmd_ok("SET m:other 1700000000000");
+    lbt_cmd_ok(conn, "SET m:other 1700000000000");
     assert_int_equal(lb_lock_acquire(a, conn, 50), LB_ETIMEDOUT);
     assert_int_equal(lb_lock_holder_ttl(a), -1);
-    assert_string_equal(get_value("m:other"), "1700000000000");
-    cmd_ok("DEL m:other");
+    assert_string_equal(lbt_get(conn, "m:other"), "1700000000000");
+    lbt_cmd_ok(conn, "DEL m:other");
     lb_lock_free(a);
 }
 
@@ -181,8 +153,8 @@ static void test_a_key_of_another_type_is_never_deleted(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:type", 10000, 0);
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    cmd_ok("DEL m:type");
-    cmd_ok("HSET m:type f v");
+    lbt_cmd_ok(conn, "DEL m:type");
+    lbt_cmd_ok(conn, "HSET m:type f v");
     assert_int_equal(lb_lock_release(a, conn), LB_EWRONGTYPE);
     int64_t ttl;
     assert_int_equal(lb_lock_check(a, conn, &ttl), LB_EWRONGTYPE);
@@ -190,7 +162,7 @@ static void test_a_key_of_another_type_is_never_deleted(void **state) {
     assert_non_null(r);
     assert_string_equal(r->str, "v");
     freeReplyObject(r);
-    cmd_ok("DEL m:type");
+    lbt_cmd_ok(conn, "DEL m:type");
     lb_lock_free(a);
 }
 
@@ -214,7 +186,7 @@ static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state)
     lb_lock *a = new_lock("m:drop", 10000, 1);
     redisReply *id = redisCommand(victim, "CLIENT ID");
     assert_non_null(id);
-    cmd_ok("CLIENT KILL ID %lld", id->integer);
+    lbt_cmd_ok(conn, "CLIENT KILL ID %lld", id->integer);
     freeReplyObject(id);
     assert_int_equal(lb_lock_try_acquire(a, victim), LB_EIO);
     assert_false(lb_lock_held(a));

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "harness/redis_util.h"
 #include "harness/sentinel.h"
 #include "lockbridge/lockbridge.h"
 
@@ -53,16 +54,11 @@ static lb_lock *new_lock(const char *key) {
 
 /* The value at `key` on data server i, "" if absent. */
 static const char *value_on(int i, const char *key) {
-    static char buf[128];
     redisContext *c = lbt_redis_connect(&env.data[i]);
     assert_non_null(c);
-    redisReply *r = redisCommand(c, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
+    const char *v = lbt_get(c, key);
     redisFree(c);
-    return buf;
+    return v;
 }
 
 static void assert_primary_is(lb_sentinel *s, int i) {

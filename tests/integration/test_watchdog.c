@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -131,39 +132,10 @@ static void watch(lb_watchdog *wd, lb_lock *l, recorder *r, double fraction, int
     assert_int_equal(lb_watchdog_watch(wd, l, &o), LB_OK);
 }
 
-static void cmd_ok(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(conn, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-}
-
-static const char *get_value(redisContext *c, const char *key) {
-    static char buf[256];
-    redisReply *r = redisCommand(c, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
-    return buf;
-}
-
-static long long integer(const char *fmt, const char *key) {
-    redisReply *r = redisCommand(conn, fmt, key);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
 /* Waits (bounded) until the key is gone; returns whether it went. */
 static int wait_gone(const char *key, int64_t max_ms) {
     int64_t end = mono_ns() + max_ms * 1000000;
-    while (integer("EXISTS %s", key) != 0) {
+    while (lbt_int(conn, "EXISTS %s", key) != 0) {
         if (mono_ns() > end) return 0;
         sleep_ms(10);
     }
@@ -199,7 +171,7 @@ static void test_keeps_a_300ms_lock_held_for_five_ttls(void **state) {
     watch(wd, l, &r, 0, 0);
     for (int i = 0; i < 15; i++) {
         sleep_ms(100);
-        assert_string_equal(get_value(conn, "wd:keep"), lb_lock_token(l));
+        assert_string_equal(lbt_get(conn, "wd:keep"), lb_lock_token(l));
     }
     int64_t deadline = 0;
     assert_int_equal(lb_watchdog_check(wd, l, &deadline, NULL), LB_OK);
@@ -210,7 +182,7 @@ static void test_keeps_a_300ms_lock_held_for_five_ttls(void **state) {
     assert_int_equal(st.watched, 1);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, conn), LB_OK);
-    assert_int_equal(integer("EXISTS %s", "wd:keep"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "wd:keep"), 0);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -236,7 +208,7 @@ static void test_one_thread_renews_forty_locks(void **state) {
         sleep_ms(200);
         for (int i = 0; i < N; i++) {
             snprintf(key, sizeof key, "wd:many:%d", i);
-            assert_string_equal(get_value(conn, key), lb_lock_token(locks[i]));
+            assert_string_equal(lbt_get(conn, key), lb_lock_token(locks[i]));
         }
     }
     lb_watchdog_stats st = stats(wd);
@@ -262,19 +234,19 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     rec_init(&r);
     lb_lock *l = held_lock("wd:overwritten", 300);
     watch(wd, l, &r, 0, 0);
-    cmd_ok("SET wd:overwritten intruder");
+    lbt_cmd_ok(conn, "SET wd:overwritten intruder");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
     /* The watchdog's extend compares first: the intruder's key keeps no TTL. */
-    assert_string_equal(get_value(conn, "wd:overwritten"), "intruder");
-    assert_int_equal(integer("PTTL %s", "wd:overwritten"), -1);
+    assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
+    assert_int_equal(lbt_int(conn, "PTTL %s", "wd:overwritten"), -1);
     int reason = 0;
     assert_int_equal(lb_watchdog_check(wd, l, NULL, &reason), LB_ELOST);
     assert_int_equal(reason, LB_WATCH_REFUSED);
     assert_int_equal(lb_lock_release(l, conn), LB_ELOST);
-    assert_string_equal(get_value(conn, "wd:overwritten"), "intruder");
+    assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
     assert_int_equal(rec_calls(&r), 1);
-    cmd_ok("DEL wd:overwritten");
+    lbt_cmd_ok(conn, "DEL wd:overwritten");
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -290,7 +262,7 @@ static void test_acquiring_again_ends_the_old_watch(void **state) {
     rec_init(&r);
     lb_lock *l = held_lock("wd:again", 30000);
     watch(wd, l, &r, 0, 0); /* renewal due in 10 s: none during the test */
-    cmd_ok("DEL wd:again");
+    lbt_cmd_ok(conn, "DEL wd:again");
     int64_t ttl;
     assert_int_equal(lb_lock_check(l, conn, &ttl), LB_ELOST);
     assert_int_equal(stats(wd).watched, 1);
@@ -312,10 +284,10 @@ static void test_lost_at_once_when_the_key_is_deleted(void **state) {
     /* A 30 s lock renewed every 10 ms: the loss is seen at the next renewal,
      * long before the TTL. */
     watch(wd, l, &r, 1.0 / 3000, 0);
-    cmd_ok("DEL wd:deleted");
+    lbt_cmd_ok(conn, "DEL wd:deleted");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
-    assert_int_equal(integer("EXISTS %s", "wd:deleted"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "wd:deleted"), 0);
     assert_int_equal(stats(wd).lost, 1);
     lb_lock_free(l);
     assert_int_equal(stats(wd).watched, 0);
@@ -343,7 +315,7 @@ static void test_lost_when_the_server_is_paused_past_the_ttl(void **state) {
     assert_true(r.at_ns >= deadline);
     assert_true(strlen(r.detail) > 0);
     lb_lock_release(l, conn); /* whatever the resumed server says */
-    cmd_ok("DEL wd:paused");
+    lbt_cmd_ok(conn, "DEL wd:paused");
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -392,7 +364,7 @@ static void test_max_hold_below_the_ttl_never_shortens_the_lease(void **state) {
     assert_int_equal(stats(wd).renewals, 0);
     assert_true(r.at_ns >= acquired_deadline);
     lb_lock_free(l);
-    cmd_ok("DEL wd:short-hold");
+    lbt_cmd_ok(conn, "DEL wd:short-hold");
     lb_watchdog_free(wd);
     rec_destroy(&r);
 }
@@ -406,11 +378,11 @@ static void test_reconnects_when_its_connection_is_killed(void **state) {
     watch(wd, l, &r, 0, 0);
     for (int i = 0; i < 3; i++) {
         sleep_ms(150);
-        cmd_ok("CLIENT KILL TYPE normal");
+        lbt_cmd_ok(conn, "CLIENT KILL TYPE normal");
     }
     for (int i = 0; i < 6; i++) {
         sleep_ms(100);
-        assert_string_equal(get_value(conn, "wd:killed"), lb_lock_token(l));
+        assert_string_equal(lbt_get(conn, "wd:killed"), lb_lock_token(l));
     }
     lb_watchdog_stats st = stats(wd);
     assert_true(st.reconnects >= 1);
@@ -454,7 +426,7 @@ static void test_lost_callback_runs_without_the_watchdog_mutex(void **state) {
     r.wd = wd;
     lb_lock *l = held_lock("wd:callback", 300);
     watch(wd, l, &r, 0, 0);
-    cmd_ok("DEL wd:callback");
+    lbt_cmd_ok(conn, "DEL wd:callback");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.check_rc, LB_ELOST);
     lb_lock_free(l);
@@ -498,7 +470,7 @@ static void test_unwatch_or_release_racing_renewal_leaves_nothing_behind(void **
         pthread_mutex_unlock(&r->mu);
         lb_lock_free(l);
         assert_int_equal(lb_lock_try_acquire(next, conn), LB_OK);
-        assert_true(integer("PTTL %s", "wd:race") > 59000);
+        assert_true(lbt_int(conn, "PTTL %s", "wd:race") > 59000);
         assert_int_equal(lb_lock_release(next, conn), LB_OK);
     }
     sleep_ms(20);
@@ -545,7 +517,7 @@ static void test_unwatch_waits_for_a_callback_in_flight(void **state) {
     o.lost = on_lost_slowly;
     o.ud = &s;
     assert_int_equal(lb_watchdog_watch(wd, l, &o), LB_OK);
-    cmd_ok("DEL wd:slow");
+    lbt_cmd_ok(conn, "DEL wd:slow");
     int64_t end = mono_ns() + INT64_C(5000000000);
     while (!__atomic_load_n(&s.started, __ATOMIC_SEQ_CST) && mono_ns() < end) sleep_ms(1);
     assert_true(__atomic_load_n(&s.started, __ATOMIC_SEQ_CST));
@@ -590,7 +562,7 @@ static void test_a_callback_may_end_its_own_watch(void **state) {
     o.lost = on_lost_unwatch;
     o.ud = &s;
     assert_int_equal(lb_watchdog_watch(wd, s.lock, &o), LB_OK);
-    cmd_ok("DEL wd:self");
+    lbt_cmd_ok(conn, "DEL wd:self");
     assert_int_equal(rec_wait(&s.rec, 5000), 1);
     assert_int_equal(s.unwatch_rc, LB_OK);
     assert_int_equal(lb_watchdog_check(wd, s.lock, NULL, NULL), LB_ESTATE);
@@ -628,7 +600,7 @@ static void test_freeing_the_watchdog_detaches_its_locks(void **state) {
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
     lb_lock_free(a);
     lb_lock_free(b);
-    cmd_ok("DEL wd:orphan:b");
+    lbt_cmd_ok(conn, "DEL wd:orphan:b");
 }
 
 static void test_watch_again_replaces_and_other_watchdogs_are_refused(void **state) {
@@ -855,7 +827,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     rec_init(&r);
     watch(wd, l, &r, 0, 0);
     sleep_ms(700);
-    assert_string_equal(get_value(owner, "wd:secured"), lb_lock_token(l));
+    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, owner), LB_OK);
     lb_watchdog_free(wd);
@@ -873,7 +845,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     rep = redisCommand(owner, "CLIENT KILL TYPE normal");
     freeReplyObject(rep);
     sleep_ms(500);
-    assert_string_equal(get_value(owner, "wd:secured"), lb_lock_token(l));
+    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
     assert_true(__atomic_load_n(&connects, __ATOMIC_SEQ_CST) >= 2);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, owner), LB_OK);

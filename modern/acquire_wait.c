@@ -39,6 +39,17 @@ static int nap(wait_state *s, int64_t ms) {
 
 static int64_t left_ms(const wait_state *s) { return s->deadline - lb__mono_ms(); }
 
+/* An attempt; a fair one names the waiter's inbox once it is listening, so
+ * that a hand-off wakes this client alone. */
+static int attempt(wait_state *s) {
+    if (s->l->fair && s->w) {
+        const char *inbox;
+        size_t len = lb__waiter_inbox(s->w, &inbox);
+        lb__fair_set_inbox(s->l, inbox, len);
+    }
+    return lb_lock_try_acquire(s->l, s->c);
+}
+
 /* A fair waiter queued and listening needs no attempt until its hand-off
  * message comes (it ends the sleep), a release or a lost subscription
  * (events, which end it too), the holder's TTL or the head's lease runs out
@@ -93,7 +104,7 @@ static int wait_loop(wait_state *s) {
             return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
         if (!skip) {
             if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
-            int rc = lb_lock_try_acquire(l, s->c);
+            int rc = attempt(s);
             if (rc != LB_EBUSY) return rc;
         }
         skip = 0;
@@ -120,7 +131,7 @@ int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* Uncontended, one attempt and no subscription. */
     if (w) lb__waiter_peek(w, l->channel, l->channellen, &s.before);
-    int rc = lb_lock_try_acquire(l, c);
+    int rc = attempt(&s);
     if (rc == LB_EBUSY) rc = left_ms(&s) > 0 ? wait_loop(&s) : give_up(&s);
     if (s.ch) lb__waiter_unwatch(w, s.ch, l->fair ? &s.rec : NULL);
     if (l->fair) lb__fair_end_wait(l);

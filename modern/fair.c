@@ -17,6 +17,8 @@ struct lb__fair {
     size_t queuelen, statelen;
     int mode;                /* LB__FAIR_TRY, _WAIT or _LEAVE: the next attempt's */
     int keep_token;          /* a blocking wait keeps one token in the queue */
+    const char *inbox;       /* the waiter's inbox for hand-offs, or NULL */
+    size_t inboxlen;
     char *arg;               /* the packed script argument */
     size_t argcap, arglen;
 };
@@ -60,8 +62,9 @@ int lb__fair_new(lb_lock *l) {
     int rc = companion(l, "queue", &f->queue, &f->queuelen);
     if (rc == LB_OK) rc = companion(l, "fair", &f->state, &f->statelen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
-    /* The release argument is the longest: token, two numbers, channel. */
-    f->argcap = LB_TOKEN_LEN + 2 * 21 + l->channellen + 4;
+    /* Token, two numbers and a channel (the release's) or an inbox (a wait's). */
+    size_t chan = l->channellen > LB__INBOX_MAX ? l->channellen : LB__INBOX_MAX;
+    f->argcap = 6 + LB_TOKEN_LEN + 2 * 21 + chan + 4;
     f->arg = lb__alloc(l->opts.allocator, f->argcap);
     return f->arg ? LB_OK : LB_ENOMEM;
 }
@@ -91,9 +94,15 @@ int lb__fair_begin_wait(lb_lock *l) {
 
 void lb__fair_set_mode(lb_lock *l, int mode) { l->fair->mode = mode; }
 
+void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len) {
+    l->fair->inbox = len <= LB__INBOX_MAX ? inbox : NULL;
+    l->fair->inboxlen = l->fair->inbox ? len : 0;
+}
+
 void lb__fair_end_wait(lb_lock *l) {
     l->fair->keep_token = 0;
     l->fair->mode = LB__FAIR_TRY;
+    lb__fair_set_inbox(l, NULL, 0);
 }
 
 static int acquired(lb_lock *l, int64_t fence) {
@@ -127,6 +136,11 @@ static int acquire_start(lb_lock *l, const lb_now *now) {
     int n = snprintf(f->arg, f->argcap, "%s %s %lld %lld", mode_name[f->mode], l->token,
                      (long long)l->opts.ttl_ms, (long long)lb__fair_lease_ms(l));
     f->arglen = (size_t)n;
+    if (f->inbox && f->mode == LB__FAIR_WAIT) {
+        f->arg[f->arglen++] = ' ';
+        memcpy(f->arg + f->arglen, f->inbox, f->inboxlen);
+        f->arglen += f->inboxlen;
+    }
     lb__cmd_script(&l->m, &lb__script_modern_fair_acquire, l->opts.fencing ? "4" : "3");
     keys(l);
     lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);

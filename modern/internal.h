@@ -55,6 +55,10 @@ int lb__fair_release_step(lb_machine *m, const struct redisReply *r, const lb_no
 int lb__fair_begin_wait(lb_lock *l); /* a fresh token kept until lb__fair_end_wait */
 void lb__fair_set_mode(lb_lock *l, int mode);
 void lb__fair_end_wait(lb_lock *l);
+/* The inbox the next attempts name for a hand-off (NULL: the lock's channel). */
+#define LB__INBOX_PREFIX_MAX 64                             /* bytes */
+#define LB__INBOX_MAX (LB__INBOX_PREFIX_MAX + LB_TOKEN_LEN) /* bytes */
+void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
 int lb__fair_handed(lb_lock *l, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
 
@@ -78,6 +82,7 @@ typedef struct lb__wpeek {
     int on;             /* subscribed */
     uint64_t gen;       /* event count */
     uint64_t unclaimed; /* hand-offs that named no watching wait */
+    uint64_t inbox_unclaimed; /* the same, read on the waiter's inbox */
 } lb__wpeek;
 void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek *p);
 /* NULL when out of memory (the wait then backs off without waking). *gen is
@@ -93,5 +98,10 @@ uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
  * unheard until an event (a drop is followed by one when it is back). */
 int lb__waiter_listening(struct lb_waiter *w, lb__wchan *c);
 void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
+/* The waiter's inbox channel, where fair releases hand it locks; the first
+ * call subscribes it. Its length, and *name, once the subscription is
+ * confirmed; 0 and NULL until then (the hand-off then comes on the lock's
+ * channel). The name lives as long as the waiter. */
+size_t lb__waiter_inbox(struct lb_waiter *w, const char **name);
 
 #endif

@@ -1,6 +1,8 @@
 /* The waiter: one subscriber connection per client, owned by a thread that
  * reads release messages and wakes the threads waiting on each channel;
- * SUBSCRIBE and UNSUBSCRIBE follow a per-channel count of watchers. */
+ * SUBSCRIBE and UNSUBSCRIBE follow a per-channel count of watchers. Fair
+ * hand-offs come on the waiter's own inbox channel, so that a hand-off wakes
+ * the one client it names rather than every client watching the lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -27,6 +29,8 @@ struct lb__wchan {
     size_t len;
     int refs;               /* waits watching it */
     int sub;                /* SUB_* */
+    int inbox;              /* the waiter's inbox: never counted nor let go */
+    int was_on;             /* the inbox was subscribed before */
     uint64_t gen;           /* release messages and confirmed subscriptions */
     uint64_t unclaimed;     /* hand-offs that named no wait of ours */
     int64_t idle_ms;        /* monotonic ms at which refs last fell to 0 */
@@ -47,6 +51,8 @@ struct lb_waiter {
     int stuck;              /* a command could not be queued (out of memory) */
     int connected;
     lb__wchan *buckets[NBUCKETS];
+    lb__wchan *inbox;       /* created by the first fair wait, kept to the end */
+    char *inbox_prefix;
     lb_waiter_stats st;
     redisContext *ctx;      /* the thread's alone once it runs */
 };
@@ -59,6 +65,7 @@ void lb_waiter_options_init(lb_waiter_options *o) {
     o->reconnect_min_ms = 10;
     o->reconnect_max_ms = 1000;
     o->linger_ms = 1000;
+    o->inbox_prefix = "lb-inbox:";
 }
 
 /* ---- Channels (caller holds mu) ------------------------------------------- */
@@ -98,7 +105,6 @@ static lb__wchan *create(lb_waiter *w, const char *s, size_t len) {
     size_t b = bucket(s, len);
     c->next = w->buckets[b];
     w->buckets[b] = c;
-    w->st.channels++;
     return c;
 }
 
@@ -106,7 +112,7 @@ static void destroy(lb_waiter *w, lb__wchan *c) {
     pthread_cond_destroy(&c->cond);
     lb__free(w->opts.allocator, c->name);
     lb__free(w->opts.allocator, c);
-    w->st.channels--;
+    if (!c->inbox) w->st.channels--;
 }
 
 static void poke(lb_waiter *w) {
@@ -203,7 +209,7 @@ static void reconcile(lb_waiter *w) {
                 /* Out of memory: the state stays, to be tried again. */
                 if (redisAppendCommandArgv(w->ctx, 2, argv, lens) == REDIS_OK) {
                     c->sub = next;
-                    if (next == SUB_PENDING) w->st.subscribes++;
+                    if (next == SUB_PENDING && !c->inbox) w->st.subscribes++;
                 } else {
                     w->dirty = w->stuck = 1;
                 }
@@ -230,27 +236,56 @@ static int parse_handoff(const char *s, size_t len, int64_t *fence) {
     return 1;
 }
 
+/* Marks the wait of `c` whose token the hand-off names, if one watches. */
+static int claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t fence) {
+    for (lb__wrec *r = c->recs; r; r = r->next) {
+        if (r->token[0] && memcmp(r->token, token, LB_TOKEN_LEN) == 0) {
+            r->handed = 1;
+            r->fence = fence;
+            w->st.handoffs++;
+            pthread_cond_broadcast(&c->cond);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A hand-off on the inbox names a token, not a lock: every watched channel
+ * is searched (a client waits on few locks at once). */
+static int claim_anywhere(lb_waiter *w, const char *token, int64_t fence) {
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (lb__wchan *c = w->buckets[b]; c; c = c->next)
+            if (c->recs && claim(w, c, token, fence)) return 1;
+    return 0;
+}
+
 /* A message: a hand-off wakes the one wait it names (others need not retry:
- * the lock is held again); anything else counts as a release. Holds mu. */
+ * the lock is held again); anything else on a lock's channel counts as a
+ * release. Holds mu. */
 static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     int64_t fence;
     w->st.messages++;
     if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
-        for (lb__wrec *r = c->recs; r; r = r->next) {
-            if (r->token[0] && memcmp(r->token, msg->str, LB_TOKEN_LEN) == 0) {
-                r->handed = 1;
-                r->fence = fence;
-                w->st.handoffs++;
-                pthread_cond_broadcast(&c->cond);
-                return;
-            }
-        }
+        if (c->inbox ? claim_anywhere(w, msg->str, fence) : claim(w, c, msg->str, fence)) return;
         /* Another client's, or ours before its wait was watching. */
         memcpy(c->recent[c->unclaimed % RECENT], msg->str, LB_TOKEN_LEN);
         c->unclaimed++;
         return;
     }
-    event(c);
+    if (!c->inbox) event(c);
+}
+
+/* The inbox is subscribed again: a hand-off may have passed unheard while
+ * it was not, so every fair wait attempts at once. (No attempt names the
+ * inbox before its first confirmation: nothing to miss then.) */
+static void inbox_back(lb_waiter *w) {
+    if (!w->inbox->was_on) {
+        w->inbox->was_on = 1;
+        return;
+    }
+    for (size_t b = 0; b < NBUCKETS; b++)
+        for (lb__wchan *c = w->buckets[b]; c; c = c->next)
+            if (c->recs) event(c);
 }
 
 static int is_kind(const redisReply *r, const char *kind) {
@@ -271,7 +306,8 @@ static void on_reply(lb_waiter *w, const redisReply *r) {
     } else if (is_kind(kind, "subscribe") && c->sub == SUB_PENDING) {
         c->sub = SUB_ON;
         /* A release may have gone unheard before now: waits retry at once. */
-        event(c);
+        if (c->inbox) inbox_back(w);
+        else event(c);
         if (c->refs == 0) w->dirty = 1;
     } else if (is_kind(kind, "unsubscribe") && c->sub == SUB_LEAVING) {
         c->sub = SUB_NONE;
@@ -396,7 +432,8 @@ static int valid(const lb_waiter_options *o) {
            o->connect_timeout_ms > 0 &&
            o->connect_timeout_ms <= 3600000 && o->reconnect_min_ms > 0 &&
            o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000 &&
-           o->linger_ms >= 0 && o->linger_ms <= 3600000;
+           o->linger_ms >= 0 && o->linger_ms <= 3600000 &&
+           (!o->inbox_prefix || strlen(o->inbox_prefix) <= LB__INBOX_PREFIX_MAX);
 }
 
 static void free_all(lb_waiter *w) {
@@ -413,6 +450,7 @@ static void free_all(lb_waiter *w) {
     lb__free(w->opts.allocator, w->host);
     lb__free(w->opts.allocator, w->username);
     lb__free(w->opts.allocator, w->password);
+    lb__free(w->opts.allocator, w->inbox_prefix);
     lb__free(w->opts.allocator, w);
 }
 
@@ -442,7 +480,8 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     w->wake[0] = w->wake[1] = -1;
     if (copy(w, o->host ? o->host : "127.0.0.1", &w->host) != LB_OK ||
         copy(w, o->username, &w->username) != LB_OK ||
-        copy(w, o->password, &w->password) != LB_OK) {
+        copy(w, o->password, &w->password) != LB_OK ||
+        copy(w, o->inbox_prefix ? o->inbox_prefix : "lb-inbox:", &w->inbox_prefix) != LB_OK) {
         free_all(w);
         return LB_ENOMEM;
     }
@@ -495,6 +534,7 @@ void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out) {
     if (!w) return;
     pthread_mutex_lock(&w->mu);
     *out = w->st;
+    out->inbox = w->inbox && w->inbox->sub == SUB_ON;
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -507,20 +547,27 @@ void lb__waiter_peek(lb_waiter *w, const char *ch, size_t len, lb__wpeek *p) {
         p->gen = c->gen;
         p->unclaimed = c->unclaimed;
     }
+    if (w->inbox) p->inbox_unclaimed = w->inbox->unclaimed;
     pthread_mutex_unlock(&w->mu);
+}
+
+/* Whether none of the hand-offs `c` read since it stood at `since` named
+ * `token`. */
+static int unnamed_since(const lb__wchan *c, uint64_t since, const char *token) {
+    uint64_t n = c->unclaimed - since;
+    if (n > RECENT) return 0;
+    for (uint64_t k = 0; k < n; k++)
+        if (memcmp(c->recent[(since + k) % RECENT], token, LB_TOKEN_LEN) == 0) return 0;
+    return 1;
 }
 
 /* Whether nothing a wait registering now could have missed came since `p`:
  * no release, no lost subscription, no hand-off to its token. Holds mu. */
-static int quiet_since(const lb__wchan *c, const lb__wpeek *p, const lb__wrec *rec) {
+static int quiet_since(lb_waiter *w, const lb__wchan *c, const lb__wpeek *p, const lb__wrec *rec) {
     if (!p || !p->on || c->sub != SUB_ON || c->gen != p->gen) return 0;
     if (!rec || !rec->token[0]) return 1;
-    uint64_t n = c->unclaimed - p->unclaimed;
-    if (n > RECENT) return 0;
-    for (uint64_t k = 0; k < n; k++)
-        if (memcmp(c->recent[(p->unclaimed + k) % RECENT], rec->token, LB_TOKEN_LEN) == 0)
-            return 0;
-    return 1;
+    if (w->inbox && !unnamed_since(w->inbox, p->inbox_unclaimed, rec->token)) return 0;
+    return unnamed_since(c, p->unclaimed, rec->token);
 }
 
 lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
@@ -529,7 +576,7 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
     *ready = LB__WATCH_DOWN;
     pthread_mutex_lock(&w->mu);
     lb__wchan *c = find(w, ch, len);
-    if (!c) c = create(w, ch, len);
+    if (!c && (c = create(w, ch, len)) != NULL) w->st.channels++;
     if (c) {
         c->refs++;
         if (rec) {
@@ -539,7 +586,7 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
             c->recs = rec;
         }
         *gen = c->gen;
-        *ready = quiet_since(c, since, rec) ? LB__WATCH_QUIET
+        *ready = quiet_since(w, c, since, rec) ? LB__WATCH_QUIET
                  : c->sub == SUB_ON         ? LB__WATCH_READY
                  : w->connected             ? LB__WATCH_PENDING
                                             : LB__WATCH_DOWN;
@@ -615,4 +662,29 @@ void lb__waiter_unwatch(lb_waiter *w, lb__wchan *c, lb__wrec *rec) {
         if (!w->linger_due || w->opts.linger_ms == 0) poke(w);
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+/* The inbox is named at its creation: the prefix and a random token, so that
+ * no two waiters share one. */
+size_t lb__waiter_inbox(lb_waiter *w, const char **name) {
+    *name = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (!w->inbox) {
+        char buf[LB__INBOX_PREFIX_MAX + LB__TOKEN_CAP];
+        size_t n = strlen(w->inbox_prefix);
+        memcpy(buf, w->inbox_prefix, n);
+        if (lb__token(buf + n) == LB_OK && (w->inbox = create(w, buf, strlen(buf))) != NULL) {
+            w->inbox->inbox = 1;
+            w->inbox->refs = 1;
+            w->dirty = 1;
+            poke(w);
+        }
+    }
+    size_t len = 0;
+    if (w->inbox && w->inbox->sub == SUB_ON) {
+        *name = w->inbox->name;
+        len = w->inbox->len;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return len;
 }

@@ -31,6 +31,11 @@ typedef struct lb_waiter_options {
      * and again neither subscribes anew nor attempts once more after each
      * confirmation. */
     int64_t linger_ms;
+    /* Fair hand-offs reach this waiter on a channel of its own, named by
+     * this prefix ("lb-inbox:", at most 64 bytes; copied) and a random
+     * token, subscribed at the first fair wait. An ACL user needs the
+     * channel pattern (&lb-inbox:*) to subscribe and to publish to it. */
+    const char *inbox_prefix;
     const lb_allocator *allocator; /* NULL: malloc; must outlive the waiter */
 } lb_waiter_options;
 
@@ -56,6 +61,7 @@ typedef struct lb_waiter_stats {
     int connected;       /* the subscriber connection is up */
     int channels;        /* channels watched now */
     int blocked;         /* threads asleep in a wait now */
+    int inbox;           /* the inbox for fair hand-offs is subscribed */
 } lb_waiter_stats;
 
 /* A snapshot of the waiter's counters; *out is zeroed when w is NULL. */

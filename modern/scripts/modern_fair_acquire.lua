@@ -7,11 +7,13 @@
 -- a token other than the last fair grant's (~holder, noted beside a queue),
 -- a non-fair or legacy client's.
 -- KEYS[1] lock, KEYS[2] queue (zset token -> ticket), KEYS[3] state (hash:
--- token -> "lease_expiry_ms ttl_ms", "~streak", "~open", "~last", "~gap",
--- "~seen", "~holder"), KEYS[4] fencing
--- counter (optional). ARGV[1] "mode token ttl_ms lease_ms", mode one of try,
--- wait, leave. Returns {1, fence} when ours, {0, ms worth waiting} when not.
-local mode, token, ttl, lease = string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+)$')
+-- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
+-- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
+-- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
+-- inbox: the waiter's own channel, where a release hands it the lock.
+-- Returns {1, fence} when ours, {0, ms worth waiting} when not.
+local mode, token, ttl, lease, inbox =
+  string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
 lease = tonumber(lease)
 local t = redis.call('TIME')
@@ -90,7 +92,9 @@ if mode == 'wait' then
     if last[2] then ticket = tonumber(last[2]) + 1 end
     redis.call('ZADD', KEYS[2], ticket, token)
   end
-  redis.call('HSET', KEYS[3], token, (now + lease) .. ' ' .. ttl)
+  local entry = (now + lease) .. ' ' .. ttl
+  if inbox ~= '' then entry = entry .. ' ' .. inbox end
+  redis.call('HSET', KEYS[3], token, entry)
   -- The queue vanishes on its own once every waiter has gone.
   for i = 2, 3 do
     if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end

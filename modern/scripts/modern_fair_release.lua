@@ -1,7 +1,7 @@
 -- Fair release: if the lock holds our token, hands it to the oldest waiter
 -- whose lease has not lapsed (writes that waiter's token with its own TTL and
--- publishes the token on the release channel), or deletes it and publishes
--- "released". After `every` hand-offs in a row (0: never) the lock may be
+-- publishes the token on the waiter's inbox, or on the release channel for a
+-- waiter that named none), or deletes it and publishes "released". After `every` hand-offs in a row (0: never) the lock may be
 -- left free instead, queued waiters keeping off it for `ms`, so that clients
 -- outside the queue get a turn. Such windows are `gap` x `ms` apart: gap is
 -- 4 after a window since which an outsider was seen (a try of a fair client
@@ -24,18 +24,18 @@ local function drop(w)
   redis.call('HDEL', KEYS[3], w)
 end
 
--- The oldest live waiter and the TTL it asked for.
+-- The oldest live waiter, the TTL it asked for and its inbox ('': none).
 local function head()
   while true do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     if not h then return nil end
-    local exp, ttl = string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) (%d+)$')
-    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, ttl end
+    local exp, ttl, inbox = string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) (%d+) ?(.*)$')
+    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, ttl, inbox end
     drop(h)
   end
 end
 
-local h, ttl = head()
+local h, ttl, inbox = head()
 if h then
   local function field(f) return redis.call('HGET', KEYS[3], f) end
   local streak = tonumber(field('~streak') or '0') or 0
@@ -53,7 +53,13 @@ if h then
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     local msg = h
     if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
-    redis.call('PUBLISH', channel, msg)
+    if inbox == '' then
+      redis.call('PUBLISH', channel, msg)
+    else
+      -- A user whose ACL refuses the inbox still hands off: the waiter
+      -- learns it at its next attempt.
+      redis.pcall('PUBLISH', inbox, msg)
+    end
     return 2
   end
   if seen then gap = 4 else gap = math.min(gap * 2, 64) end

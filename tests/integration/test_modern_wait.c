@@ -458,6 +458,78 @@ static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
     return sent;
 }
 
+/* A subscriber's next message as "channel payload" (pattern messages too). */
+static void next_message(redisContext *sub, char *out, size_t cap) {
+    redisReply *r = NULL;
+    assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+    assert_true(r->type == REDIS_REPLY_ARRAY && r->elements >= 3);
+    size_t n = r->elements;
+    snprintf(out, cap, "%s %s", r->element[n - 2]->str, r->element[n - 1]->str);
+    freeReplyObject(r);
+}
+
+/* A fair hand-off is published on the inbox of the waiter it names, not on
+ * the lock's channel: the other clients watching the lock hear nothing of it
+ * (with 32 clients, one wake-up per hand-off instead of 32). */
+static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
+    (void)state;
+    lb_waiter *w1 = new_waiter(), *w2 = new_waiter();
+    lb_lock *h = new_lock("w:inbox", 1, 2, 100), *q1 = new_lock("w:inbox", 1, 2000, 2000),
+            *q2 = new_lock("w:inbox", 1, 2000, 2000);
+    /* A first fair wait subscribes each waiter's inbox. */
+    lb_lock *ls[2] = {q1, q2};
+    lb_waiter *ws[2] = {w1, w2};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(lb_lock_acquire_wait(ls[i], conn, ws[i], 1000), LB_OK);
+        assert_int_equal(lb_lock_release(ls[i], conn), LB_OK);
+        EVENTUALLY(stats_of(ws[i]).inbox == 1);
+    }
+    redisContext *sub = lbt_redis_connect(&server);
+    assert_non_null(sub);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE {w:inbox}:released");
+    freeReplyObject(r);
+    r = redisCommand(sub, "PSUBSCRIBE lb-inbox:*");
+    freeReplyObject(r);
+
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j1, j2;
+    job_start(&j1, q1, w1, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
+    job_start(&j2, q2, w2, 30000);
+    EVENTUALLY(integer("ZCARD %s", "{w:inbox}:queue") == 2 && stats_of(w2).blocked == 1);
+    char first[LB_TOKEN_LEN + 1];
+    redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0");
+    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
+    snprintf(first, sizeof first, "%s", z->element[0]->str);
+    freeReplyObject(z);
+    uint64_t heard2 = stats_of(w2).messages;
+
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(job_join(&j1), LB_OK);
+    assert_int_equal(stats_of(w1).handoffs, 1);
+    cmd_ok("PUBLISH {w:inbox}:released marker");
+    /* In order: the hand-off on an inbox, then the marker; nothing between. */
+    char msg[256], want[256];
+    next_message(sub, msg, sizeof msg);
+    assert_memory_equal(msg, "lb-inbox:", 9);
+    snprintf(want, sizeof want, " %s", first);
+    assert_string_equal(strchr(msg, ' '), want);
+    next_message(sub, msg, sizeof msg);
+    assert_string_equal(msg, "{w:inbox}:released marker");
+    EVENTUALLY(stats_of(w2).messages == heard2 + 1); /* the marker alone */
+
+    job_end(&j1); /* releases: the lock goes to q2 */
+    assert_int_equal(job_join(&j2), LB_OK);
+    assert_int_equal(stats_of(w2).handoffs, 1);
+    job_end(&j2);
+    redisFree(sub);
+    lb_waiter_free(w1);
+    lb_waiter_free(w2);
+    lb_lock_free(h);
+    lb_lock_free(q1);
+    lb_lock_free(q2);
+}
+
 /* A client that waits on the same lock again within linger_ms finds the
  * channel still subscribed: no SUBSCRIBE, and the one attempt that queues it
  * is all it sends. Past linger_ms the channel is let go. */
@@ -987,6 +1059,7 @@ int main(void) {
         cmocka_unit_test(test_fair_hand_offs_follow_arrival_order),
         cmocka_unit_test(test_a_queued_waiter_needs_one_command_when_the_channel_is_watched),
         cmocka_unit_test(test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off),
+        cmocka_unit_test(test_a_fair_hand_off_wakes_only_the_client_it_names),
         cmocka_unit_test(test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait),
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),

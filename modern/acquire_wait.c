@@ -28,9 +28,10 @@ typedef struct wait_state {
     int64_t deadline, cap;
 } wait_state;
 
-/* Sleeps up to `ms`, waking early on a release or a hand-off to us. */
-static int nap(wait_state *s, int64_t ms) {
-    if (!s->ch) {
+/* Sleeps up to `ms`, waking early on a release or a hand-off to us (unless
+ * deaf: then only the time ends it). */
+static int nap(wait_state *s, int64_t ms, int deaf) {
+    if (!s->ch || deaf) {
         lb__sleep_ms(ms);
         return LB__WAKE_TIMEOUT;
     }
@@ -95,23 +96,29 @@ static int wait_loop(wait_state *s) {
         /* The confirmation bumps the count; until then a release could pass
          * unheard, so the next attempt waits for it (bounded). */
         int64_t ms = next_sleep(l, &s->cap);
-        wake = nap(s, ms < left ? ms : left);
+        wake = nap(s, ms < left ? ms : left, 0);
     }
     for (;;) {
         /* A hand-off without a fencing number (from a releaser without
          * fencing) is confirmed by the next attempt, which reads the counter. */
         if (wake == LB__WAKE_HANDED && (s->rec.fence > 0 || !l->opts.fencing))
             return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
+        /* A release heard, and another client took the lock first: others
+         * heard it too. Sleeping one back-off step deaf to releases keeps
+         * every waiter from answering every release (a herd of attempts of
+         * which one can win); alone, a waiter rarely loses such a race. */
+        int deaf = 0;
         if (!skip) {
             if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
             int rc = attempt(s);
             if (rc != LB_EBUSY) return rc;
+            deaf = !l->fair && wake == LB__WAKE_RELEASE;
         }
         skip = 0;
         left = left_ms(s);
         if (left <= 0) return give_up(s);
         int64_t ms = l->fair ? queued_sleep(s) : next_sleep(l, &s->cap);
-        wake = nap(s, ms < left ? ms : left);
+        wake = nap(s, ms < left ? ms : left, deaf);
         /* No attempt starts after the deadline: a sleep that ran into it
          * heard no release, and the TTL bound had not passed. */
         if (wake == LB__WAKE_TIMEOUT && left_ms(s) <= 0) return give_up(s);

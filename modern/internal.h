@@ -76,7 +76,9 @@ typedef struct lb__wrec {
 /* READY: subscribed; QUIET: subscribed since the peek, and nothing the wait
  * could have missed was read since; PENDING: SUBSCRIBE on its way; DOWN. */
 enum { LB__WATCH_READY, LB__WATCH_QUIET, LB__WATCH_PENDING, LB__WATCH_DOWN };
-enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_HANDED };
+/* EVENT: a subscription confirmed (a release may have passed unheard);
+ * RELEASE: a release message (and maybe a confirmation) read. */
+enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_RELEASE, LB__WAKE_HANDED };
 /* What a channel stood at before an attempt. */
 typedef struct lb__wpeek {
     int on;             /* subscribed */

@@ -32,6 +32,7 @@ struct lb__wchan {
     int inbox;              /* the waiter's inbox: never counted nor let go */
     int was_on;             /* the inbox was subscribed before */
     uint64_t gen;           /* release messages and confirmed subscriptions */
+    uint64_t release_gen;   /* gen at the last release message */
     uint64_t unclaimed;     /* hand-offs that named no wait of ours */
     int64_t idle_ms;        /* monotonic ms at which refs last fell to 0 */
     char recent[RECENT][LB_TOKEN_LEN]; /* the last RECENT of them */
@@ -272,7 +273,9 @@ static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
         c->unclaimed++;
         return;
     }
-    if (!c->inbox) event(c);
+    if (c->inbox) return;
+    event(c);
+    c->release_gen = c->gen;
 }
 
 /* The inbox is subscribed again: a hand-off may have passed unheard while
@@ -633,7 +636,7 @@ int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, in
             break;
         }
         if (c->gen != *gen) {
-            rc = LB__WAKE_EVENT;
+            rc = c->release_gen > *gen ? LB__WAKE_RELEASE : LB__WAKE_EVENT;
             break;
         }
         if (pthread_cond_timedwait(&c->cond, &w->mu, &until) == ETIMEDOUT) break;

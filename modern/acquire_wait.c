@@ -31,11 +31,11 @@ typedef struct wait_state {
 /* Sleeps up to `ms`, waking early on a release or a hand-off to us (unless
  * deaf: then only the time ends it). */
 static int nap(wait_state *s, int64_t ms, int deaf) {
-    if (!s->ch || deaf) {
+    if (!s->ch) {
         lb__sleep_ms(ms);
         return LB__WAKE_TIMEOUT;
     }
-    return lb__waiter_wait(s->w, s->ch, &s->rec, &s->gen, ms);
+    return lb__waiter_wait(s->w, s->ch, &s->rec, &s->gen, ms, deaf);
 }
 
 static int64_t left_ms(const wait_state *s) { return s->deadline - lb__mono_ms(); }

@@ -92,9 +92,10 @@ void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek 
  * `since` (may be NULL). */
 lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
                             const lb__wpeek *since, uint64_t *gen, int *ready);
-/* Sleeps until the event count differs from *gen (updated), `rec` is handed
- * the lock, or `ms` pass. Returns one of LB__WAKE_*. */
-int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms);
+/* Sleeps until the event count differs from *gen (updated; not when deaf),
+ * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*. */
+int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms,
+                    int deaf);
 uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
 /* Whether the channel's subscription is confirmed: no message can pass
  * unheard until an event (a drop is followed by one when it is back). */

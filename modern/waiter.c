@@ -110,10 +110,10 @@ static lb__wchan *create(lb_waiter *w, const char *s, size_t len) {
 }
 
 static void destroy(lb_waiter *w, lb__wchan *c) {
+    if (!c->inbox) w->st.channels--;
     pthread_cond_destroy(&c->cond);
     lb__free(w->opts.allocator, c->name);
     lb__free(w->opts.allocator, c);
-    if (!c->inbox) w->st.channels--;
 }
 
 static void poke(lb_waiter *w) {
@@ -616,7 +616,8 @@ int lb__waiter_listening(lb_waiter *w, lb__wchan *c) {
     return on;
 }
 
-int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms) {
+int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms,
+                    int deaf) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     if (ms > 86400000) ms = 86400000; /* callers loop; keeps tv_sec in range */
@@ -635,7 +636,7 @@ int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, in
             rc = LB__WAKE_HANDED;
             break;
         }
-        if (c->gen != *gen) {
+        if (c->gen != *gen && !deaf) {
             rc = c->release_gen > *gen ? LB__WAKE_RELEASE : LB__WAKE_EVENT;
             break;
         }

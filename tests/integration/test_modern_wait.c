@@ -188,6 +188,46 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     lb_lock_free(b);
 }
 
+/* Two clients wait; a release wakes both, one wins and the other's attempt
+ * fails. The loser then sleeps its back-off (1 s) deaf: the winner's release
+ * 300 ms later does not wake it (at 32 clients, answering every release made
+ * a herd of attempts of which one could win). */
+static void test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off(void **state) {
+    (void)state;
+    lb_waiter *w1 = new_waiter(), *w2 = new_waiter();
+    lb_lock *h = new_lock("w:deaf", 0, 2, 100), *a = new_lock("w:deaf", 0, 1000, 1000),
+            *b = new_lock("w:deaf", 0, 1000, 1000);
+    (void)warmed_up(a);
+    (void)warmed_up(b);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job ja, jb;
+    job_start(&ja, a, w1, 30000);
+    job_start(&jb, b, w2, 30000);
+    /* Each: attempted, slept awaiting its subscription, attempted, asleep. */
+    EVENTUALLY(stats_of(w1).blocked == 1 && stats_of(w1).sleeps == 2 &&
+               stats_of(w2).blocked == 1 && stats_of(w2).sleeps == 2);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    EVENTUALLY(job_done(&ja) || job_done(&jb));
+    job *win = job_done(&ja) ? &ja : &jb, *lose = win == &ja ? &jb : &ja;
+    lb_waiter *lw = win == &ja ? w2 : w1;
+    assert_int_equal(job_join(win), LB_OK);
+    /* The loser woke, attempted, and sleeps again. */
+    EVENTUALLY(stats_of(lw).sleeps == 3 && stats_of(lw).blocked == 1);
+    job_end(win); /* releases, and publishes */
+    sleep_ms(300);
+    int done_early = job_done(lose);
+    uint64_t sleeps = stats_of(lw).sleeps;
+    assert_int_equal(job_join(lose), LB_OK);
+    job_end(lose);
+    lb_waiter_free(w1);
+    lb_waiter_free(w2);
+    lb_lock_free(h);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    assert_false(done_early);
+    assert_int_equal(sleeps, 3); /* still the same sleep */
+}
+
 /* A legacy client releases with a bare DEL and publishes nothing: the sleep
  * is bounded by the holder's TTL (400 ms), far below the 5 s back-off, so the
  * waiter gets the lock before its 3 s deadline. */
@@ -1055,6 +1095,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_wakes_the_waiter_long_before_its_back_off),
+        cmocka_unit_test(test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off),
         cmocka_unit_test(test_a_bare_del_is_noticed_within_the_holders_ttl),
         cmocka_unit_test(test_a_killed_subscriber_degrades_to_back_off_and_reconnects),
         cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),

@@ -238,13 +238,15 @@ static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
         return;
     }
     /* With --ns, the mode the namespace was in when the run started. */
+    int legacy = sh->lo->following ? sh->lo->mlock.mode == LB_MODE_LEGACY
+                                   : sh->lo->mode == LB__CLI_MODE_LEGACY;
     lb__cli_add_str(o, "mode", sh->lo->following ? lb_mode_name(sh->lo->mlock.mode)
                                                  : lb__cli_mode_name(sh->lo->mode));
     lb__cli_add_str(o, "key", sh->key);
     if (sh->lo->mode != LB__CLI_MODE_MODERN || sh->lo->following)
         lb__cli_add_str(o, "codec", sh->lo->codec_spec);
-    if (sh->lo->mode == LB__CLI_MODE_LEGACY || sh->lo->following)
-        lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
+    /* The variant is the legacy lock's: compat and modern locks have none. */
+    if (legacy) lb__cli_add_str(o, "variant", lb__cli_variant_name(sh->lo->legacy.variant));
     if (sh->lo->mlock.ns) lb__cli_add_str(o, "ns", sh->lo->mlock.ns);
     if (sh->lo->modern.fencing)
         lb__cli_add_i64(o, "fence_regressions",

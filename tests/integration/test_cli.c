@@ -1627,6 +1627,54 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
     lbt_cmd_ok(conn, "DEL %s", "cli:cfn");
 }
 
+/* "variant" is the legacy timestamp lock's option: every line of hold and
+ * contend carries it when the lock is (or, with --ns, starts) in legacy mode,
+ * and no line does in compat or modern mode. */
+static void test_variant_is_printed_in_legacy_mode_only(void **state) {
+    (void)state;
+    static const struct {
+        const char *ns_mode; /* the control key's mode, or NULL: no --ns */
+        const char *mode;    /* --mode, or the mode --ns follows */
+        int has_variant;
+    } cases[] = {
+        {NULL, "legacy", 1},     {NULL, "compat", 0},     {NULL, "modern", 0},
+        {"legacy", "legacy", 1}, {"compat", "compat", 0}, {"modern", "modern", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].ns_mode)
+            lbt_cmd_ok(conn, "SET %s %s", "{cli:var}:lb-mode", cases[i].ns_mode);
+        const char *hold[] = {"-p", port, "hold", "cli:var", "--mode", cases[i].mode,
+                              cases[i].ns_mode ? "--ns" : NULL, "cli:var", NULL};
+        const char *contend[] = {"-p", port, "contend", "cli:var", "--mode", cases[i].mode,
+                                 "--clients", "2", "--seconds", "1", "--counter-key",
+                                 "cli:varn", cases[i].ns_mode ? "--ns" : NULL, "cli:var",
+                                 NULL};
+        const char *const *runs[] = {hold, contend};
+        static const int lines[] = {2, 1};
+        for (int r = 0; r < 2; r++) {
+            int rc = lbt_run(&proc, runs[r]);
+            if (rc != 0) fail_msg("case %zu, %s: exit %d: %s", i, runs[r][2], rc, proc.err);
+            lbt_lines l;
+            lbt_parse(&proc, &l);
+            assert_int_equal(l.n, lines[r]);
+            assert_string_equal(lbt_str_of(l.line[0], "mode"), cases[i].mode);
+            for (int j = 0; j < l.n; j++) {
+                int acquired_or_summary = j == 0;
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(l.line[j], "variant");
+                if (cases[i].has_variant && acquired_or_summary)
+                    assert_string_equal(lbt_str_of(l.line[j], "variant"), "wire");
+                else if (v)
+                    fail_msg("case %zu (%s%s), %s line %d carries \"variant\"", i,
+                             cases[i].ns_mode ? "--ns " : "--mode ", cases[i].mode,
+                             runs[r][2], j + 1);
+            }
+            lbt_lines_free(&l);
+        }
+        assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:var"), 0);
+    }
+    lbt_cmd_ok(conn, "DEL %s %s %s", "cli:varn", "{cli:var}:lb-mode", "{cli:var}:lb-census");
+}
+
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
@@ -1683,6 +1731,7 @@ int main(void) {
         cmocka_unit_test(test_hold_modern_watchdog_reports_a_lost_lock),
         cmocka_unit_test(test_hold_fair_waiter_takes_the_lock_after_the_holder),
         cmocka_unit_test(test_contend_compat_and_fair_count_every_update),
+        cmocka_unit_test(test_variant_is_printed_in_legacy_mode_only),
         cmocka_unit_test(test_inspect_names_the_format_of_every_kind_of_key),
         cmocka_unit_test(test_inspect_tries_the_codecs_in_order),
         cmocka_unit_test(test_status_counts_formats_and_judges_the_next_stage),

@@ -6,7 +6,9 @@
 -- yields to them (see the release script): a refused try, or a lock held by
 -- a token other than the last fair grant's (~holder, noted beside a queue),
 -- a non-fair or legacy client's.
--- KEYS[1] lock, KEYS[2] queue (zset token -> ticket), KEYS[3] state (hash:
+-- KEYS[1] lock, KEYS[2] queue (zset token -> ticket: the server's clock in
+-- microseconds when it joined, so that ZADD NX alone keeps a place), KEYS[3]
+-- state (hash:
 -- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
 -- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
 -- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
@@ -18,6 +20,8 @@ if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
 lease = tonumber(lease)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Below 2^53, exact as a Lua number; '%.0f' writes every digit.
+local ticket = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 
 local function drop(w)
   redis.call('ZREM', KEYS[2], w)
@@ -86,12 +90,7 @@ end
 if mode == 'try' then seen() end
 
 if mode == 'wait' then
-  if not redis.call('ZSCORE', KEYS[2], token) then
-    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-    local ticket = 1
-    if last[2] then ticket = tonumber(last[2]) + 1 end
-    redis.call('ZADD', KEYS[2], ticket, token)
-  end
+  redis.call('ZADD', KEYS[2], 'NX', ticket, token)
   local entry = (now + lease) .. ' ' .. ttl
   if inbox ~= '' then entry = entry .. ' ' .. inbox end
   redis.call('HSET', KEYS[3], token, entry)

@@ -19,26 +19,25 @@ every, yield_ms = tonumber(every), tonumber(yield_ms)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function drop(w)
-  redis.call('ZREM', KEYS[2], w)
-  redis.call('HDEL', KEYS[3], w)
-end
-
--- The oldest live waiter, the TTL it asked for and its inbox ('': none).
+-- The oldest live waiter, taken off the queue, with its ticket, the TTL it
+-- asked for and its inbox ('': none); lapsed waiters met on the way are
+-- dropped.
 local function head()
   while true do
-    local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    local p = redis.call('ZPOPMIN', KEYS[2])
+    local h = p[1]
     if not h then return nil end
     local exp, ttl, inbox = string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) (%d+) ?(.*)$')
-    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, ttl, inbox end
-    drop(h)
+    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, p[2], ttl, inbox end
+    redis.call('HDEL', KEYS[3], h)
   end
 end
 
-local h, ttl, inbox = head()
+local h, ticket, ttl, inbox = head()
 if h then
   local function field(f) return redis.call('HGET', KEYS[3], f) end
-  local streak = tonumber(field('~streak') or '0') or 0
+  local streak = 0
+  if every > 0 then streak = tonumber(field('~streak') or '0') or 0 end
   local last, gap, seen, due = 0, 4, false, false
   if every > 0 and streak >= every then
     last = tonumber(field('~last') or '0') or 0
@@ -49,7 +48,7 @@ if h then
   end
   if not due then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
-    drop(h)
+    redis.call('HDEL', KEYS[3], h)
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     local msg = h
     if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
@@ -62,10 +61,15 @@ if h then
     end
     return 2
   end
+  -- The head keeps its place through the window.
+  redis.call('ZADD', KEYS[2], ticket, h)
   if seen then gap = 4 else gap = math.min(gap * 2, 64) end
   redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms,
              '~gap', gap)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
+  -- Popping the last waiter deleted the queue and its TTL: it lapses with
+  -- the state again.
+  redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 else
   redis.call('HDEL', KEYS[3], '~streak')
 end

@@ -15,13 +15,14 @@ static redisContext *locker; /* authenticated as the restricted user */
 
 /* The ACL documented in docs/reliability.md for a fleet whose lock keys are
  * "locks:*": the keys, their companions ({locks:...}:fence, :queue, :fair), the
- * release channel, and the commands sent or run by scripts. */
+ * release channel, the waiters' inboxes (fair hand-offs), and the commands
+ * sent or run by scripts. */
 static const char *const acl_rules[] = {
     "ACL", "SETUSER", "locker", "reset", "on", ">s3cret",
-    "~locks:*", "~{locks:*}:*", "&{locks:*}:released",
+    "~locks:*", "~{locks:*}:*", "&{locks:*}:released", "&lb-inbox:*",
     "+ping", "+setnx", "+get", "+getset", "+del", "+set", "+pttl", "+evalsha", "+eval",
     "+pexpire", "+incr", "+publish", "+time", "+type", "+hget", "+hset", "+hdel",
-    "+zadd", "+zrange", "+zrem", "+zscore",
+    "+zadd", "+zrange", "+zrem", "+zpopmin",
 };
 
 static redisContext *as_locker(void) {

@@ -237,45 +237,51 @@ static int parse_handoff(const char *s, size_t len, int64_t *fence) {
     return 1;
 }
 
-/* Marks the wait of `c` whose token the hand-off names, if one watches. */
-static int claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t fence) {
+/* Marks the wait of `c` whose token the hand-off names, if one watches;
+ * returns `c` then (its waits are to be woken), else NULL. */
+static lb__wchan *claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t fence) {
     for (lb__wrec *r = c->recs; r; r = r->next) {
         if (r->token[0] && memcmp(r->token, token, LB_TOKEN_LEN) == 0) {
             r->handed = 1;
             r->fence = fence;
             w->st.handoffs++;
-            pthread_cond_broadcast(&c->cond);
-            return 1;
+            return c;
         }
     }
-    return 0;
+    return NULL;
 }
 
 /* A hand-off on the inbox names a token, not a lock: every watched channel
  * is searched (a client waits on few locks at once). */
-static int claim_anywhere(lb_waiter *w, const char *token, int64_t fence) {
+static lb__wchan *claim_anywhere(lb_waiter *w, const char *token, int64_t fence) {
     for (size_t b = 0; b < NBUCKETS; b++)
         for (lb__wchan *c = w->buckets[b]; c; c = c->next)
-            if (c->recs && claim(w, c, token, fence)) return 1;
-    return 0;
+            if (c->recs && claim(w, c, token, fence)) return c;
+    return NULL;
 }
 
 /* A message: a hand-off wakes the one wait it names (others need not retry:
  * the lock is held again); anything else on a lock's channel counts as a
- * release. Holds mu. */
-static void deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
+ * release. Returns the channel whose waits are to be woken, or NULL. Holds
+ * mu; the caller wakes them once it has let mu go, so that they do not wake
+ * only to block on it. */
+static lb__wchan *deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     int64_t fence;
     w->st.messages++;
     if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
-        if (c->inbox ? claim_anywhere(w, msg->str, fence) : claim(w, c, msg->str, fence)) return;
-        /* Another client's, or ours before its wait was watching. */
-        memcpy(c->recent[c->unclaimed % RECENT], msg->str, LB_TOKEN_LEN);
-        c->unclaimed++;
-        return;
+        lb__wchan *to = c->inbox ? claim_anywhere(w, msg->str, fence)
+                                 : claim(w, c, msg->str, fence);
+        if (!to) {
+            /* Another client's, or ours before its wait was watching. */
+            memcpy(c->recent[c->unclaimed % RECENT], msg->str, LB_TOKEN_LEN);
+            c->unclaimed++;
+        }
+        return to;
     }
-    if (c->inbox) return;
-    event(c);
+    if (c->inbox) return NULL;
+    c->gen++;
     c->release_gen = c->gen;
+    return c;
 }
 
 /* The inbox is subscribed again: a hand-off may have passed unheard while
@@ -296,16 +302,17 @@ static int is_kind(const redisReply *r, const char *kind) {
            memcmp(r->str, kind, r->len) == 0;
 }
 
-/* One push reply from the subscriber connection. Holds mu. */
-static void on_reply(lb_waiter *w, const redisReply *r) {
+/* One push reply from the subscriber connection; returns the channel whose
+ * waits are to be woken (see deliver), or NULL. Holds mu. */
+static lb__wchan *on_reply(lb_waiter *w, const redisReply *r) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[1]->type != REDIS_REPLY_STRING)
-        return; /* nothing else is expected here; ignoring it is safe */
+        return NULL; /* nothing else is expected here; ignoring it is safe */
     const redisReply *kind = r->element[0], *ch = r->element[1];
     lb__wchan *c = find(w, ch->str, (size_t)ch->len);
-    if (!c) return;
+    if (!c) return NULL;
     if (is_kind(kind, "message")) {
-        deliver(w, c, r->element[2]);
+        return deliver(w, c, r->element[2]);
     } else if (is_kind(kind, "subscribe") && c->sub == SUB_PENDING) {
         c->sub = SUB_ON;
         /* A release may have gone unheard before now: waits retry at once. */
@@ -316,6 +323,7 @@ static void on_reply(lb_waiter *w, const redisReply *r) {
         c->sub = SUB_NONE;
         w->dirty = 1;
     }
+    return NULL;
 }
 
 static void drop_connection(lb_waiter *w) {
@@ -402,8 +410,11 @@ static int pump(lb_waiter *w) {
         if (redisGetReplyFromReader(w->ctx, &reply) != REDIS_OK) return -1;
         if (!reply) return 0;
         pthread_mutex_lock(&w->mu);
-        on_reply(w, reply);
+        lb__wchan *wake = on_reply(w, reply);
         pthread_mutex_unlock(&w->mu);
+        /* Channels are destroyed by this thread alone (reconcile): `wake`
+         * outlives the unlock. */
+        if (wake) pthread_cond_broadcast(&wake->cond);
         freeReplyObject(reply);
     }
 }

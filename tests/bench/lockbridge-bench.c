@@ -203,19 +203,20 @@ static const contended *best_peer(const contended_set *set) {
 /* How a strategy waits, from its name: what limits its wait and its spread. */
 static const char *wait_limit(const contended *r) {
     if (strstr(r->name, "without yield"))
-        return "the queue itself: a queued waiter waits its turn behind every other client's "
-               "critical section and hand-off, all on one key; each hand-off's message goes to "
-               "every client's subscriber connection and wakes its thread, one wake-up per "
-               "client per hand-off on the shared CPUs";
+        return "the queue itself: first come, first served, a waiter waits behind the other "
+               "31 clients' turns, and a turn is a chain: the release round trip, the message "
+               "to the next waiter's inbox, two thread wake-ups (its subscriber thread, then "
+               "the waiting thread) and the section's two round trips, on 2 CPUs shared by "
+               "64 client threads and the server";
     if (strstr(r->name, "fair"))
         return "the fair yield: after 16 hand-offs in a row the release may leave the lock free "
                "for 200 ms to clients outside the queue; with none seen such windows are 4, 8, "
                "16, then up to 64 windows' length apart, so a run of a few seconds meets the "
                "first two or three, and every queued waiter waits through each";
     if (strstr(r->name, "wake"))
-        return "every release wakes every waiter: all of them send an attempt at once, one wins, "
-               "the others queue on the server and sleep again, and the releasing client, "
-               "asking again at once, often wins first";
+        return "a release wakes the waiters listening; each that loses the race sleeps one "
+               "back-off step (up to 100 ms) deaf, so under contention they poll, and the "
+               "releasing client, asking again at once, usually wins first";
     return "the releasing client asks again at once and wins against waiters asleep in a "
            "back-off of up to 100 ms; a waiter can lose many rounds in a row";
 }
@@ -252,11 +253,13 @@ static void contended_targets(table *t, const contended *r, const contended *pee
              "%s, 32 clients: Redis commands per acquisition (commandstats, section's 2 included)",
              r->name);
     snprintf(m, sizeof m, "%.2f", calls_per_acq(r));
-    char mix[CELL_CAP - 140];
+    char mix[CELL_CAP - 300];
     tally_mix(&r->calls, r->acquisitions, mix, sizeof mix);
     snprintf(why, sizeof why,
              "the commands run inside scripts count, as for the peers (sent by the clients, "
-             "the section's 2 included: %.2f); the server ran: %s",
+             "the section's 2 included: %.2f); Redis 7.0 has no compare-and-delete command, "
+             "so a safe release alone is 3 (EVALSHA, its GET, DEL) and no safe lock counted "
+             "this way is under 6; the server ran: %s",
              r->sent >= 0 ? per_op((uint64_t)r->sent, r->acquisitions) + 2 : -1.0, mix);
     target(t, what, "<= 5", m, calls_per_acq(r) <= T_CALLS, calls_per_acq(r) / T_CALLS, why);
 }

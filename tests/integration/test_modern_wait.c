@@ -572,6 +572,66 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     lb_lock_free(q2);
 }
 
+/* A hand-off published while the waiter's connection was down is not lost:
+ * once the waiter is back and subscribed again, its wait attempts and finds
+ * its token at the key, long before its queued sleep (bounded by the holder's
+ * TTL, 30 s) would have ended. */
+static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_is_back(
+    void **state) {
+    (void)state;
+    lb_waiter_options wo;
+    lb_waiter_options_init(&wo);
+    wo.connect = test_connect;
+    wo.reconnect_min_ms = 5;
+    wo.reconnect_max_ms = 20;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 5000;
+    o.fair_lease_ms = 120000;
+    lb_lock *h = new_lock("w:down", 1, 2, 100), *q = NULL;
+    assert_int_equal(lb_lock_new(&q, "w:down", 6, &o), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(q, conn, w, 1000), LB_OK); /* subscribes the inbox */
+    assert_int_equal(lb_lock_release(q, conn), LB_OK);
+    EVENTUALLY(stats_of(w).inbox == 1);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    uint64_t sleeps = stats_of(w).sleeps;
+    job j;
+    job_start(&j, q, w, 60000);
+    /* Queued, subscribed (the first sleep), attempted again, and now in the
+     * queued sleep that only a message or an event ends early. */
+    EVENTUALLY(integer("ZCARD %s", "{w:down}:queue") == 1 && stats_of(w).sleeps == sleeps + 2 &&
+               stats_of(w).blocked == 1);
+    redisReply *z = redisCommand(conn, "ZRANGE {w:down}:queue 0 0");
+    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
+    char token[LB_TOKEN_LEN + 1];
+    snprintf(token, sizeof token, "%s", z->element[0]->str);
+    freeReplyObject(z);
+    /* The queue entry names the inbox. */
+    redisReply *e = redisCommand(conn, "HGET {w:down}:fair %s", token);
+    assert_true(e && e->type == REDIS_REPLY_STRING && strstr(e->str, " lb-inbox:"));
+    freeReplyObject(e);
+
+    __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
+    cmd_ok("CLIENT KILL TYPE pubsub");
+    EVENTUALLY(!stats_of(w).connected);
+    assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to q, told nobody */
+    assert_string_equal(get_value("w:down"), token);
+    assert_false(job_done(&j));
+    __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
+    EVENTUALLY(job_done(&j));
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_true(lb_lock_held(q));
+    assert_string_equal(lb_lock_token(q), token);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
 /* A client that waits on the same lock again within linger_ms finds the
  * channel still subscribed: no SUBSCRIBE, and the one attempt that queues it
  * is all it sends. Past linger_ms the channel is let go. */
@@ -1103,6 +1163,7 @@ int main(void) {
         cmocka_unit_test(test_a_queued_waiter_needs_one_command_when_the_channel_is_watched),
         cmocka_unit_test(test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off),
         cmocka_unit_test(test_a_fair_hand_off_wakes_only_the_client_it_names),
+        cmocka_unit_test(test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_is_back),
         cmocka_unit_test(test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait),
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),

@@ -172,8 +172,9 @@ figures to compare, and the verdicts are taken on them.
 - lockbridge strategies: the modern lock with `lb_lock_acquire` (polling: jittered
   back-off from 2 ms doubling to 100 ms, bounded by the holder's TTL); with
   `lb_lock_acquire_wait` and a waiter per client (wake-on-release: the release
-  script publishes, waiters wake at once); fair mode with its defaults (queued
-  waiters, the release hands the lock to the oldest; after 16 hand-offs in a row the
+  script publishes, listening waiters wake at once, one that then loses the race
+  sleeps a back-off step deaf); fair mode with its defaults (queued waiters, the
+  release hands the lock to the oldest, telling it on its waiter's inbox channel; after 16 hand-offs in a row the
   lock is left free for 200 ms so that legacy pollers get a turn) and without that
   yield (`fair_yield_every` 0, for fleets of lockbridge clients only); compat with
   `lb_mlock_acquire`; legacy wire-only and scripted with `lb_legacy_acquire`.
@@ -182,7 +183,9 @@ figures to compare, and the verdicts are taken on them.
   client), node-redlock and redis-semaphore's `Mutex` (one node process, a connection
   per client), and the legacy fleets' loop, a fixed 200 ms sleep between attempts
   on the L1 wire sequence, written in C in the benchmark. A peer that is not
-  installed is reported as skipped; `make bench-peers` installs them.
+  installed is reported as skipped; `make bench-peers` installs them. The rate
+  target compares with the best peer library; the legacy fleets' loop is the
+  users' own code, not a library, and is given beside it.
 - Many keys: one thread, one connection, libevent, the asynchronous driver; thousands
   of modern lock handles (the table's title gives the count; more in flight pipeline
   more per write), each on its own key, each looping acquire then release as soon as

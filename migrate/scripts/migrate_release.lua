@@ -3,8 +3,10 @@
 -- Returns 1 deleted, 0 key absent, -1 another value (left alone).
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  -- Publish first: a PUBLISH the ACL refuses ends the script before anything
+  -- is deleted, so an error reply always means nothing changed.
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('DEL', KEYS[1])
   return 1
 end
 if cur == false then

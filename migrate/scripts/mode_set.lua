@@ -12,5 +12,8 @@ if ARGV[2] ~= '' then
     return -1
   end
 end
+-- Announced first: a PUBLISH the ACL refuses ends the script before the
+-- mode is written, so an error reply means the mode did not change.
+local n = redis.call('PUBLISH', ARGV[3], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[1])
-return redis.call('PUBLISH', ARGV[3], ARGV[1])
+return n

@@ -47,18 +47,20 @@ if h then
     due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
   end
   if not due then
-    redis.call('SET', KEYS[1], h, 'PX', ttl)
-    redis.call('HDEL', KEYS[3], h)
-    redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     local msg = h
     if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
+    -- Published before the key is written: a PUBLISH the ACL refuses ends
+    -- the script with the lock still ours (the waiter popped off the queue
+    -- rejoins at its next attempt). A user whose ACL refuses the inbox
+    -- still hands off: the waiter learns it at its next attempt.
     if inbox == '' then
       redis.call('PUBLISH', channel, msg)
     else
-      -- A user whose ACL refuses the inbox still hands off: the waiter
-      -- learns it at its next attempt.
       redis.pcall('PUBLISH', inbox, msg)
     end
+    redis.call('SET', KEYS[1], h, 'PX', ttl)
+    redis.call('HDEL', KEYS[3], h)
+    redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     return 2
   end
   -- The head keeps its place through the window.
@@ -73,6 +75,6 @@ if h then
 else
   redis.call('HDEL', KEYS[3], '~streak')
 end
+redis.call('PUBLISH', channel, 'released') -- first, as above
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', channel, 'released')
 return 1

@@ -2,8 +2,10 @@
 -- release channel. KEYS[1] lock; ARGV[1] token, ARGV[2] channel.
 -- Returns 1 released, 0 not ours (nothing deleted).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+  -- Publish first: a PUBLISH the ACL refuses ends the script before anything
+  -- is deleted, so an error reply always means nothing changed.
   redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('DEL', KEYS[1])
   return 1
 end
 return 0

@@ -123,6 +123,98 @@ static void test_a_key_outside_the_pattern_is_refused_cleanly(void **state) {
     lb_legacy_lock_free(g);
 }
 
+/* A user as above but refused every channel ("nochan"), on a connection of
+ * its own. */
+static redisContext *as_user_without_channels(void) {
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    const char *argv[64];
+    int n = 0;
+    for (size_t i = 0; i < sizeof acl_rules / sizeof acl_rules[0]; i++) {
+        const char *a = acl_rules[i];
+        if (a[0] == '&') continue;
+        argv[n++] = i == 2 ? "nochan" : a;
+    }
+    argv[n++] = "resetchannels";
+    redisReply *r = redisCommandArgv(admin, n, argv, NULL);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+    redisContext *c = lbt_redis_connect(&server);
+    assert_non_null(c);
+    r = redisCommand(c, "AUTH nochan s3cret");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    return c;
+}
+
+/* A release whose PUBLISH the ACL refuses fails with the server's error and
+ * changes nothing: the key still holds the token and the handle still holds
+ * the lock (the script publishes before it deletes), so the error never
+ * hides a lock already given up. */
+static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
+    (void)state;
+    redisContext *nochan = as_user_without_channels();
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    lb_lock *t;
+    assert_int_equal(lb_lock_new(&t, "locks:nochan", 12, NULL), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(t, nochan), LB_OK);
+    assert_int_equal(lb_lock_release(t, nochan), LB_EREDIS);
+    assert_non_null(strstr(lb_lock_errstr(t), "publish"));
+    assert_true(lb_lock_held(t));
+    redisReply *r = redisCommand(admin, "GET locks:nochan");
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    assert_string_equal(r->str, lb_lock_token(t));
+    freeReplyObject(r);
+    assert_int_equal(lb_lock_release(t, locker), LB_OK);
+
+    /* The same for a fair lock (its release publishes "released"). */
+    lb_lock_options fo;
+    lb_lock_options_init(&fo);
+    fo.fair = 1;
+    lb_lock *f;
+    assert_int_equal(lb_lock_new(&f, "locks:nochan", 12, &fo), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(f, nochan), LB_OK);
+    assert_int_equal(lb_lock_release(f, nochan), LB_EREDIS);
+    assert_true(lb_lock_held(f));
+    r = redisCommand(admin, "GET locks:nochan");
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    assert_string_equal(r->str, lb_lock_token(f));
+    freeReplyObject(r);
+    assert_int_equal(lb_lock_release(f, locker), LB_OK);
+    lb_lock_free(f);
+
+    lb_mlock_options o;
+    lb_mlock_options_init(&o);
+    o.mode = LB_MODE_COMPAT;
+    lb_mlock *m;
+    assert_int_equal(lb_mlock_new(&m, "locks:nochan", 12, &o), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(m, nochan), LB_OK);
+    r = redisCommand(admin, "GET locks:nochan");
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    char value[256];
+    snprintf(value, sizeof value, "%s", r->str);
+    freeReplyObject(r);
+    assert_int_equal(lb_mlock_release(m, nochan), LB_EREDIS);
+    r = redisCommand(admin, "GET locks:nochan");
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    assert_string_equal(r->str, value);
+    freeReplyObject(r);
+    assert_int_equal(lb_mlock_release(m, locker), LB_OK);
+
+    /* A mode change refused its announcement is not made either. */
+    assert_int_equal(lb_mode_set(nochan, "locks:ns", 8, LB_MODE_COMPAT, NULL, NULL), LB_EREDIS);
+    r = redisCommand(admin, "EXISTS {locks:ns}:lb-mode");
+    assert_true(r && r->type == REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    lb_mlock_free(m);
+    lb_lock_free(t);
+    redisFree(admin);
+    redisFree(nochan);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -151,6 +243,7 @@ int main(void) {
         cmocka_unit_test(test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_user),
         cmocka_unit_test(test_compat_and_modern_modes_work_as_the_restricted_user),
         cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
+        cmocka_unit_test(test_a_release_refused_its_channel_deletes_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -175,7 +175,7 @@ void lb_mlock_notify(lb_mlock *l) {
 /* The next sleep: uniform in [min, cap], cap doubling up to backoff_max_ms,
  * and never past the holder's remaining validity (a crashed holder's lock is
  * taken over promptly; a released one is seen on the next attempt). */
-static int64_t next_sleep(lb_mlock *l, int64_t *cap) {
+int64_t lb__mlock_next_sleep(lb_mlock *l, int64_t *cap) {
     int64_t lo = l->opts.backoff_min_ms, span = *cap - lo + 1;
     int64_t ms = lo + (int64_t)(lb__xorshift(&l->rng) % (uint64_t)span);
     if (*cap < l->opts.backoff_max_ms)
@@ -192,7 +192,7 @@ int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms) {
         if (rc != LB_EBUSY && rc != LB_EFOREIGN) return rc;
         int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - lb__mono_ms();
         if (left <= 0) return rc == LB_EFOREIGN ? LB_EFOREIGN : LB_ETIMEDOUT;
-        int64_t ms = next_sleep(l, &cap);
+        int64_t ms = lb__mlock_next_sleep(l, &cap);
         lb__sleep_ms(ms < left ? ms : left);
     }
 }

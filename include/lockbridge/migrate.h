@@ -216,6 +216,13 @@ int lb_mlock_try_acquire(lb_mlock *l, struct redisContext *c);
  * back-off bounded by the holder's remaining validity: LB_ETIMEDOUT, or
  * LB_EFOREIGN if the last attempt met a value left alone. */
 int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms);
+/* As lb_mlock_acquire, and wakes at once when a compat or modern holder's
+ * release is published on the key's channel, through a waiter of the token
+ * lock (lockbridge/wait.h; NULL: back-off only). A legacy holder's DEL
+ * publishes nothing: its end is found within the back-off bound. */
+struct lb_waiter;
+int lb_mlock_acquire_wait(lb_mlock *l, struct redisContext *c, struct lb_waiter *w,
+                          int64_t wait_ms);
 /* Releases in the mode the lock was acquired in, deleting only our own value:
  * LB_OK, LB_ELOST (not ours any more: nothing deleted), LB_EEXPIRED (expired by
  * our clock, or too close to it on the wire: left to expire). Not held after. */

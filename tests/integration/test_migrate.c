@@ -615,6 +615,70 @@ static void test_release_deletes_only_our_own_value(void **state) {
     lbt_del(key);
 }
 
+typedef struct mjob {
+    lb_mlock *l;
+    redisContext *c;
+    lb_waiter *w;
+    int64_t wait_ms;
+    int rc;
+    int done; /* atomic */
+} mjob;
+
+static void *mjob_main(void *ud) {
+    mjob *j = ud;
+    j->rc = lb_mlock_acquire_wait(j->l, j->c, j->w, j->wait_ms);
+    __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static lb_waiter_stats waiter_stats(lb_waiter *w) {
+    lb_waiter_stats st;
+    lb_waiter_get_stats(w, &st);
+    return st;
+}
+
+/* In compat and in modern mode a waiting handle wakes on the holder's
+ * release: its back-off (5 s) is longer than its deadline (4 s), so only the
+ * release message can get it the lock in time. */
+static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **state) {
+    (void)state;
+    for (int m = LB_MODE_COMPAT; m <= LB_MODE_MODERN; m++) {
+        lbt_del("mig:wake");
+        lb_waiter_options wo;
+        lb_waiter_options_init(&wo);
+        wo.port = server.port;
+        lb_waiter *w = NULL;
+        assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
+        lb_mlock *a = lbt_mlock("mig:wake", (lb_mode)m, NULL, 30000, NULL), *b = NULL;
+        lb_mlock_options o;
+        lb_mlock_options_init(&o);
+        o.mode = (lb_mode)m;
+        o.backoff_min_ms = o.backoff_max_ms = 5000;
+        assert_int_equal(lb_mlock_new(&b, "mig:wake", 8, &o), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(a, admin), LB_OK);
+        mjob j = {.l = b, .c = lbt_redis_connect(&server), .w = w, .wait_ms = 4000};
+        assert_non_null(j.c);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, mjob_main, &j), 0);
+        /* Asleep after the attempt that followed the subscription. */
+        for (int i = 0; !(waiter_stats(w).sleeps >= 2 && waiter_stats(w).blocked == 1); i++) {
+            assert_true(i < 2000);
+            usleep(5000);
+        }
+        assert_int_equal(lb_mlock_release(a, admin), LB_OK);
+        pthread_join(th, NULL);
+        assert_int_equal(j.rc, LB_OK);
+        assert_true(lb_mlock_held(b));
+        assert_key_is_ours("mig:wake", b);
+        assert_true(waiter_stats(w).messages >= 1);
+        assert_int_equal(lb_mlock_release(b, j.c), LB_OK);
+        redisFree(j.c);
+        lb_waiter_free(w);
+        lb_mlock_free(a);
+        lb_mlock_free(b);
+    }
+}
+
 static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {
     (void)state;
     const char *key = "mt:legacy-mode";
@@ -1248,6 +1312,7 @@ int main(void) {
         cmocka_unit_test(test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_grace),
         cmocka_unit_test(test_extend_moves_timestamp_and_ttl_together),
         cmocka_unit_test(test_release_deletes_only_our_own_value),
+        cmocka_unit_test(test_a_waiting_mlock_wakes_on_a_compat_or_modern_release),
         cmocka_unit_test(test_legacy_mode_speaks_the_legacy_protocol),
         cmocka_unit_test(test_mode_changes_are_picked_up_on_refresh_and_notification),
         cmocka_unit_test(test_a_notification_makes_the_next_acquire_reread),

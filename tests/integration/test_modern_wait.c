@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -43,35 +44,6 @@ static lb_waiter *new_waiter(void) {
     lb_waiter *w = NULL;
     assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
     return w;
-}
-
-static void cmd_ok(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(conn, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
-    freeReplyObject(r);
-}
-
-static const char *get_value(const char *key) {
-    static char buf[256];
-    redisReply *r = redisCommand(conn, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
-    return buf;
-}
-
-static long long integer(const char *fmt, const char *arg) {
-    redisReply *r = redisCommand(conn, fmt, arg);
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
 }
 
 /* The queued tokens, oldest first, into out[n][33]; returns how many. */
@@ -138,10 +110,7 @@ static void job_start(job *j, lb_lock *l, lb_waiter *w, int64_t wait_ms) {
     j->wait_ms = wait_ms;
     j->c = lbt_redis_connect(&server);
     assert_non_null(j->c);
-    redisReply *id = redisCommand(j->c, "CLIENT ID");
-    assert_non_null(id);
-    j->client_id = id->integer;
-    freeReplyObject(id);
+    j->client_id = lbt_int(j->c, "CLIENT ID");
     assert_int_equal(pthread_create(&j->t, NULL, job_run, j), 0);
 }
 
@@ -174,7 +143,7 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
     assert_int_equal(lb_lock_release(a, conn), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(get_value("w:wake"), lb_lock_token(b));
+    assert_string_equal(lbt_get(conn, "w:wake"), lb_lock_token(b));
     /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
     assert_int_equal(lb_lock_commands(b) - base, 5);
     lb_waiter_stats st = stats_of(w);
@@ -236,11 +205,11 @@ static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
     lb_waiter *w = new_waiter();
     lb_lock *b = new_lock("w:del", 0, 5000, 5000);
     uint64_t base = warmed_up(b);
-    cmd_ok("SET w:del legacy-holder PX 400");
+    lbt_cmd_ok(conn, "SET w:del legacy-holder PX 400");
     job j;
     job_start(&j, b, w, 3000);
     EVENTUALLY(stats_of(w).sleeps >= 2 || job_done(&j));
-    cmd_ok("DEL w:del");
+    lbt_cmd_ok(conn, "DEL w:del");
     assert_int_equal(job_join(&j), LB_OK);
     assert_true(lb_lock_commands(b) - base <= 5);
     assert_int_equal(stats_of(w).messages, 0);
@@ -279,15 +248,15 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     job_start(&j, b, w, 10000);
     EVENTUALLY(stats_of(w).sleeps >= 2);
     __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
-    cmd_ok("CLIENT KILL TYPE pubsub");
+    lbt_cmd_ok(conn, "CLIENT KILL TYPE pubsub");
     EVENTUALLY(!stats_of(w).connected);
     /* Attempts go on and fail while the holder keeps the lock. */
     sleep_ms(700);
     assert_false(job_done(&j));
-    assert_string_equal(get_value("w:kill"), lb_lock_token(a));
+    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(a));
     assert_int_equal(lb_lock_release(a, conn), LB_OK); /* published to nobody */
     assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(get_value("w:kill"), lb_lock_token(b));
+    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(b));
     assert_false(stats_of(w).connected);
     job_end(&j);
     /* Refused connections were retried after a delay doubling from 5 to 20 ms
@@ -381,13 +350,13 @@ static void test_fair_hand_offs_follow_arrival_order(void **state) {
     for (int i = 0; i < N; i++) {
         ls[i] = new_lock("w:fifo", 1, 2000, 2000);
         job_start(&jobs[i], ls[i], w, 30000);
-        EVENTUALLY(integer("ZCARD %s", "{w:fifo}:queue") == i + 1);
+        EVENTUALLY(lbt_int(conn, "ZCARD {w:fifo}:queue") == i + 1);
     }
     assert_int_equal(queue_tokens("{w:fifo}:queue", tokens, N), N);
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     for (int i = 0; i < N; i++) {
         /* Handed to the oldest: its token is at the key before it even wakes. */
-        assert_string_equal(get_value("w:fifo"), tokens[i]);
+        assert_string_equal(lbt_get(conn, "w:fifo"), tokens[i]);
         int k;
         EVENTUALLY((k = finished_job(jobs, N)) >= 0);
         assert_int_equal(job_join(&jobs[k]), LB_OK);
@@ -395,10 +364,10 @@ static void test_fair_hand_offs_follow_arrival_order(void **state) {
         job_end(&jobs[k]);
         jobs[k].c = NULL;
     }
-    assert_string_equal(get_value("w:fifo"), "");
+    assert_string_equal(lbt_get(conn, "w:fifo"), "");
     /* Waiters asleep learn of their hand-off from the message alone. */
     assert_true(stats_of(w).handoffs >= 1 && stats_of(w).handoffs <= N);
-    assert_int_equal(integer("EXISTS %s", "{w:fifo}:queue"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:fifo}:queue"), 0);
     lb_waiter_free(w);
     lb_lock_free(h);
     for (int i = 0; i < N; i++) lb_lock_free(ls[i]);
@@ -419,7 +388,7 @@ static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(v
     job_start(&j1, w1, w, 30000);
     EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
     job_start(&j2, w2, w, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:one}:queue") == 2 && stats_of(w).blocked == 2);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:one}:queue") == 2 && stats_of(w).blocked == 2);
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(lb_lock_commands(w1) - base1, 2);
@@ -454,7 +423,7 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     job j;
     job_start(&j, q, w, 30000);
     /* Queued, subscribed, attempted once more after the confirmation, asleep. */
-    EVENTUALLY(integer("ZCARD %s", "{w:quiet}:queue") == 1 && stats_of(w).sleeps >= 2 &&
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:quiet}:queue") == 1 && stats_of(w).sleeps >= 2 &&
                stats_of(w).blocked == 1);
     sleep_ms(300); /* fifteen back-off steps and more */
     uint64_t asleep = lb_lock_commands(q) - base;
@@ -490,7 +459,7 @@ static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
     assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
     job j;
     job_start(&j, q, w, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:linger}:queue") == 1 && stats_of(w).blocked == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:linger}:queue") == 1 && stats_of(w).blocked == 1);
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     uint64_t sent = lb_lock_commands(q) - before;
@@ -526,20 +495,17 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     }
     redisContext *sub = lbt_redis_connect(&server);
     assert_non_null(sub);
-    redisReply *r = redisCommand(sub, "SUBSCRIBE {w:inbox}:released");
-    freeReplyObject(r);
-    r = redisCommand(sub, "PSUBSCRIBE lb-inbox:*");
-    freeReplyObject(r);
+    lbt_cmd_ok(sub, "SUBSCRIBE {w:inbox}:released");
+    lbt_cmd_ok(sub, "PSUBSCRIBE lb-inbox:*");
     /* A marker on a channel of its own (one on the lock's would wake q2). */
-    r = redisCommand(sub, "SUBSCRIBE w:inbox-marker");
-    freeReplyObject(r);
+    lbt_cmd_ok(sub, "SUBSCRIBE w:inbox-marker");
 
     assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
     job j1, j2;
     job_start(&j1, q1, w1, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
     job_start(&j2, q2, w2, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:inbox}:queue") == 2 && stats_of(w2).blocked == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 2 && stats_of(w2).blocked == 1);
     char first[LB_TOKEN_LEN + 1];
     redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0");
     assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
@@ -549,7 +515,7 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(stats_of(w1).handoffs, 1);
-    cmd_ok("PUBLISH w:inbox-marker marker");
+    lbt_cmd_ok(conn, "PUBLISH w:inbox-marker marker");
     /* In order: the hand-off on an inbox, then the marker; nothing between. */
     char msg[256], want[256];
     next_message(sub, msg, sizeof msg);
@@ -603,7 +569,7 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     job_start(&j, q, w, 60000);
     /* Queued, subscribed (the first sleep), attempted again, and now in the
      * queued sleep that only a message or an event ends early. */
-    EVENTUALLY(integer("ZCARD %s", "{w:down}:queue") == 1 && stats_of(w).sleeps == sleeps + 2 &&
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:down}:queue") == 1 && stats_of(w).sleeps == sleeps + 2 &&
                stats_of(w).blocked == 1);
     redisReply *z = redisCommand(conn, "ZRANGE {w:down}:queue 0 0");
     assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
@@ -616,10 +582,10 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     freeReplyObject(e);
 
     __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
-    cmd_ok("CLIENT KILL TYPE pubsub");
+    lbt_cmd_ok(conn, "CLIENT KILL TYPE pubsub");
     EVENTUALLY(!stats_of(w).connected);
     assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to q, told nobody */
-    assert_string_equal(get_value("w:down"), token);
+    assert_string_equal(lbt_get(conn, "w:down"), token);
     assert_false(job_done(&j));
     __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
     EVENTUALLY(job_done(&j));
@@ -675,16 +641,16 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
     job jd, jb;
     job_start(&jd, d, w, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:dead}:queue") == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:dead}:queue") == 1);
     job_start(&jb, b, w, 5000);
-    EVENTUALLY(integer("ZCARD %s", "{w:dead}:queue") == 2);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:dead}:queue") == 2);
     char tokens[2][33];
     assert_int_equal(queue_tokens("{w:dead}:queue", tokens, 2), 2);
-    cmd_ok("CLIENT KILL ID %lld", jd.client_id);
+    lbt_cmd_ok(conn, "CLIENT KILL ID %lld", jd.client_id);
     assert_int_equal(job_join(&jd), LB_EIO); /* died, still queued */
     sleep_ms(600);                           /* its lease (400 ms) lapses */
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
-    assert_string_equal(get_value("w:dead"), tokens[1]);
+    assert_string_equal(lbt_get(conn, "w:dead"), tokens[1]);
     assert_int_equal(job_join(&jb), LB_OK);
     assert_string_equal(lb_lock_token(b), tokens[1]);
     assert_false(queued("{w:dead}:queue", tokens[0]));
@@ -802,11 +768,11 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
         cs[i].overlap = &overlap;
         assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
     }
-    for (int tries = 0; integer("ZCARD %s", "{w:mixed}:queue") < 1 && tries < 2000; tries++)
+    for (int tries = 0; lbt_int(conn, "ZCARD {w:mixed}:queue") < 1 && tries < 2000; tries++)
         sleep_ms(5);
     lb_lock *outsider = new_lock("w:mixed", 0, 50, 50);
     int rc = lb_lock_acquire(outsider, conn, 8000);
-    int ours = rc == LB_OK && strcmp(get_value("w:mixed"), lb_lock_token(outsider)) == 0;
+    int ours = rc == LB_OK && strcmp(lbt_get(conn, "w:mixed"), lb_lock_token(outsider)) == 0;
     int released = rc == LB_OK ? lb_lock_release(outsider, conn) : LB_OK;
     /* The threads stop before any assertion, so a failure leaves none behind. */
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -901,21 +867,21 @@ static void test_a_fair_waiter_notes_a_holder_outside_the_queue(void **state) {
     assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
     job ja, jb;
     job_start(&ja, a, w, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:note}:queue") == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:note}:queue") == 1);
     assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to a */
     assert_int_equal(job_join(&ja), LB_OK);
     /* a holds by a fair grant: b queueing behind it notes nobody. */
     job_start(&jb, b, w, 30000);
-    EVENTUALLY(integer("ZCARD %s", "{w:note}:queue") == 1 && stats_of(w).blocked == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:note}:queue") == 1 && stats_of(w).blocked == 1);
     long long quiet = state_field("{w:note}:fair", "~seen");
     /* A client outside fair mode takes the key as a's lease ends. */
     job_end(&ja);
     assert_int_equal(job_join(&jb), LB_OK);
     job_end(&jb);
-    cmd_ok("SET w:note someone-else PX 30000");
+    lbt_cmd_ok(conn, "SET w:note someone-else PX 30000");
     assert_int_equal(lb_lock_acquire_wait(a, conn, w, 50), LB_ETIMEDOUT);
     long long noted = state_field("{w:note}:fair", "~seen");
-    cmd_ok("DEL w:note");
+    lbt_cmd_ok(conn, "DEL w:note");
     lb_waiter_free(w);
     lb_lock_free(h);
     lb_lock_free(a);
@@ -933,19 +899,19 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     lb_lock *t = new_lock("w:leave", 1, 2, 100);
     assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
     assert_int_equal(lb_lock_acquire_wait(b, conn, w, 100), LB_ETIMEDOUT);
-    assert_int_equal(integer("EXISTS %s", "{w:leave}:queue"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:leave}:queue"), 0);
     assert_false(lb_lock_held(b));
 
     /* Queued behind the holder, b2 is the one a free lock is kept for. */
     lb_lock *b2 = new_lock("w:leave", 1, 300, 300);
     job j;
     job_start(&j, b2, NULL, 5000);
-    EVENTUALLY(integer("ZCARD %s", "{w:leave}:queue") == 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:leave}:queue") == 1);
     char tokens[1][33];
     assert_int_equal(queue_tokens("{w:leave}:queue", tokens, 1), 1);
-    cmd_ok("DEL w:leave"); /* as a legacy release would: nothing handed */
+    lbt_cmd_ok(conn, "DEL w:leave"); /* as a legacy release would: nothing handed */
     assert_int_equal(lb_lock_try_acquire(t, conn), LB_EBUSY);
-    const char *v = get_value("w:leave");
+    const char *v = lbt_get(conn, "w:leave");
     assert_true(v[0] == '\0' || strcmp(v, tokens[0]) == 0);
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(lb_lock_token(b2), tokens[0]);
@@ -965,19 +931,19 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
 static void test_fair_mode_never_touches_a_foreign_key(void **state) {
     (void)state;
     lb_lock *l = new_lock("w:foreign", 1, 2, 20);
-    cmd_ok("SET w:foreign 1700000000000");
+    lbt_cmd_ok(conn, "SET w:foreign 1700000000000");
     assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_ETIMEDOUT);
     assert_int_equal(lb_lock_holder_ttl(l), -1);
-    assert_string_equal(get_value("w:foreign"), "1700000000000");
-    assert_int_equal(integer("PTTL %s", "w:foreign"), -1);
-    assert_int_equal(integer("EXISTS %s", "{w:foreign}:queue"), 0);
-    cmd_ok("DEL w:foreign");
-    cmd_ok("HSET w:foreign f v");
+    assert_string_equal(lbt_get(conn, "w:foreign"), "1700000000000");
+    assert_int_equal(lbt_int(conn, "PTTL w:foreign"), -1);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
+    lbt_cmd_ok(conn, "DEL w:foreign");
+    lbt_cmd_ok(conn, "HSET w:foreign f v");
     assert_int_equal(lb_lock_try_acquire(l, conn), LB_EWRONGTYPE);
     assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_EWRONGTYPE);
-    assert_int_equal(integer("HLEN %s", "w:foreign"), 1);
-    assert_int_equal(integer("EXISTS %s", "{w:foreign}:queue"), 0);
-    cmd_ok("DEL w:foreign");
+    assert_int_equal(lbt_int(conn, "HLEN w:foreign"), 1);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
+    lbt_cmd_ok(conn, "DEL w:foreign");
     lb_lock_free(l);
 }
 
@@ -998,7 +964,7 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     assert_true(first > 0);
     job j;
     job_start(&j, b, w, 20000);
-    EVENTUALLY(integer("ZCARD %s", "{w:fence}:queue") == 1 && stats_of(w).sleeps >= 2);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:fence}:queue") == 1 && stats_of(w).sleeps >= 2);
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     assert_int_equal(lb_lock_fence(b), first + 1);
@@ -1069,7 +1035,7 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
  * requirepass stay authenticated. */
 static void test_the_waiter_authenticates(void **state) {
     (void)state;
-    cmd_ok("CONFIG SET requirepass s3cret");
+    lbt_cmd_ok(conn, "CONFIG SET requirepass s3cret");
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
     wo.port = server.port;
@@ -1078,7 +1044,7 @@ static void test_the_waiter_authenticates(void **state) {
     int refused = lb_waiter_new(&w, &wo);
     wo.password = "s3cret";
     int accepted = lb_waiter_new(&w, &wo);
-    cmd_ok("CONFIG SET requirepass \"\"");
+    lbt_cmd_ok(conn, "CONFIG SET requirepass \"\"");
     assert_int_equal(refused, LB_EREDIS);
     assert_int_equal(accepted, LB_OK);
     assert_true(stats_of(w).connected);

@@ -22,6 +22,7 @@
 
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
+#include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
@@ -48,30 +49,14 @@ static redisContext *reopen(redisContext *c, int port, int64_t timeout_ms) {
     return connect_port(port, timeout_ms);
 }
 
-/* The value at `key` on the server at `port` ("" when absent), read on a
- * connection of its own so the test's view never depends on a faulty one. */
+/* lbt_get of `key` on the server at `port`, but on a connection of its own:
+ * the tests read through it after cuts, pauses and restarts, so the view
+ * must never depend on the faulty connection a lock handle uses. */
 static const char *value_at(int port, const char *key) {
-    static char buf[512];
     redisContext *c = connect_port(port, 5000);
-    redisReply *r = redisCommand(c, "GET %s", key);
-    assert_non_null(r);
-    buf[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING) snprintf(buf, sizeof buf, "%s", r->str);
-    freeReplyObject(r);
+    const char *v = lbt_get(c, key);
     redisFree(c);
-    return buf;
-}
-
-static void admin(int port, const char *fmt, ...) {
-    redisContext *c = connect_port(port, 5000);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_ERROR) fail_msg("%s: %s", fmt, r->str);
-    freeReplyObject(r);
-    redisFree(c);
+    return v;
 }
 
 static lb_lock *new_lock(const char *key, int64_t ttl_ms, int fencing) {
@@ -96,6 +81,17 @@ static lb_legacy_lock *new_legacy(const char *key, int64_t ttl_ms, lb_legacy_var
 }
 
 static const char *legacy_value(const lb_legacy_lock *l) { return lb_legacy_value(l, NULL); }
+
+/* Frees a test's token locks, legacy locks and connections; any may be NULL. */
+static void free_all(lb_lock *a, lb_lock *b, lb_legacy_lock *la, lb_legacy_lock *lb,
+                     redisContext *ca, redisContext *cb) {
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_legacy_lock_free(la);
+    lb_legacy_lock_free(lb);
+    redisFree(ca);
+    redisFree(cb);
+}
 
 /* Removes what an appendonly server leaves in its directory, so that
  * lbt_redis_stop can remove the directory itself. */
@@ -192,12 +188,7 @@ static void test_restart_without_persistence_loses_locks_and_says_so(void **stat
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
     assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    lb_legacy_lock_free(lb);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, lb, ca, cb);
 }
 
 /* Expected: with appendonly and fsync on every write, a restart keeps every
@@ -230,12 +221,7 @@ static void test_restart_with_appendonly_keeps_locks_held(void **state) {
     assert_true(lb_lock_fence(b) > fence_a);
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    lb_legacy_lock_free(lb);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, lb, ca, cb);
 }
 
 /* ---- paused and sleeping servers ----------------------------------------------- */
@@ -275,12 +261,7 @@ static void test_stopped_server_past_the_ttl_hands_the_lock_on(void **state) {
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
     assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    lb_legacy_lock_free(lb);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, lb, ca, cb);
 }
 
 /* Expected: CLIENT PAUSE WRITE holds every write; a contender's acquire and the
@@ -296,7 +277,9 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     lb_lock *a = new_lock("f:pause", 400, 0), *b = new_lock("f:pause", 400, 0);
     assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
 
-    admin(r->port, "CLIENT PAUSE 700 WRITE");
+    redisContext *admin = connect_port(r->port, 5000);
+    lbt_cmd_ok(admin, "CLIENT PAUSE 700 WRITE");
+    redisFree(admin);
     assert_int_equal(lb_lock_try_acquire(b, cb), LB_EIO);
     assert_false(lb_lock_held(b));
     assert_int_equal(lb_lock_release(a, ca), LB_EIO);
@@ -317,10 +300,7 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     assert_int_equal(lb_lock_acquire(b, cb, 2000), LB_OK);
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, NULL, NULL, ca, cb);
 }
 
 /* Expected: DEBUG SLEEP blocks the server; an acquire sent meanwhile times out
@@ -355,11 +335,8 @@ static void test_debug_sleep_lands_a_timed_out_write_that_lapses(void **state) {
     assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_token(b));
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
+    free_all(a, b, NULL, NULL, ca, cb);
     redisFree(sleeper);
-    redisFree(ca);
-    redisFree(cb);
 }
 
 /* ---- connection faults through the proxy ----------------------------------------- */
@@ -410,12 +387,7 @@ static void test_acquire_reply_lost_is_not_a_grant_and_lapses(void **state) {
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
     assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    lb_legacy_lock_free(lb);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, lb, ca, cb);
 }
 
 /* Expected: a release whose reply is lost is LB_EIO and the handle stays held
@@ -496,10 +468,7 @@ static void test_cut_connection_before_and_after_the_command(void **state) {
     ca = reopen(ca, port, 1000);
     assert_int_equal(lb_lock_release(a, ca), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, NULL, NULL, ca, cb);
 }
 
 /* Expected: a delay shorter than the command timeout only slows things down;
@@ -530,11 +499,7 @@ static void test_delay_below_and_beyond_the_timeout(void **state) {
     assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, NULL, ca, cb);
 }
 
 /* Expected: a black-holed connection (the peer reads and never answers) costs
@@ -570,12 +535,7 @@ static void test_blackhole_is_a_timeout_then_lost(void **state) {
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
     assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lb_legacy_lock_free(la);
-    lb_legacy_lock_free(lb);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, la, lb, ca, cb);
 }
 
 /* Expected: with three masters, one black-holed still grants (two votes); two
@@ -674,10 +634,7 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     assert_int_equal(lb_lock_release(b, cb), LB_OK);
 
     lb_watchdog_free(wd);
-    lb_lock_free(a);
-    lb_lock_free(b);
-    redisFree(ca);
-    redisFree(cb);
+    free_all(a, b, NULL, NULL, ca, cb);
 }
 
 /* ---- server configurations ------------------------------------------------------ */
@@ -775,7 +732,7 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
     (void)state;
     lbt_redis *r = start_server(NULL);
     redisContext *c = connect_port(r->port, 2000);
-    admin(r->port, "CONFIG SET maxmemory-policy noeviction");
+    lbt_cmd_ok(c, "CONFIG SET maxmemory-policy noeviction");
     lb_lock *a = new_lock("f:oom:a", 10000, 1), *b = new_lock("f:oom:b", 10000, 0);
     lb_lock *bf = new_lock("f:oom:b", 10000, 1);
     lb_legacy_lock *lw = new_legacy("f:oom:lw", 10000, LB_LEGACY_WIRE);
@@ -785,7 +742,7 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
     assert_int_equal(lb_legacy_try_acquire(lw, c), LB_OK);
     assert_int_equal(lb_legacy_try_acquire(ls, c), LB_OK);
 
-    admin(r->port, "CONFIG SET maxmemory 1");
+    lbt_cmd_ok(c, "CONFIG SET maxmemory 1");
     assert_int_equal(lb_lock_try_acquire(b, c), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(b), "OOM"));
     assert_int_equal(lb_lock_try_acquire(bf, c), LB_EREDIS);
@@ -808,7 +765,7 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
     assert_string_equal(value_at(r->port, "f:oom:lw"), "");
     assert_string_equal(value_at(r->port, "f:oom:ls"), "");
 
-    admin(r->port, "CONFIG SET maxmemory 0");
+    lbt_cmd_ok(c, "CONFIG SET maxmemory 0");
     assert_int_equal(lb_lock_try_acquire(b, c), LB_OK);
     assert_int_equal(lb_lock_release(b, c), LB_OK);
 
@@ -849,10 +806,7 @@ static void test_read_only_replica_refuses_every_write(void **state) {
     redisContext *cm = connect_port(master->port, 2000), *cr = connect_port(replica->port, 2000);
     lb_lock *a = new_lock("f:ro", 10000, 0);
     assert_int_equal(lb_lock_try_acquire(a, cm), LB_OK);
-    redisReply *w = redisCommand(cm, "WAIT 1 2000");
-    assert_non_null(w);
-    assert_int_equal(w->integer, 1);
-    freeReplyObject(w);
+    assert_int_equal(lbt_int(cm, "WAIT 1 2000"), 1);
 
     lb_lock *b = new_lock("f:ro:free", 10000, 0), *bf = new_lock("f:ro:free", 10000, 1);
     lb_legacy_lock *lw = new_legacy("f:ro:free", 10000, LB_LEGACY_WIRE);
@@ -870,13 +824,8 @@ static void test_read_only_replica_refuses_every_write(void **state) {
     assert_string_equal(value_at(master->port, "f:ro"), lb_lock_token(a));
     assert_int_equal(lb_lock_release(a, cm), LB_OK);
 
-    lb_lock_free(a);
-    lb_lock_free(b);
+    free_all(a, b, lw, ls, cm, cr);
     lb_lock_free(bf);
-    lb_legacy_lock_free(lw);
-    lb_legacy_lock_free(ls);
-    redisFree(cm);
-    redisFree(cr);
 }
 
 /* ---- allocation failure -------------------------------------------------------- */

@@ -81,11 +81,24 @@ static int release_start(lb_legacy_lock *l) {
     return LB_STEP_SEND;
 }
 
+/* No reply to the command that deletes (DEL, or the script): it may have run.
+ * Once it has, the key is free and another client may write a byte-equal
+ * value (legacy values name no holder; with the s codec any two in the same
+ * second are equal), which a retried release would delete. So the handle lets
+ * the lock go: if the delete did not run, the lock lapses at its expiry. A
+ * lost GET changed nothing: the handle stays held and may be released again. */
+static int release_unknown(lb_legacy_lock *l) {
+    if (l->state == R_GET) return lb__fail(&l->m, LB_EIO, "connection failed during release's GET");
+    l->held = 0;
+    return lb__fail(&l->m, LB_EIO, "connection failed during release: it may have run; not "
+                    "retried (another holder may have written the same value since), the lock "
+                    "lapses at its expiry if it did not");
+}
+
 static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_legacy_lock *l = LOCK_OF(m);
     if (l->state == R_START) return release_start(l);
-    /* Unknown outcome: the handle stays held so the caller may retry. */
-    if (!r) return lb__fail(m, LB_EIO, "connection failed during release");
+    if (!r) return release_unknown(l);
     switch (l->state) {
     case R_GET: return on_release_get(l, r, now);
     case R_DEL: return on_release_del(l, r);

@@ -232,7 +232,12 @@ int lb__x_start(lb_mlock *l, const lb_now *now) {
 int lb__x_step(lb_mlock *l, const redisReply *r, const lb_now *now) {
     if (!r) {
         /* Unknown outcome: an acquire may have written a value that lapses with
-         * its TTL; a release or extend leaves the handle held for a retry. */
+         * its TTL; an extend leaves the handle held for a retry. A compat
+         * release that may have run lets the lock go, as a legacy one does
+         * (legacy/release.c): another client may have written the same
+         * timestamp since. A token is ours alone: a modern release stays held
+         * for a retry. */
+        if (l->op == LB__OP_RELEASE && l->held_mode == LB_MODE_COMPAT) l->held = 0;
         return lb__fail(&l->m, LB_EIO, "connection failed during %s", l->m.cmd.argv[0]);
     }
     if (l->state == X_ACQUIRE) return on_acquire(l, r, now);

@@ -380,6 +380,65 @@ static void test_release_after_a_takeover_is_lost_and_leaves_the_new_value(void 
 }
 
 /* A release margin longer than the ttl puts every release inside it. */
+/* A wall clock that stands still: two clients acquiring "at the same
+ * moment" write the same legacy value (with the s codec, any two in the same
+ * second do). */
+static int64_t still_wall_us(void *ud) { return ((const int64_t *)ud)[0]; }
+static int64_t still_mono_ns(void *ud) { return ((const int64_t *)ud)[1]; }
+
+/* Runs a release, sending its commands, but loses the reply of the command
+ * that deletes (DEL, or the release script): the machine sees the connection
+ * fail after the server has run it. */
+static int release_losing_the_delete_reply(redisContext *c, lb_legacy_lock *l) {
+    lb_machine *m = lb_legacy_release_machine(l);
+    lb_now now = lb_clock_now(NULL);
+    int rc = lb_machine_step(m, NULL, &now);
+    while (rc == LB_STEP_SEND) {
+        const lb_cmd *cmd = lb_machine_command(m);
+        const char *argv[LB_CMD_MAX_ARGS];
+        for (int a = 0; a < cmd->argc; a++) argv[a] = cmd->argv[a];
+        int deletes = strcmp(argv[0], "GET") != 0;
+        redisReply *r = redisCommandArgv(c, cmd->argc, argv, cmd->argvlen);
+        assert_non_null(r);
+        now = lb_clock_now(NULL);
+        rc = lb_machine_step(m, deletes ? NULL : r, &now);
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+/* A holder's release runs but its reply is lost (LB_EIO). A second client
+ * then takes the free lock and, in the same unit of the codec, writes the
+ * very value the first had written. Legacy values name no holder, so a
+ * retried release could not tell the two apart and would delete the second
+ * client's lock: the handle is therefore no longer held after such an
+ * LB_EIO, and a retry is refused (LB_ESTATE) without a command. */
+static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_value(void **state) {
+    (void)state;
+    lb_now start = lb_clock_now(NULL);
+    int64_t t[2] = {start.wall_us, start.mono_ns};
+    lb_clock still = {still_wall_us, still_mono_ns, t, 0};
+    for (size_t i = 0; i < N_COMBOS; i++) {
+        char key[64];
+        lbt_key(key, sizeof key, "lostdel", i);
+        lbt_del(key);
+        lb_legacy_lock *a = lbt_lock(&combos[i], key, 10000, &still);
+        lb_legacy_lock *b = lbt_lock(&combos[i], key, 10000, &still);
+        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(release_losing_the_delete_reply(admin, a), LB_EIO);
+        assert_false(lb_legacy_held(a));
+        assert_int_equal(lb_legacy_try_acquire(b, admin), LB_OK);
+        size_t la, lb;
+        const char *va = lb_legacy_value(a, &la), *vb = lb_legacy_value(b, &lb);
+        assert_true(la == lb && memcmp(va, vb, la) == 0); /* the same value */
+        assert_int_equal(lb_legacy_release(a, admin), LB_ESTATE);
+        assert_key_is_ours(key, b);
+        assert_int_equal(lb_legacy_release(b, admin), LB_OK);
+        lb_legacy_lock_free(a);
+        lb_legacy_lock_free(b);
+    }
+}
+
 static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
     (void)state;
     for (size_t i = 0; i < N_COMBOS; i++) {
@@ -603,15 +662,20 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         redisFree(c);
         lbt_del(key);
 
-        /* Killed while held: release cannot know, so the handle stays held. */
+        /* Killed while held: the wire release's GET changed nothing, so the
+         * handle stays held and is released again; the scripted release may
+         * have run, so the handle lets go and the lock (here untouched, the
+         * script never ran) lapses at its expiry. */
         c = lbt_connect();
         assert_int_equal(lb_legacy_try_acquire(a, c), LB_OK);
         kill_client(c);
         assert_int_equal(lb_legacy_release(a, c), LB_EIO);
-        assert_true(lb_legacy_held(a));
+        int wire = combos[i].variant == LB_LEGACY_WIRE;
+        assert_int_equal(lb_legacy_held(a), wire);
         assert_key_is_ours(key, a);
         redisFree(c);
-        assert_int_equal(lb_legacy_release(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(a, admin), wire ? LB_OK : LB_ESTATE);
+        lbt_del(key);
         lb_legacy_lock_free(a);
     }
 }
@@ -686,6 +750,7 @@ int main(void) {
         cmocka_unit_test(test_foreign_values_are_reported_and_left_byte_for_byte),
         cmocka_unit_test(test_keys_of_other_types_are_wrongtype_and_untouched),
         cmocka_unit_test(test_release_after_a_takeover_is_lost_and_leaves_the_new_value),
+        cmocka_unit_test(test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_value),
         cmocka_unit_test(test_wire_release_inside_the_margin_leaves_the_key),
         cmocka_unit_test(test_wire_ttl_within_the_release_margin_is_refused),
         cmocka_unit_test(test_scripted_extend_writes_a_later_expiry),

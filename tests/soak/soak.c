@@ -287,8 +287,10 @@ static void critical_section(client *cl) {
     freeReplyObject(r);
 }
 
-/* Releases across reconnections: LB_EIO leaves the handle held, so the
- * release is sent again on a new connection. */
+/* Releases across reconnections: LB_EIO leaves a token lock's handle held,
+ * so its release is sent again on a new connection; a legacy or compat handle
+ * whose release may have run lets the lock go (its value may be another
+ * holder's by now), and the loop ends. */
 static void release_held(client *cl) {
     fleet *f = cl->f;
     for (int i = 0; i < RELEASE_TRIES && held(cl); i++) {

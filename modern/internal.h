@@ -101,6 +101,27 @@ uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
  * unheard until an event (a drop is followed by one when it is back). */
 int lb__waiter_listening(struct lb_waiter *w, lb__wchan *c);
 void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
+/* A blocking acquire through a waiter (modern/wait_loop.c): the caller sets
+ * everything above `ch`; lb__wait_run peeks, attempts, watches the channel
+ * when busy, and sleeps between attempts until one ends the wait. */
+typedef struct lb__wait {
+    struct lb_waiter *w;    /* NULL: back-off only */
+    const char *channel;    /* the lock's release channel */
+    size_t channellen;
+    lb__wrec *rec;          /* a fair wait's token record, or NULL */
+    int64_t deadline;       /* monotonic ms (lb__deadline_ms) */
+    int deaf_after_loss;    /* sleep a step deaf after losing a race to a release */
+    void *ud;
+    int (*attempt)(void *ud);                   /* a status; LB_EBUSY: wait on */
+    int64_t (*sleep_ms)(void *ud, int listening); /* the next sleep, ms */
+    int (*out_of_time)(void *ud);               /* the status at the deadline */
+    int (*handed)(void *ud); /* `rec` was handed the lock: a status, or LB_EBUSY to attempt */
+    lb__wchan *ch;           /* the engine's from here */
+    uint64_t gen;
+    lb__wpeek before;
+} lb__wait;
+int lb__wait_run(lb__wait *s);
+
 /* The waiter's inbox channel, where fair releases hand it locks; the first
  * call subscribes it. Its length, and *name, once the subscription is
  * confirmed; 0 and NULL until then (the hand-off then comes on the lock's

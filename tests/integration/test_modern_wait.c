@@ -229,12 +229,8 @@ static redisContext *test_connect(void *ud) {
     return lbt_redis_connect(&server);
 }
 
-/* The subscriber is killed and cannot reconnect: a release goes unheard, the
- * waiter falls back to its back-off (300 ms) and still gets the lock, never
- * before the holder lets go. Once connecting works again the waiter is back
- * and a release wakes the next wait at once. */
-static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **state) {
-    (void)state;
+/* A waiter that connects through test_connect, retrying every 5 to 20 ms. */
+static lb_waiter *new_refusable_waiter(void) {
     lb_waiter_options o;
     lb_waiter_options_init(&o);
     o.connect = test_connect;
@@ -242,6 +238,16 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     o.reconnect_max_ms = 20;
     lb_waiter *w = NULL;
     assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    return w;
+}
+
+/* The subscriber is killed and cannot reconnect: a release goes unheard, the
+ * waiter falls back to its back-off (300 ms) and still gets the lock, never
+ * before the holder lets go. Once connecting works again the waiter is back
+ * and a release wakes the next wait at once. */
+static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **state) {
+    (void)state;
+    lb_waiter *w = new_refusable_waiter();
     lb_lock *a = new_lock("w:kill", 0, 2, 100), *b = new_lock("w:kill", 0, 300, 300);
     assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
     job j;
@@ -545,13 +551,7 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
 static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_is_back(
     void **state) {
     (void)state;
-    lb_waiter_options wo;
-    lb_waiter_options_init(&wo);
-    wo.connect = test_connect;
-    wo.reconnect_min_ms = 5;
-    wo.reconnect_max_ms = 20;
-    lb_waiter *w = NULL;
-    assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
+    lb_waiter *w = new_refusable_waiter();
     lb_lock_options o;
     lb_lock_options_init(&o);
     o.ttl_ms = 30000;

@@ -1,0 +1,71 @@
+/* The loop of every blocking acquire that waits through a waiter (the token
+ * lock's, the mode-following lock's): when to attempt, to sleep, to listen. */
+#include "modern/internal.h"
+
+static int64_t left_ms(const lb__wait *s) { return s->deadline - lb__mono_ms(); }
+
+/* Sleeps up to `ms` (never past the deadline), waking early on a release or a
+ * hand-off to us, unless deaf: then only the time ends it. */
+static int nap(lb__wait *s, int64_t ms, int deaf) {
+    int64_t left = left_ms(s);
+    if (ms > left) ms = left;
+    if (!s->ch) {
+        lb__sleep_ms(ms);
+        return LB__WAKE_TIMEOUT;
+    }
+    return lb__waiter_wait(s->w, s->ch, s->rec, &s->gen, ms, deaf);
+}
+
+static int listening(const lb__wait *s) { return s->ch && lb__waiter_listening(s->w, s->ch); }
+
+/* Subscribes, then attempts until acquired, refused or out of time. Every
+ * attempt follows a snapshot of the channel's event count, so a release
+ * published after the snapshot ends the sleep that follows the attempt. */
+static int loop(lb__wait *s) {
+    int ready = LB__WATCH_DOWN, wake = LB__WAKE_TIMEOUT;
+    if (s->w)
+        s->ch = lb__waiter_watch(s->w, s->channel, s->channellen, s->rec, &s->before, &s->gen,
+                                 &ready);
+    /* Subscribed since before the first attempt, and no release or hand-off
+     * to us read since: one after that attempt is still to be read and will
+     * end the sleep, so a second attempt would learn nothing. */
+    int skip = s->ch && ready == LB__WATCH_QUIET;
+    /* The confirmation bumps the count; until then a release could pass
+     * unheard, so the next attempt waits for it (bounded). */
+    if (s->ch && ready == LB__WATCH_PENDING && left_ms(s) > 0)
+        wake = nap(s, s->sleep_ms(s->ud, 0), 0);
+    for (;;) {
+        if (wake == LB__WAKE_HANDED) {
+            int rc = s->handed(s->ud);
+            if (rc != LB_EBUSY) return rc;
+        }
+        /* A release heard, and another client took the lock first: others
+         * heard it too. Sleeping one back-off step deaf to releases keeps
+         * every waiter from answering every release (a herd of attempts of
+         * which one can win); alone, a waiter rarely loses such a race. */
+        int deaf = 0;
+        if (!skip) {
+            if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
+            int rc = s->attempt(s->ud);
+            if (rc != LB_EBUSY) return rc;
+            deaf = s->deaf_after_loss && wake == LB__WAKE_RELEASE;
+        }
+        skip = 0;
+        if (left_ms(s) <= 0) return s->out_of_time(s->ud);
+        wake = nap(s, s->sleep_ms(s->ud, listening(s)), deaf);
+        /* No attempt starts after the deadline: a sleep that ran into it
+         * heard no release, and the holder's bound had not passed. */
+        if (wake == LB__WAKE_TIMEOUT && left_ms(s) <= 0) return s->out_of_time(s->ud);
+    }
+}
+
+int lb__wait_run(lb__wait *s) {
+    s->ch = NULL;
+    s->gen = 0;
+    /* Uncontended, one attempt and no subscription. */
+    if (s->w) lb__waiter_peek(s->w, s->channel, s->channellen, &s->before);
+    int rc = s->attempt(s->ud);
+    if (rc == LB_EBUSY) rc = left_ms(s) > 0 ? loop(s) : s->out_of_time(s->ud);
+    if (s->ch) lb__waiter_unwatch(s->w, s->ch, s->rec);
+    return rc;
+}

@@ -11,14 +11,18 @@
 
 #include <cmocka.h>
 
-void lbt_cmd_ok(redisContext *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+void lbt_vcmd_ok(redisContext *c, const char *fmt, va_list ap) {
     redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
     assert_non_null(r);
     if (r->type == REDIS_REPLY_ERROR) fail_msg("%s: %s", fmt, r->str);
     freeReplyObject(r);
+}
+
+void lbt_cmd_ok(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    lbt_vcmd_ok(c, fmt, ap);
+    va_end(ap);
 }
 
 long long lbt_int(redisContext *c, const char *fmt, ...) {

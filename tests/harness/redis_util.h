@@ -2,6 +2,7 @@
 #ifndef LOCKBRIDGE_TEST_REDIS_UTIL_H
 #define LOCKBRIDGE_TEST_REDIS_UTIL_H
 
+#include <stdarg.h>
 #include <hiredis/hiredis.h>
 
 /* Each runs a command built with hiredis's printf-style format on `c` and fails
@@ -9,6 +10,8 @@
 
 /* Any reply but an error. */
 void lbt_cmd_ok(redisContext *c, const char *fmt, ...);
+/* The same with a va_list. */
+void lbt_vcmd_ok(redisContext *c, const char *fmt, va_list ap);
 /* An integer reply: returns it. */
 long long lbt_int(redisContext *c, const char *fmt, ...);
 /* GET key: its value, or "" when absent or not a string. The value is in a

@@ -300,11 +300,8 @@ __attribute__((format(printf, 1, 2))) static void on_every_node(const char *fmt,
         assert_non_null(c);
         va_list ap;
         va_start(ap, fmt);
-        redisReply *r = redisvCommand(c, fmt, ap);
+        lbt_vcmd_ok(c, fmt, ap);
         va_end(ap);
-        assert_non_null(r);
-        if (r->type == REDIS_REPLY_ERROR) fail_msg("%s: %s", fmt, r->str);
-        freeReplyObject(r);
         redisFree(c);
     }
 }

@@ -703,6 +703,22 @@ static int rounds(contender *cs, int k) {
     return n;
 }
 
+/* Starts `n` threads contending for `key` with options `o` through `w`,
+ * sharing the stop flag and the overlap check. */
+static void start_contenders(contender *cs, pthread_t *ts, int n, const char *key,
+                             const lb_lock_options *o, lb_waiter *w, int *stop, int *inside,
+                             int *overlap) {
+    for (int i = 0; i < n; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        assert_int_equal(lb_lock_new(&cs[i].l, key, strlen(key), o), LB_OK);
+        cs[i].w = w;
+        cs[i].stop = stop;
+        cs[i].inside = inside;
+        cs[i].overlap = overlap;
+        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
+    }
+}
+
 static void test_no_fair_waiter_starves_among_contending_threads(void **state) {
     (void)state;
     enum { K = 4, ROUNDS = 60 };
@@ -716,15 +732,7 @@ static void test_no_fair_waiter_starves_among_contending_threads(void **state) {
     o.fair_yield_every = 0;
     o.backoff_min_ms = 1;
     o.backoff_max_ms = 2;
-    for (int i = 0; i < K; i++) {
-        memset(&cs[i], 0, sizeof cs[i]);
-        assert_int_equal(lb_lock_new(&cs[i].l, "w:share", 7, &o), LB_OK);
-        cs[i].w = w;
-        cs[i].stop = &stop;
-        cs[i].inside = &inside;
-        cs[i].overlap = &overlap;
-        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
-    }
+    start_contenders(cs, ts, K, "w:share", &o, w, &stop, &inside, &overlap);
     /* As EVENTUALLY, but the threads stop before any assertion. */
     for (int tries = 0; rounds(cs, K) < ROUNDS && tries < 2000; tries++) sleep_ms(5);
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -759,15 +767,7 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     o.fair = 1;
     o.fair_yield_every = 8;
     o.fair_yield_ms = 150;
-    for (int i = 0; i < K; i++) {
-        memset(&cs[i], 0, sizeof cs[i]);
-        assert_int_equal(lb_lock_new(&cs[i].l, "w:mixed", 7, &o), LB_OK);
-        cs[i].w = w;
-        cs[i].stop = &stop;
-        cs[i].inside = &inside;
-        cs[i].overlap = &overlap;
-        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
-    }
+    start_contenders(cs, ts, K, "w:mixed", &o, w, &stop, &inside, &overlap);
     for (int tries = 0; lbt_int(conn, "ZCARD {w:mixed}:queue") < 1 && tries < 2000; tries++)
         sleep_ms(5);
     lb_lock *outsider = new_lock("w:mixed", 0, 50, 50);
@@ -815,15 +815,7 @@ static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void
     o.fair = 1;
     o.fair_yield_every = 2;
     o.fair_yield_ms = 5;
-    for (int i = 0; i < K; i++) {
-        memset(&cs[i], 0, sizeof cs[i]);
-        assert_int_equal(lb_lock_new(&cs[i].l, "w:thin", 6, &o), LB_OK);
-        cs[i].w = w;
-        cs[i].stop = &stop;
-        cs[i].inside = &inside;
-        cs[i].overlap = &overlap;
-        assert_int_equal(pthread_create(&ts[i], NULL, contend, &cs[i]), 0);
-    }
+    start_contenders(cs, ts, K, "w:thin", &o, w, &stop, &inside, &overlap);
     long long gap = -1, before = -1;
     for (int tries = 0; gap != 64 && tries < 2000; tries++) {
         sleep_ms(5);

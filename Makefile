@@ -39,8 +39,8 @@ TOOL_SRC := $(wildcard migrate/cli/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 
-.PHONY: all lib tool install uninstall clean test unit integration interop asan tsan \
-        valgrind deps demo bench help check-deps explore
+.PHONY: all lib tool install uninstall clean test test-run unit integration interop asan tsan \
+        valgrind deps demo demo-run bench help check-deps explore
 
 all: lib tool $(BUILD)/lockbridge.pc
 
@@ -124,8 +124,16 @@ $(BUILD)/java/.stamp: $(JAVA_SRC)
 
 test-bins: $(TEST_BINS) $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 
-# The README's test command: builds everything and runs every suite.
-test: check-deps all test-bins
+# The README's first commands, `make test` and `make demo`, work on a machine that
+# has nothing but make: each installs what is missing first, then runs make again,
+# so the flags this Makefile asks pkg-config for when it is read (DEP_CFLAGS,
+# CMOCKA_LIBS, EVENT_LIBS) come from the installed packages, and no compile can
+# start before the install (as it could under -j with check-deps as a sibling).
+test: check-deps
+	$(MAKE) test-run
+
+# Builds everything and runs every suite; `make test` without the dependency check.
+test-run: all test-bins
 	BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
@@ -165,7 +173,10 @@ deps:
 check-deps:
 	@sh tools/deps.sh --check
 
-demo: all $(BUILD)/java/.stamp
+demo: check-deps
+	$(MAKE) demo-run
+
+demo-run: all $(BUILD)/java/.stamp
 	BUILD=$(BUILD) sh tools/demo.sh
 
 bench: $(STATIC) $(TOOL)

@@ -42,7 +42,7 @@ HEADERS := $(wildcard include/lockbridge/*.h)
 .PHONY: all lib tool install uninstall clean test test-run unit integration interop asan tsan \
         valgrind deps demo demo-run bench help check-deps explore
 
-all: lib tool $(BUILD)/lockbridge.pc
+all: lib tool
 
 lib: $(STATIC) $(SHARED)
 tool: $(TOOL)
@@ -75,10 +75,9 @@ $(SHARED): $(LIB_OBJ) tools/exports.map
 $(TOOL): $(TOOL_OBJ) $(STATIC)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(TOOL_OBJ) $(STATIC) $(LIBS)
 
-$(BUILD)/lockbridge.pc: tools/lockbridge.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
-
+# The .pc file is written here, at install time, so that it names the prefix and
+# libdir of this install (PREFIX=/opt/lb), not those of the build. DESTDIR is a
+# staging root only: the file names where the library will live, not the stage.
 install: all
 	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge $(DESTDIR)$(LIBDIR) \
 	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
@@ -88,7 +87,10 @@ install: all
 	ln -sf liblockbridge.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblockbridge.so
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
-	install -m 644 $(BUILD)/lockbridge.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    tools/lockbridge.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/lockbridge
@@ -283,7 +285,7 @@ clean:
 	rm -rf build build-asan build-tsan
 
 help:
-	@echo "make            libraries (static, shared), lockbridge tool, lockbridge.pc"
+	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests"
 	@echo "make asan       the same tests under ASan+UBSan"
@@ -296,4 +298,5 @@ help:
 	@echo "make soak       every legal fleet under random faults, 5 min (soak-short: CI's 15 s)"
 	@echo "make lint       cppcheck and clang-tidy over the library (checks: docs/reliability.md)"
 	@echo "make fuzz       libFuzzer targets of tests/fuzz, 20 s each (fuzz-long: 10 min)"
-	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"
+	@echo "make install    headers, libraries, tool, lockbridge.pc (written with PREFIX);"
+	@echo "                PREFIX=/usr/local LIBDIR= DESTDIR= honoured"

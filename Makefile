@@ -11,6 +11,7 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 
 CC      ?= cc
@@ -78,15 +79,20 @@ $(TOOL): $(TOOL_OBJ) $(STATIC)
 # The .pc file is written here, at install time, so that it names the prefix and
 # libdir of this install (PREFIX=/opt/lb), not those of the build. DESTDIR is a
 # staging root only: the file names where the library will live, not the stage.
+# The manual page is written by hand (tools/check-man.sh keeps it in step with
+# the tool's help).
+MAN1 := docs/lockbridge.1
+
 install: all
 	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge $(DESTDIR)$(LIBDIR) \
-	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/lockbridge/
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf liblockbridge.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblockbridge.so
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    tools/lockbridge.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
@@ -95,7 +101,7 @@ install: all
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/lockbridge
 	rm -f $(DESTDIR)$(LIBDIR)/liblockbridge.* $(DESTDIR)$(BINDIR)/lockbridge \
-	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
+	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc $(DESTDIR)$(MANDIR)/man1/lockbridge.1
 
 # ---- tests -----------------------------------------------------------------------
 # One binary per test file; they link the static library so internals are testable.
@@ -298,5 +304,6 @@ help:
 	@echo "make soak       every legal fleet under random faults, 5 min (soak-short: CI's 15 s)"
 	@echo "make lint       cppcheck and clang-tidy over the library (checks: docs/reliability.md)"
 	@echo "make fuzz       libFuzzer targets of tests/fuzz, 20 s each (fuzz-long: 10 min)"
-	@echo "make install    headers, libraries, tool, lockbridge.pc (written with PREFIX);"
-	@echo "                PREFIX=/usr/local LIBDIR= DESTDIR= honoured"
+	@echo "make install    headers, libraries, tool, lockbridge.pc (written with PREFIX),"
+	@echo "                lockbridge(1); PREFIX=/usr/local LIBDIR= MANDIR= DESTDIR= honoured"
+	@echo "make uninstall  removes what make install installed (same variables)"

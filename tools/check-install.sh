@@ -2,7 +2,8 @@
 # Checks an install the way a packager makes one and a user consumes it: build
 # (make), install under a prefix of its own (make install PREFIX=...), then
 # build and run a consumer with nothing but pkg-config and PKG_CONFIG_PATH.
-# Also a staged install (DESTDIR) and the shared library's exported names.
+# Also the manual page, a staged install (DESTDIR), the shared library's
+# exported names, and make uninstall.
 # Usage: sh tools/check-install.sh   (from anywhere; leaves nothing behind)
 set -eu
 cd "$(dirname "$0")/.."
@@ -59,7 +60,14 @@ LD_LIBRARY_PATH=$libdir "$root/consumer" || fail "consumer failed (LD_LIBRARY_PA
 cc -o "$root/consumer-rpath" "$root/consumer.c" $(pc --cflags --libs) -Wl,-rpath,"$libdir"
 "$root/consumer-rpath" >/dev/null || fail "consumer failed (rpath)"
 
-# ---- 3. a staged install names the final prefix, not the stage ------------------
+# ---- 3. the manual page -------------------------------------------------------------
+page=$prefix/share/man/man1/lockbridge.1
+[ -f "$page" ] || fail "make install put no manual page at $page"
+MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page shows nothing"
+MANWIDTH=80 man -M "$prefix/share/man" lockbridge 2>/dev/null | grep -q 'lockbridge hold' ||
+    fail "man -M $prefix/share/man lockbridge does not find the page"
+
+# ---- 4. a staged install names the final prefix, not the stage ------------------
 stage=$root/stage
 make -s install DESTDIR="$stage" PREFIX=/usr >/dev/null
 [ -f "$stage/usr/lib/liblockbridge.so.0" ] || fail "DESTDIR install put no library in $stage/usr/lib"
@@ -69,17 +77,17 @@ if grep -q "$stage" "$stage/usr/lib/pkgconfig/lockbridge.pc"; then
     fail "a DESTDIR install's lockbridge.pc names the staging directory"
 fi
 
-# ---- 4. the shared library --------------------------------------------------------
+# ---- 5. the shared library --------------------------------------------------------
 soname=$(objdump -p "$libdir/liblockbridge.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = liblockbridge.so.0 ] || fail "unexpected SONAME: $soname"
 if nm -D "$libdir/liblockbridge.so" | grep -q ' T lb__'; then
     fail "internal lb__ symbols are exported"
 fi
 
-# ---- 5. uninstall leaves nothing of ours -------------------------------------------
+# ---- 6. uninstall leaves nothing of ours -------------------------------------------
 make -s uninstall PREFIX="$prefix" >/dev/null
 left=$(find "$prefix" -type f -o -type l)
 [ -z "$left" ] || fail "make uninstall left: $left"
 
 echo "install check: ok (PREFIX=$prefix: lockbridge.pc names it; SONAME $soname;" \
-    "pkg-config consumer built and ran; DESTDIR staging; uninstall)"
+    "pkg-config consumer built and ran; man page; DESTDIR staging; uninstall)"

@@ -2,14 +2,24 @@
 # Checks an install the way a packager makes one and a user consumes it: build
 # (make), install under a prefix of its own (make install PREFIX=...), then
 # build and run a consumer with nothing but pkg-config and PKG_CONFIG_PATH.
-# Also the manual page, a staged install (DESTDIR), the shared library's
-# exported names, and make uninstall.
+# Then every program of examples/ and the README's example, each built with the
+# build line it documents, run against a temporary redis-server. Also the
+# manual page, a staged install (DESTDIR), the exported names, make uninstall.
 # Usage: sh tools/check-install.sh   (from anywhere; leaves nothing behind)
 set -eu
 cd "$(dirname "$0")/.."
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/lockbridge-install.XXXXXX")
-trap 'rm -rf "$root"' EXIT
+REDIS_PID=""
+HOLDER_PID=""
+cleanup() {
+    for pid in $HOLDER_PID $REDIS_PID; do kill "$pid" 2>/dev/null || true; done
+    for pid in $HOLDER_PID $REDIS_PID; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$root"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 prefix=$root/opt/lb
 
 fail() {
@@ -60,14 +70,95 @@ LD_LIBRARY_PATH=$libdir "$root/consumer" || fail "consumer failed (LD_LIBRARY_PA
 cc -o "$root/consumer-rpath" "$root/consumer.c" $(pc --cflags --libs) -Wl,-rpath,"$libdir"
 "$root/consumer-rpath" >/dev/null || fail "consumer failed (rpath)"
 
-# ---- 3. the manual page -------------------------------------------------------------
+# ---- 3. examples/ and the README's example, built as each says ---------------------
+# Each program's build line is the " * Build: " line at its top; it is run as
+# written, in a copy of examples/, with PKG_CONFIG_PATH pointing at the install.
+mkdir "$root/examples"
+cp examples/*.c "$root/examples/"
+progs=""
+for src in examples/*.c; do
+    name=$(basename "$src" .c)
+    line=$(sed -n 's/^ \* Build: //p' "$src")
+    [ -n "$line" ] || fail "$src has no ' * Build: ' line at its top"
+    (cd "$root/examples" && sh -c "$line") || fail "$src did not build with: $line"
+    [ -x "$root/examples/$name" ] || fail "$src's build line made no ./$name"
+    progs="$progs $name"
+done
+# The README's example is examples/legacy_lock.c, and builds as the README says.
+awk '/^```c$/ { on = 1; next } /^```$/ { on = 0 } on' README.md >"$root/examples/example.c"
+cmp -s "$root/examples/example.c" examples/legacy_lock.c ||
+    fail "the README's example differs from examples/legacy_lock.c"
+readme_cc=$(grep -o '`cc example\.c [^`]*`' README.md | head -n 1 | tr -d '`')
+[ -n "$readme_cc" ] || fail "the README gives no 'cc example.c ...' line"
+(cd "$root/examples" && sh -c "$readme_cc") || fail "the README's example did not build with: $readme_cc"
+
+# A temporary redis-server on a free loopback port for the programs to run against.
+start_redis() {
+    tries=0
+    while [ $tries -lt 20 ]; do
+        tries=$((tries + 1))
+        PORT=$((20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 20000))
+        redis-cli -p "$PORT" ping >/dev/null 2>&1 && continue # taken
+        redis-server --port "$PORT" --bind 127.0.0.1 --dir "$root" --save '' \
+            --appendonly no --logfile "$root/redis.log" &
+        REDIS_PID=$!
+        waited=0
+        while [ $waited -lt 50 ]; do
+            redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG && return 0
+            kill -0 "$REDIS_PID" 2>/dev/null || break # it exited: the port was taken
+            sleep 0.1
+            waited=$((waited + 1))
+        done
+        kill "$REDIS_PID" 2>/dev/null || true
+        wait "$REDIS_PID" 2>/dev/null || true
+        REDIS_PID=""
+    done
+    fail "could not start redis-server on a free port"
+}
+start_redis
+# The programs find the library under the prefix through the loader's path.
+LD_LIBRARY_PATH=$libdir
+export LD_LIBRARY_PATH
+ex=$root/examples
+run() { # NAME ARGS...: runs an example, its output indented
+    name=$1
+    shift
+    echo "example $name:"
+    "$ex/$name" "$@" >"$root/out" 2>&1 || { sed 's/^/    /' "$root/out"; fail "$name $* failed"; }
+    sed 's/^/    /' "$root/out"
+}
+run a.out "$PORT"
+for name in $progs; do
+    case $name in
+    wait_for_release)
+        # A holder, then a waiter once the holder has the lock.
+        "$ex/$name" hold "$PORT" 1000 >"$root/holder" 2>&1 &
+        HOLDER_PID=$!
+        n=0
+        until [ "$(redis-cli -p "$PORT" exists jobs:42)" = 1 ]; do
+            n=$((n + 1))
+            [ $n -lt 100 ] || fail "the holder of $name never took jobs:42"
+            kill -0 "$HOLDER_PID" 2>/dev/null || { cat "$root/holder" >&2; fail "$name hold exited early"; }
+            sleep 0.1
+        done
+        run "$name" wait "$PORT"
+        wait "$HOLDER_PID" || { cat "$root/holder" >&2; fail "$name hold failed"; }
+        HOLDER_PID=""
+        sed 's/^/    /' "$root/holder"
+        ;;
+    *) run "$name" "$PORT" ;;
+    esac
+done
+unset LD_LIBRARY_PATH
+
+# ---- 4. the manual page -------------------------------------------------------------
 page=$prefix/share/man/man1/lockbridge.1
 [ -f "$page" ] || fail "make install put no manual page at $page"
 MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page shows nothing"
 MANWIDTH=80 man -M "$prefix/share/man" lockbridge 2>/dev/null | grep -q 'lockbridge hold' ||
     fail "man -M $prefix/share/man lockbridge does not find the page"
 
-# ---- 4. a staged install names the final prefix, not the stage ------------------
+# ---- 5. a staged install names the final prefix, not the stage ------------------
 stage=$root/stage
 make -s install DESTDIR="$stage" PREFIX=/usr >/dev/null
 [ -f "$stage/usr/lib/liblockbridge.so.0" ] || fail "DESTDIR install put no library in $stage/usr/lib"
@@ -77,17 +168,18 @@ if grep -q "$stage" "$stage/usr/lib/pkgconfig/lockbridge.pc"; then
     fail "a DESTDIR install's lockbridge.pc names the staging directory"
 fi
 
-# ---- 5. the shared library --------------------------------------------------------
+# ---- 6. the shared library --------------------------------------------------------
 soname=$(objdump -p "$libdir/liblockbridge.so" | awk '/SONAME/ {print $2}')
 [ "$soname" = liblockbridge.so.0 ] || fail "unexpected SONAME: $soname"
 if nm -D "$libdir/liblockbridge.so" | grep -q ' T lb__'; then
     fail "internal lb__ symbols are exported"
 fi
 
-# ---- 6. uninstall leaves nothing of ours -------------------------------------------
+# ---- 7. uninstall leaves nothing of ours -------------------------------------------
 make -s uninstall PREFIX="$prefix" >/dev/null
 left=$(find "$prefix" -type f -o -type l)
 [ -z "$left" ] || fail "make uninstall left: $left"
 
 echo "install check: ok (PREFIX=$prefix: lockbridge.pc names it; SONAME $soname;" \
-    "pkg-config consumer built and ran; man page; DESTDIR staging; uninstall)"
+    "pkg-config consumer built and ran; examples:$progs and the README's built and ran;" \
+    "man page; DESTDIR staging; uninstall)"

@@ -4,8 +4,9 @@
 # every option and subcommand the command's own help names appears in that
 # section; the general options appear under OPTIONS. An option the page defines
 # (a .TP tag) that the help no longer names fails too, as does a section for a
-# command the tool no longer has. The lists come from the tool's help output, so
-# a command or option added to the tool fails this check until the page has it.
+# command the tool no longer has, or a title naming another version than
+# `lockbridge --version`. The lists come from the tool's help output, so a
+# command or option added to the tool fails this check until the page has it.
 # Usage: sh tools/check-man.sh [TOOL [PAGE]]   (default build/lockbridge docs/lockbridge.1)
 set -eu
 cd "$(dirname "$0")/.."
@@ -30,6 +31,10 @@ fi
 if command -v man >/dev/null 2>&1; then
     MANWIDTH=80 man -l "$PAGE" 2>/dev/null | grep -q '^NAME' || miss "man -l $PAGE shows no NAME section"
 fi
+
+# The page's title line names the version the tool reports.
+version=$("$TOOL" --version)
+grep -q "^\.TH .*\"$version\"" "$PAGE" || miss "the page's .TH line does not name \"$version\""
 
 # ---- The page as plain text, one section per file -----------------------------------
 # Escapes become the characters they print (\- is -, fonts vanish); .SH opens a

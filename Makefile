@@ -11,6 +11,7 @@ LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 
 CC      ?= cc
@@ -39,10 +40,10 @@ TOOL_SRC := $(wildcard migrate/cli/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 
-.PHONY: all lib tool install uninstall clean test unit integration interop asan tsan \
-        valgrind deps demo bench help check-deps explore
+.PHONY: all lib tool install uninstall clean test test-run unit integration interop asan tsan \
+        valgrind deps demo demo-run bench help check-deps explore
 
-all: lib tool $(BUILD)/lockbridge.pc
+all: lib tool
 
 lib: $(STATIC) $(SHARED)
 tool: $(TOOL)
@@ -75,25 +76,32 @@ $(SHARED): $(LIB_OBJ) tools/exports.map
 $(TOOL): $(TOOL_OBJ) $(STATIC)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(TOOL_OBJ) $(STATIC) $(LIBS)
 
-$(BUILD)/lockbridge.pc: tools/lockbridge.pc.in Makefile
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+# The .pc file is written here, at install time, so that it names the prefix and
+# libdir of this install (PREFIX=/opt/lb), not those of the build. DESTDIR is a
+# staging root only: the file names where the library will live, not the stage.
+# The manual page is written by hand (tools/check-man.sh keeps it in step with
+# the tool's help).
+MAN1 := docs/lockbridge.1
 
 install: all
 	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge $(DESTDIR)$(LIBDIR) \
-	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/lockbridge/
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf liblockbridge.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblockbridge.so
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
-	install -m 644 $(BUILD)/lockbridge.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    tools/lockbridge.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/lockbridge
 	rm -f $(DESTDIR)$(LIBDIR)/liblockbridge.* $(DESTDIR)$(BINDIR)/lockbridge \
-	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
+	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc $(DESTDIR)$(MANDIR)/man1/lockbridge.1
 
 # ---- tests -----------------------------------------------------------------------
 # One binary per test file; they link the static library so internals are testable.
@@ -124,8 +132,16 @@ $(BUILD)/java/.stamp: $(JAVA_SRC)
 
 test-bins: $(TEST_BINS) $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 
-# The README's test command: builds everything and runs every suite.
-test: check-deps all test-bins
+# The README's first commands, `make test` and `make demo`, work on a machine that
+# has nothing but make: each installs what is missing first, then runs make again,
+# so the flags this Makefile asks pkg-config for when it is read (DEP_CFLAGS,
+# CMOCKA_LIBS, EVENT_LIBS) come from the installed packages, and no compile can
+# start before the install (as it could under -j with check-deps as a sibling).
+test: check-deps
+	$(MAKE) test-run
+
+# Builds everything and runs every suite; `make test` without the dependency check.
+test-run: all test-bins
 	BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
@@ -165,7 +181,10 @@ deps:
 check-deps:
 	@sh tools/deps.sh --check
 
-demo: all $(BUILD)/java/.stamp
+demo: check-deps
+	$(MAKE) demo-run
+
+demo-run: all $(BUILD)/java/.stamp
 	BUILD=$(BUILD) sh tools/demo.sh
 
 bench: $(STATIC) $(TOOL)
@@ -272,7 +291,7 @@ clean:
 	rm -rf build build-asan build-tsan
 
 help:
-	@echo "make            libraries (static, shared), lockbridge tool, lockbridge.pc"
+	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests"
 	@echo "make asan       the same tests under ASan+UBSan"
@@ -285,4 +304,6 @@ help:
 	@echo "make soak       every legal fleet under random faults, 5 min (soak-short: CI's 15 s)"
 	@echo "make lint       cppcheck and clang-tidy over the library (checks: docs/reliability.md)"
 	@echo "make fuzz       libFuzzer targets of tests/fuzz, 20 s each (fuzz-long: 10 min)"
-	@echo "make install    PREFIX=/usr/local DESTDIR= honoured"
+	@echo "make install    headers, libraries, tool, lockbridge.pc (written with PREFIX),"
+	@echo "                lockbridge(1); PREFIX=/usr/local LIBDIR= MANDIR= DESTDIR= honoured"
+	@echo "make uninstall  removes what make install installed (same variables)"

@@ -297,6 +297,20 @@ echo "Unsupported on purpose: an INCR lock's counter reads as a 1970 timestamp."
 demo_kind L1-INCR "INCR + EXPIRE (cannot share keys with any other protocol)" ms 60000 1000
 fi # ROLLOUT_ONLY=1 runs the staged rollout alone
 rollout
+
+# Every client run must have printed its summary. A run that did not (the tool
+# or a Java locker failed to start, or crashed) fails the demo, so that CI,
+# which runs it, does not let a broken demo land.
+broken=0
+for out in "$TMP"/alone.* "$TMP"/java.* "$TMP"/lb.* "$TMP"/stage.*; do
+    case $out in *.err) continue ;; esac
+    [ -f "$out" ] || continue
+    grep -q '"acquisitions":' "$out" && continue
+    echo "demo: run $(basename "$out") printed no summary; its stderr:" >&2
+    sed 's/^/    /' "$out.err" >&2 2>/dev/null || true
+    broken=$((broken + 1))
+done
 echo
 echo "docs/interop.md explains each figure and which pairs may share keys;"
 echo "docs/migration.md is the operator's runbook for the rollout."
+[ "$broken" = 0 ] || { echo "demo: $broken run(s) printed no summary" >&2; exit 1; }

@@ -219,12 +219,15 @@ $(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
 # LeakSanitizer checks for leaks at exit) in $(BUILD)-asan.
 SOAK_SECONDS ?= 300
 SOAK_CLIENTS ?= 32
-.PHONY: soak soak-short
+.PHONY: soak soak-run soak-short
 $(BUILD)/soak/soak: tests/soak/soak.c $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
 
-soak: check-deps $(BUILD)/soak/soak $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
+soak: check-deps
+	$(MAKE) soak-run
+
+soak-run: $(BUILD)/soak/soak $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 	$(BUILD)/soak/soak --seconds $(SOAK_SECONDS) --clients $(SOAK_CLIENTS) --java-cp $(BUILD)/java
 
 soak-short: check-deps

@@ -108,11 +108,17 @@ static int64_t min_known(int64_t a, int64_t b) {
 }
 
 static int foreign(lb_mlock *l, const redisReply *v) {
-    char esc[96];
+    char esc[96], spec[128];
     size_t n = v->type == REDIS_REPLY_STRING ? (size_t)v->len : 0;
     lb__escape(esc, sizeof esc, n ? v->str : "", n < 48 ? n : 48);
-    return lb__fail(&l->m, LB_EFOREIGN, "%s value left alone (%zu bytes: %s%s)",
-                    lb_format_name(l->seen.format), l->seen.len, esc, n > 48 ? "..." : "");
+    if (l->seen.format != LB_FORMAT_AMBIGUOUS)
+        return lb__fail(&l->m, LB_EFOREIGN, "%s value left alone (%zu bytes: %s%s)",
+                        lb_format_name(l->seen.format), l->seen.len, esc, n > 48 ? "..." : "");
+    if (!l->seen.suggested || lb_codec_format(&l->seen.suggestion, spec, sizeof spec) != LB_OK)
+        snprintf(spec, sizeof spec, "no codec");
+    return lb__fail(&l->m, LB_EFOREIGN, "value outside the plausible window left alone "
+                    "(%zu bytes: %s%s; %s reads it plausibly)", l->seen.len, esc,
+                    n > 48 ? "..." : "", spec);
 }
 
 static int on_busy(lb_mlock *l, const redisReply *r, const lb_now *now) {

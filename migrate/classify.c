@@ -58,42 +58,51 @@ static void judge(lb_class *out, const lb_codec *codecs, int i, int64_t t, const
     out->format = out->pttl_ms >= 0 ? LB_FORMAT_COMPAT : LB_FORMAT_LEGACY;
 }
 
+/* One codec's reading of a value: codec index (-1: none yet) and instant. */
+typedef struct reading {
+    int i;
+    int64_t t;
+} reading;
+
+/* No single plausible instant: `other` set means two plausible readings that
+ * differ; otherwise every reading (the first is `first`) is implausible. */
+static void ambiguous(lb_class *out, const lb_codec *codecs, reading first, reading plausible,
+                      reading other, const char *s, size_t len, const lb_now *now) {
+    out->format = LB_FORMAT_AMBIGUOUS;
+    if (other.i >= 0) {
+        out->ambiguity = LB_AMBIGUITY_DISAGREE;
+        out->codec = plausible.i;
+        out->expiry = plausible.t;
+        out->codec2 = other.i;
+        out->expiry2 = other.t;
+        return;
+    }
+    out->ambiguity = LB_AMBIGUITY_IMPLAUSIBLE;
+    out->codec = first.i;
+    out->expiry = first.t;
+    out->suggested = lb_codec_suggest(&codecs[first.i], s, len, now, &out->suggestion) == LB_OK;
+}
+
 /* Every codec's reading, and only plausible ones count: the first codec that
  * decodes no longer wins, since with "ms" before "s" R's live seconds would
  * read as a 1970 instant, and with "s" first L1's ms as the year 55,000.
  * Returns 1 when some codec decodes the value (a timestamp or AMBIGUOUS). */
 static int try_codecs(lb_class *out, const char *s, size_t len, const lb_codec *codecs,
                       int n, const lb_now *now) {
-    int first = -1, plausible = -1, other = -1;
-    int64_t t_first = 0, t_plausible = 0, t_other = 0;
+    reading first = {-1, 0}, plausible = {-1, 0}, other = {-1, 0};
     for (int i = 0; i < n; i++) {
         int64_t t;
         if (lb_codec_decode(&codecs[i], s, len, &t) != LB_OK) continue;
-        if (first < 0) first = i, t_first = t;
+        if (first.i < 0) first = (reading){i, t};
         if (!lb_codec_plausible(&codecs[i], t, now)) continue;
-        if (plausible < 0) plausible = i, t_plausible = t;
-        else if (other < 0 && !lb__codec_same_instant(&codecs[plausible], t_plausible,
-                                                      &codecs[i], t))
-            other = i, t_other = t;
+        if (plausible.i < 0) plausible = (reading){i, t};
+        else if (other.i < 0 && !lb__codec_same_instant(&codecs[plausible.i], plausible.t,
+                                                        &codecs[i], t))
+            other = (reading){i, t};
     }
-    if (first < 0) return 0;
-    if (plausible >= 0 && other < 0) {
-        judge(out, codecs, plausible, t_plausible, now);
-        return 1;
-    }
-    out->format = LB_FORMAT_AMBIGUOUS;
-    if (other >= 0) {
-        out->ambiguity = LB_AMBIGUITY_DISAGREE;
-        out->codec = plausible;
-        out->expiry = t_plausible;
-        out->codec2 = other;
-        out->expiry2 = t_other;
-        return 1;
-    }
-    out->ambiguity = LB_AMBIGUITY_IMPLAUSIBLE;
-    out->codec = first;
-    out->expiry = t_first;
-    out->suggested = lb_codec_suggest(&codecs[first], s, len, now, &out->suggestion) == LB_OK;
+    if (first.i < 0) return 0;
+    if (plausible.i >= 0 && other.i < 0) judge(out, codecs, plausible.i, plausible.t, now);
+    else ambiguous(out, codecs, first, plausible, other, s, len, now);
     return 1;
 }
 

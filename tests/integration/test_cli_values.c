@@ -250,6 +250,10 @@ static void test_an_ambiguous_value_is_legacy_evidence_for_the_gate(void **state
     assert_string_equal(lbt_str_of(o, "verdict"), "not ready");
     assert_true(lbt_num_of(o, "legacy_recent") == 1);
     cJSON_Delete(o);
+    const char *set[] = {"-p", port, "mode", "set", "modern", "--ns", "cv:gns", "--match", "cv:g",
+                         "--observe-ms", "0", NULL};
+    assert_int_equal(lbt_run(&proc, set), 6);
+    assert_string_equal(lbt_get(conn, "{cv:gns}:lb-mode"), "compat");
     assert_untouched("cv:g", secs);
     lbt_cmd_ok(conn, "DEL %s %s", "cv:g", "{cv:gns}:lb-mode");
 }

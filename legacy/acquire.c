@@ -12,14 +12,39 @@ enum { A_START, A_SETNX, A_GET, A_GETSET, A_TAKEOVER };
 
 #define LOCK_OF(m) ((lb_legacy_lock *)(void *)(m))
 
-/* Encodes a fresh value "now + ttl" into l->pending. */
+/* Encodes a fresh value "now + ttl" into l->pending. An expiry outside the
+ * plausibility window would be foreign to every reader, this one included. */
 static int make_pending(lb_legacy_lock *l, const lb_now *now) {
     if (lb_codec_expiry(&l->codec, now, l->opts.ttl_ms, &l->pending_expiry) != LB_OK ||
+        !lb_codec_plausible(&l->codec, l->pending_expiry, now) ||
         lb_codec_encode(&l->codec, l->pending_expiry, l->pending, sizeof l->pending,
                         &l->pendinglen) != LB_OK)
-        return lb__fail(&l->m, LB_EINVAL, "cannot encode an expiry for ttl %lld ms",
+        return lb__fail(&l->m, LB_EINVAL, "cannot encode a plausible expiry for ttl %lld ms",
                         (long long)l->opts.ttl_ms);
     return LB_OK;
+}
+
+/* Whether a value read at the key is a timestamp of ours: it decodes, and to
+ * an instant inside the plausibility window. A value that decodes to an
+ * instant outside it (ten digits of seconds read as milliseconds: 1970) was
+ * written by a client of another codec; judging it expired would take over a
+ * live lock, so it is foreign, and the codec that reads it plausibly is named. */
+static int read_ours(lb_legacy_lock *l, const char *s, size_t len, const lb_now *now,
+                     const char *during, int64_t *t) {
+    lb_codec other;
+    char spec[128];
+    if (len > LB_OBSERVED_MAX || lb_codec_decode(&l->codec, s, len, t) != LB_OK)
+        return lb__legacy_foreign(l, s, len, during);
+    if (lb_codec_plausible(&l->codec, *t, now)) return LB_OK;
+    int rc = lb__legacy_foreign(l, s, len, during);
+    size_t used = strlen(l->m.errstr);
+    if (lb_codec_suggest(&l->codec, s, len, now, &other) != LB_OK ||
+        lb_codec_format(&other, spec, sizeof spec) != LB_OK)
+        snprintf(spec, sizeof spec, "no codec");
+    snprintf(l->m.errstr + used, sizeof l->m.errstr - used,
+             "; it decodes to %lld, outside the plausible window (%s reads it plausibly)",
+             (long long)*t, spec);
+    return rc;
 }
 
 static int acquired(lb_legacy_lock *l) {
@@ -89,8 +114,8 @@ static int on_get(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
         return lb__fail(&l->m, LB_EPROTO, "GET: unexpected reply type %d", r->type);
     size_t len = (size_t)r->len;
     int64_t t;
-    if (len > LB_OBSERVED_MAX || lb_codec_decode(&l->codec, r->str, len, &t) != LB_OK)
-        return lb__legacy_foreign(l, r->str, len, "GET");
+    int rc = read_ours(l, r->str, len, now, "GET", &t);
+    if (rc != LB_OK) return rc;
     memcpy(l->observed, r->str, len);
     l->observedlen = len;
     l->observed_expiry = t;
@@ -111,12 +136,11 @@ static int on_getset(lb_legacy_lock *l, const redisReply *r, const lb_now *now) 
         return lb__fail(&l->m, LB_EPROTO, "GETSET: unexpected reply type %d", r->type);
     size_t len = (size_t)r->len;
     if (len == l->observedlen && memcmp(r->str, l->observed, len) == 0) return acquired(l);
-    if (lb_codec_decode(&l->codec, r->str, len, &t) != LB_OK) {
-        /* Written between our GET and GETSET by a client of another format; on
-         * the wire nothing can prevent this (the scripted variant can). */
-        int rc = lb__legacy_foreign(l, r->str, len, "GETSET (our value replaced it)");
-        return rc;
-    }
+    /* A value that is not ours was written between our GET and GETSET by a
+     * client of another format; on the wire nothing can prevent this (the
+     * scripted variant can). */
+    int rc = read_ours(l, r->str, len, now, "GETSET (our value replaced it)", &t);
+    if (rc != LB_OK) return rc;
     if (lb_codec_now(&l->codec, now) > t) return acquired(l);
     l->observed_expiry = t;
     l->has_observed_expiry = 1;

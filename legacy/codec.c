@@ -27,13 +27,22 @@ static lb_unit codec_unit(const lb_codec *c) {
     }
 }
 
-static lb_clock_kind codec_clock(const lb_codec *c) {
+lb_clock_kind lb__codec_clock(const lb_codec *c) {
     return c->kind == LB_CODEC_JSON ? c->clock : LB_CLOCK_EPOCH;
+}
+
+int lb__codec_same_instant(const lb_codec *a, int64_t ta, const lb_codec *b, int64_t tb) {
+    int64_t pa = unit_per_s(codec_unit(a)), pb = unit_per_s(codec_unit(b)), scaled;
+    if (lb__codec_clock(a) != lb__codec_clock(b)) return 0;
+    /* Scaled to the finer unit; a reading that overflows there cannot equal
+     * one that fits. */
+    if (pa <= pb) return !lb__mul64(ta, pb / pa, &scaled) && scaled == tb;
+    return !lb__mul64(tb, pa / pb, &scaled) && scaled == ta;
 }
 
 int64_t lb_codec_now(const lb_codec *c, const lb_now *now) {
     int64_t per_s = unit_per_s(codec_unit(c));
-    if (codec_clock(c) == LB_CLOCK_MONOTONIC)
+    if (lb__codec_clock(c) == LB_CLOCK_MONOTONIC)
         return per_s >= 1000000000 ? now->mono_ns : now->mono_ns / (1000000000 / per_s);
     /* Past the year 2262 in ns the product overflows: saturate (defined, and
      * no codec can write such an instant anyway). */

@@ -44,6 +44,11 @@ struct lb_legacy_lock {
 
 /* Converts a span of codec units to milliseconds (rounded up, saturating). */
 int64_t lb__codec_units_to_ms(const lb_codec *c, int64_t units);
+/* The clock a codec's instants are on (every kind but JSON is epoch). */
+lb_clock_kind lb__codec_clock(const lb_codec *c);
+/* 1 when instant `ta` of codec `a` and `tb` of `b` are the same instant on
+ * the same clock (R's "1700000000" read by "s" and by "float"); 0 otherwise. */
+int lb__codec_same_instant(const lb_codec *a, int64_t ta, const lb_codec *b, int64_t tb);
 
 /* Observes a foreign value: remembers it escaped and fails the machine. */
 int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char *during);

@@ -8,13 +8,19 @@
 #include "lockbridge/modern.h"
 #include "migrate/internal.h"
 
-static const char *const format_names[] = {"absent", "legacy", "compat", "token",
-                                           "incr",   "unknown", "wrongtype"};
+static const char *const format_names[] = {"absent",  "legacy",    "compat",   "token",
+                                           "incr",    "unknown",   "wrongtype", "ambiguous"};
 static const char *const token_names[] = {"none", "lockbridge", "json-uid", "other"};
+static const char *const ambiguity_names[] = {"none", "implausible", "disagree"};
 
 const char *lb_format_name(lb_format f) {
-    if ((int)f < 0 || (int)f > (int)LB_FORMAT_WRONGTYPE) return "invalid";
+    if ((int)f < 0 || (int)f > (int)LB_FORMAT_AMBIGUOUS) return "invalid";
     return format_names[f];
+}
+
+const char *lb_ambiguity_name(lb_ambiguity a) {
+    if ((int)a < 0 || (int)a > (int)LB_AMBIGUITY_DISAGREE) return "invalid";
+    return ambiguity_names[a];
 }
 
 const char *lb_token_kind_name(lb_token_kind k) {
@@ -39,28 +45,71 @@ static int is_json_uid(const char *s, size_t len) {
     return yes;
 }
 
-/* A timestamp in one of the codecs: its expiry judged on that codec's clock. */
+/* A timestamp: codec i's plausible reading t, its expiry judged on that
+ * codec's clock. */
+static void judge(lb_class *out, const lb_codec *codecs, int i, int64_t t, const lb_now *now) {
+    int64_t cur = lb_codec_now(&codecs[i], now), left;
+    out->codec = i;
+    out->expiry = t;
+    out->expired = cur > t;
+    if (out->expired) out->remaining_ms = 0;
+    else if (lb__sub64(t, cur, &left)) out->remaining_ms = INT64_MAX;
+    else out->remaining_ms = lb__codec_units_to_ms(&codecs[i], left);
+    out->format = out->pttl_ms >= 0 ? LB_FORMAT_COMPAT : LB_FORMAT_LEGACY;
+}
+
+/* One codec's reading of a value: codec index (-1: none yet) and instant. */
+typedef struct reading {
+    int i;
+    int64_t t;
+} reading;
+
+/* No single plausible instant: `other` set means two plausible readings that
+ * differ; otherwise every reading (the first is `first`) is implausible. */
+static void ambiguous(lb_class *out, const lb_codec *codecs, reading first, reading plausible,
+                      reading other, const char *s, size_t len, const lb_now *now) {
+    out->format = LB_FORMAT_AMBIGUOUS;
+    if (other.i >= 0) {
+        out->ambiguity = LB_AMBIGUITY_DISAGREE;
+        out->codec = plausible.i;
+        out->expiry = plausible.t;
+        out->codec2 = other.i;
+        out->expiry2 = other.t;
+        return;
+    }
+    out->ambiguity = LB_AMBIGUITY_IMPLAUSIBLE;
+    out->codec = first.i;
+    out->expiry = first.t;
+    out->suggested = lb_codec_suggest(&codecs[first.i], s, len, now, &out->suggestion) == LB_OK;
+}
+
+/* Every codec's reading, and only plausible ones count: the first codec that
+ * decodes no longer wins, since with "ms" before "s" R's live seconds would
+ * read as a 1970 instant, and with "s" first L1's ms as the year 55,000.
+ * Returns 1 when some codec decodes the value (a timestamp or AMBIGUOUS). */
 static int try_codecs(lb_class *out, const char *s, size_t len, const lb_codec *codecs,
                       int n, const lb_now *now) {
+    reading first = {-1, 0}, plausible = {-1, 0}, other = {-1, 0};
     for (int i = 0; i < n; i++) {
-        int64_t t, left;
+        int64_t t;
         if (lb_codec_decode(&codecs[i], s, len, &t) != LB_OK) continue;
-        int64_t cur = lb_codec_now(&codecs[i], now);
-        out->codec = i;
-        out->expiry = t;
-        out->expired = cur > t;
-        if (out->expired) out->remaining_ms = 0;
-        else if (lb__sub64(t, cur, &left)) out->remaining_ms = INT64_MAX;
-        else out->remaining_ms = lb__codec_units_to_ms(&codecs[i], left);
-        out->format = out->pttl_ms >= 0 ? LB_FORMAT_COMPAT : LB_FORMAT_LEGACY;
-        return 1;
+        if (first.i < 0) first = (reading){i, t};
+        if (!lb_codec_plausible(&codecs[i], t, now)) continue;
+        if (plausible.i < 0) plausible = (reading){i, t};
+        else if (other.i < 0 && !lb__codec_same_instant(&codecs[plausible.i], plausible.t,
+                                                        &codecs[i], t))
+            other = (reading){i, t};
     }
-    return 0;
+    if (first.i < 0) return 0;
+    if (plausible.i >= 0 && other.i < 0) judge(out, codecs, plausible.i, plausible.t, now);
+    else ambiguous(out, codecs, first, plausible, other, s, len, now);
+    return 1;
 }
 
 static void reset(lb_class *out, int64_t pttl_ms, size_t len) {
     memset(out, 0, sizeof *out);
     out->codec = -1;
+    out->codec2 = -1;
     out->pttl_ms = pttl_ms;
     out->len = len;
 }

@@ -38,8 +38,9 @@ static int make_pending(lb_mlock *l, const lb_now *now, int64_t ttl_ms, int fres
         return LB_OK;
     }
     int64_t t;
-    if (lb_codec_expiry(&l->opts.codec, now, ttl_ms, &t) != LB_OK)
-        return lb__fail(&l->m, LB_EINVAL, "cannot compute an expiry for ttl %lld ms",
+    if (lb_codec_expiry(&l->opts.codec, now, ttl_ms, &t) != LB_OK ||
+        !lb_codec_plausible(&l->opts.codec, t, now))
+        return lb__fail(&l->m, LB_EINVAL, "cannot compute a plausible expiry for ttl %lld ms",
                         (long long)ttl_ms);
     if (t <= l->last_expiry) t = l->last_expiry + 1;
     if (lb_codec_encode(&l->opts.codec, t, l->pending, sizeof l->pending, &l->pendinglen) != LB_OK)
@@ -107,11 +108,17 @@ static int64_t min_known(int64_t a, int64_t b) {
 }
 
 static int foreign(lb_mlock *l, const redisReply *v) {
-    char esc[96];
+    char esc[96], spec[128];
     size_t n = v->type == REDIS_REPLY_STRING ? (size_t)v->len : 0;
     lb__escape(esc, sizeof esc, n ? v->str : "", n < 48 ? n : 48);
-    return lb__fail(&l->m, LB_EFOREIGN, "%s value left alone (%zu bytes: %s%s)",
-                    lb_format_name(l->seen.format), l->seen.len, esc, n > 48 ? "..." : "");
+    if (l->seen.format != LB_FORMAT_AMBIGUOUS)
+        return lb__fail(&l->m, LB_EFOREIGN, "%s value left alone (%zu bytes: %s%s)",
+                        lb_format_name(l->seen.format), l->seen.len, esc, n > 48 ? "..." : "");
+    if (!l->seen.suggested || lb_codec_format(&l->seen.suggestion, spec, sizeof spec) != LB_OK)
+        snprintf(spec, sizeof spec, "no codec");
+    return lb__fail(&l->m, LB_EFOREIGN, "value outside the plausible window left alone "
+                    "(%zu bytes: %s%s; %s reads it plausibly)", l->seen.len, esc,
+                    n > 48 ? "..." : "", spec);
 }
 
 static int on_busy(lb_mlock *l, const redisReply *r, const lb_now *now) {
@@ -143,6 +150,11 @@ static int on_busy(lb_mlock *l, const redisReply *r, const lb_now *now) {
         return lb__fail(&l->m, LB_EBUSY, "the key changed hands");
     case LB_FORMAT_WRONGTYPE:
         return lb__fail(&l->m, LB_EWRONGTYPE, "the key is not a string; left alone");
+    case LB_FORMAT_AMBIGUOUS:
+        /* It decodes, to an instant outside the plausibility window: another
+         * codec's timestamp, maybe live. Never judged expired, never taken. */
+        l->holder_ms = pttl;
+        return foreign(l, r->element[2]);
     default:
         l->holder_ms = pttl;
         return foreign(l, r->element[2]);

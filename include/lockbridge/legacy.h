@@ -69,6 +69,32 @@ int lb_codec_decode(const lb_codec *c, const char *s, size_t len, int64_t *t);
 /* Converts a duration in milliseconds to the codec's unit (rounded up). */
 int lb_codec_ms_to_units(const lb_codec *c, int64_t ms, int64_t *out);
 
+/* ---- The plausibility window ---------------------------------------------------
+ * Decoding says a value has a codec's form; it does not say the value was
+ * written by a client of that codec. Ten digits of epoch seconds are also a
+ * valid millisecond value, of January 1970, and any client that reads them so
+ * would take over a live lock. So an instant is a timestamp of its codec only
+ * inside a window around `now`, on the codec's own clock:
+ *   epoch clocks:     from 2000-01-01T00:00:00Z to 10 years after now;
+ *   monotonic clocks: from 0 to 10 years after now.
+ * A value read outside it is implausible: foreign to every lock and to the
+ * tool (docs/legacy-protocol.md, "The plausibility window", gives the figures
+ * and why). Every reading of a mistaken unit lands outside: a factor of 1000
+ * puts an instant of this century before 1971 or after the year 30000, and
+ * epoch nanoseconds read on a monotonic clock are more than 50 years of uptime. */
+#define LB_PLAUSIBLE_EPOCH_MIN_MS INT64_C(946684800000) /* 2000-01-01T00:00:00Z, epoch ms */
+#define LB_PLAUSIBLE_AHEAD_MS INT64_C(315576000000)     /* 10 years of 365.25 days, ms */
+
+/* 1 when instant `t` (units of `c`, on its clock) lies in the window at `now`;
+ * 0 when it does not, or for a NULL argument. */
+int lb_codec_plausible(const lb_codec *c, int64_t t, const lb_now *now);
+/* For a value that `c` reads implausibly (or not at all): the first codec of
+ * the same form that decodes it to a plausible instant: "ms", "s", "float" for
+ * the decimal forms; for JSON, `c`'s field in each unit, epoch clocks before
+ * monotonic ones. LB_OK and *out, or LB_EFOREIGN when none does (*out reset). */
+int lb_codec_suggest(const lb_codec *c, const char *s, size_t len, const lb_now *now,
+                     lb_codec *out);
+
 /* ---- The lock ------------------------------------------------------------------ */
 typedef enum lb_legacy_variant {
     LB_LEGACY_WIRE = 0, /* SETNX, GET, GETSET, DEL only: joins any legacy fleet */

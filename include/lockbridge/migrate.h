@@ -82,8 +82,19 @@ typedef enum lb_format {
     LB_FORMAT_TOKEN,      /* a token locker's value (see lb_token_kind) */
     LB_FORMAT_INCR,       /* a small integer: an INCR-based locker's counter */
     LB_FORMAT_UNKNOWN,    /* a string in no known format: never touched */
-    LB_FORMAT_WRONGTYPE   /* the key is not a string: never touched */
+    LB_FORMAT_WRONGTYPE,  /* the key is not a string: never touched */
+    LB_FORMAT_AMBIGUOUS   /* decodes, but no codec gives it one plausible instant (see
+                           * lb_ambiguity): never touched, and legacy evidence */
 } lb_format;
+
+/* Why a value is LB_FORMAT_AMBIGUOUS. A codec's reading counts only inside
+ * the plausibility window (lb_codec_plausible, lockbridge/legacy.h). */
+typedef enum lb_ambiguity {
+    LB_AMBIGUITY_NONE = 0,
+    LB_AMBIGUITY_IMPLAUSIBLE, /* every codec that decodes it reads an instant outside
+                               * the window: it is another codec's (lb_class.suggestion) */
+    LB_AMBIGUITY_DISAGREE     /* two codecs read different plausible instants */
+} lb_ambiguity;
 
 typedef enum lb_token_kind {
     LB_TOKEN_NONE = 0,
@@ -99,25 +110,40 @@ typedef enum lb_token_kind {
 
 typedef struct lb_class {
     lb_format format;
-    int codec;            /* LEGACY/COMPAT: index in the codecs given; else -1 */
-    int64_t expiry;       /* LEGACY/COMPAT: the timestamp, in that codec's units */
+    int codec;            /* LEGACY/COMPAT: index in the codecs given; AMBIGUOUS: the
+                           * codec whose reading `expiry` is; else -1 */
+    int64_t expiry;       /* LEGACY/COMPAT: the timestamp, in that codec's units;
+                           * AMBIGUOUS: that codec's reading (judged by nothing) */
     int expired;          /* LEGACY/COMPAT: expiry is before `now` on its clock */
     int64_t remaining_ms; /* LEGACY/COMPAT: ms until expiry (0 if expired, saturating) */
     int64_t pttl_ms;      /* as given: -1 no TTL, -2 absent */
     lb_token_kind token;  /* TOKEN */
     int64_t counter;      /* INCR: the counter's value */
     size_t len;           /* the value's length in bytes */
+    lb_ambiguity ambiguity; /* AMBIGUOUS: why */
+    int codec2;           /* AMBIGUOUS by disagreement: the other codec's index; else -1 */
+    int64_t expiry2;      /* its reading, in its units */
+    int suggested;        /* AMBIGUOUS as implausible: 1 when `suggestion` is set */
+    lb_codec suggestion;  /* a codec of the same form that reads it plausibly
+                           * (lb_codec_suggest), named for the operator */
 } lb_class;
 
 /* Classifies a value. `type` is the TYPE reply ("string", "none", "hash", ...),
  * or NULL for "string" when value != NULL and "none" otherwise. `pttl_ms` is
- * the PTTL reply (-1 no TTL). The first codec of `codecs` (n of them, at least
- * one) that decodes the value wins. *out is reset on entry. LB_OK, or
- * LB_EINVAL for a bad argument. */
+ * the PTTL reply (-1 no TTL). A value is a timestamp (LEGACY or COMPAT) when
+ * at least one of `codecs` (n of them, at least one) reads it as a plausible
+ * instant and every plausible reading is that same instant (R's "1700000000"
+ * by "s" and by "float"); the first such codec is named. A value that some
+ * codec decodes but none plausibly, or that two read as different plausible
+ * instants, is AMBIGUOUS, whatever its TTL. Order no longer decides a
+ * reading. *out is reset on entry. LB_OK, or LB_EINVAL for a bad argument. */
 int lb_classify(lb_class *out, const char *value, size_t len, int64_t pttl_ms,
                 const char *type, const lb_codec *codecs, int ncodecs, const lb_now *now);
-/* "absent", "legacy", "compat", "token", "incr", "unknown", "wrongtype". */
+/* "absent", "legacy", "compat", "token", "incr", "unknown", "wrongtype",
+ * "ambiguous". */
 const char *lb_format_name(lb_format f);
+/* "none", "implausible", "disagree". */
+const char *lb_ambiguity_name(lb_ambiguity a);
 /* "none", "lockbridge", "json-uid", "other". */
 const char *lb_token_kind_name(lb_token_kind k);
 

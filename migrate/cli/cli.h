@@ -289,8 +289,9 @@ int lb__cli_legacy_calls_all(const lb__cli_topo *t, redisContext *c, int64_t *ca
 /* ---- Formats (format.c): the library's classifier where the tool uses it --------- */
 #define LB__CLI_MAX_CODECS 8
 
-/* The codecs the operator named with --codec (repeatable; default ms), tried in
- * order: the first that decodes a value wins. */
+/* The codecs the operator named with --codec (repeatable; default ms). Every
+ * one reads each value; only plausible readings count, and values read
+ * implausibly or as two different instants are ambiguous (lb_classify). */
 typedef struct lb__cli_codecs {
     lb_codec codec[LB__CLI_MAX_CODECS];
     char spec[LB__CLI_MAX_CODECS][128];
@@ -303,6 +304,10 @@ int lb__cli_codecs_read(lb__cli_codecs *out, const lb__cli_args *a,
  * read is no timestamp). */
 int lb__cli_classify(const lb__cli_codecs *cs, const lb__cli_key *k, const lb_now *now,
                      lb_class *out);
+/* One line for people on why an AMBIGUOUS value is (which codec reads it
+ * implausibly and which would read it plausibly, or which two disagree). */
+void lb__cli_ambiguity_detail(const lb__cli_codecs *cs, const lb_class *cl, char *buf,
+                              size_t cap);
 /* The expiry instant `t` of codec `c` as epoch milliseconds, rounded up; -1
  * for a monotonic-clock codec (its instants mean nothing on another host). */
 int lb__cli_expiry_epoch_ms(const lb_codec *c, int64_t t, int64_t *ms);
@@ -315,12 +320,14 @@ int lb__cli_is_companion(const char *key, size_t len);
  * (0: unknown): timestamps and TTLs that are still running. -1 when unknown. */
 int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms);
 /* Adds format, codec, expiry, expired, remaining_ms, token, counter, pttl_ms and
- * holder_age_ms (those that apply) to `o`. */
+ * holder_age_ms (those that apply) to `o`; for an ambiguous value, why
+ * (ambiguity), each codec's reading (codec, read_as, codec2, read_as2) and
+ * the codec that reads it plausibly (plausible_codec, null if none). */
 void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
                        int64_t ttl_ms);
 
 /* ---- The survey behind status and mode set (survey.c) ----------------------------- */
-#define LB__CLI_FORMATS 7 /* lb_format values */
+#define LB__CLI_FORMATS 8 /* lb_format values */
 #define LB__CLI_MAX_REASONS 12
 
 typedef struct lb__cli_survey {

@@ -91,6 +91,45 @@ int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms) {
     return -1;
 }
 
+/* The spec of the codec that reads an implausible value plausibly, or NULL. */
+static const char *suggestion(const lb_class *cl, char *buf, size_t cap) {
+    if (!cl->suggested || lb_codec_format(&cl->suggestion, buf, cap) != LB_OK) return NULL;
+    return buf;
+}
+
+void lb__cli_ambiguity_detail(const lb__cli_codecs *cs, const lb_class *cl, char *buf,
+                              size_t cap) {
+    char spec[128];
+    const char *plausible = suggestion(cl, spec, sizeof spec);
+    if (cap > 0) buf[0] = '\0';
+    if (cl->format != LB_FORMAT_AMBIGUOUS || cl->codec < 0 || cl->codec >= cs->n) return;
+    if (cl->ambiguity == LB_AMBIGUITY_DISAGREE && cl->codec2 >= 0 && cl->codec2 < cs->n)
+        snprintf(buf, cap, "%s and %s disagree", cs->spec[cl->codec], cs->spec[cl->codec2]);
+    else
+        snprintf(buf, cap, "implausible as %s; %s", cs->spec[cl->codec],
+                 plausible ? plausible : "no codec reads it");
+}
+
+/* Why a value is ambiguous, and what each codec makes of it. */
+static void add_ambiguity(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl) {
+    char spec[128];
+    int64_t at;
+    const char *plausible = suggestion(cl, spec, sizeof spec);
+    lb__cli_add_str(o, "ambiguity", lb_ambiguity_name(cl->ambiguity));
+    if (cl->codec < 0 || cl->codec >= cs->n) return;
+    lb__cli_add_str(o, "codec", cs->spec[cl->codec]);
+    lb__cli_add_i64(o, "read_as", cl->expiry);
+    if (lb__cli_expiry_epoch_ms(&cs->codec[cl->codec], cl->expiry, &at) == 0)
+        lb__cli_add_i64(o, "read_as_epoch_ms", at);
+    if (cl->ambiguity == LB_AMBIGUITY_DISAGREE && cl->codec2 >= 0 && cl->codec2 < cs->n) {
+        lb__cli_add_str(o, "codec2", cs->spec[cl->codec2]);
+        lb__cli_add_i64(o, "read_as2", cl->expiry2);
+        return;
+    }
+    if (plausible) lb__cli_add_str(o, "plausible_codec", plausible);
+    else cJSON_AddNullToObject(o, "plausible_codec");
+}
+
 void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
                        int64_t ttl_ms) {
     lb__cli_add_str(o, "format", lb_format_name(cl->format));
@@ -101,6 +140,7 @@ void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
         lb__cli_add_i64(o, "remaining_ms", cl->remaining_ms);
         if (lb__cli_is_mono(cs, cl)) lb__cli_add_str(o, "clock", "mono: judged on this host");
     }
+    if (cl->format == LB_FORMAT_AMBIGUOUS) add_ambiguity(o, cs, cl);
     if (cl->format == LB_FORMAT_TOKEN) lb__cli_add_str(o, "token", lb_token_kind_name(cl->token));
     if (cl->format == LB_FORMAT_INCR) lb__cli_add_i64(o, "counter", cl->counter);
     if (cl->pttl_ms >= 0) lb__cli_add_i64(o, "pttl_ms", cl->pttl_ms);

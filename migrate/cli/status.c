@@ -77,6 +77,8 @@ static void text_row(const rows *r, const lb__cli_key *k, const lb_class *cl) {
         snprintf(detail, sizeof detail, "%lld", (long long)cl->counter);
     else if (cl->format == LB_FORMAT_WRONGTYPE)
         snprintf(detail, sizeof detail, "%s", k->type);
+    else if (cl->format == LB_FORMAT_AMBIGUOUS)
+        lb__cli_ambiguity_detail(r->cs, cl, detail, sizeof detail);
     printf("%-32s %-9s %-10s", key, lb_format_name(cl->format), detail);
     text_num(cl->pttl_ms, 12);
     int timed = cl->format == LB_FORMAT_LEGACY || cl->format == LB_FORMAT_COMPAT;

@@ -22,6 +22,9 @@ static int64_t expired_for_ms(const lb__cli_survey *s, const lb_class *cl, const
  * TTL, and GETSET clears it). It counts as recent while it runs and for
  * window_ms after it expired; one whose clock cannot be judged counts too. */
 static void count_timestamp(lb__cli_survey *s, const lb_class *cl, const lb_now *now) {
+    /* A TTL-less ambiguous value is a legacy client's write whose expiry no
+     * codec can judge: recent, as one on another host's clock is. */
+    if (cl->format == LB_FORMAT_AMBIGUOUS && cl->pttl_ms == -1) s->legacy_recent++;
     if (cl->format != LB_FORMAT_LEGACY) return;
     int64_t ago = expired_for_ms(s, cl, now);
     if (cl->expired) s->legacy_expired++;

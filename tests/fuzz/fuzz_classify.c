@@ -2,13 +2,16 @@
  * format classifier (value, PTTL, Redis type, codecs, clock) and the census
  * entry and mode name parsers. Besides not crashing they must agree with the
  * codecs they stand on: a value classified as a timestamp decodes with the
- * codec named, with the expiry given and the TTL deciding legacy or compat;
- * an INCR counter is a small decimal; a parsed census entry encodes and
- * parses back to itself, byte for byte. */
+ * codec named, with the expiry given, plausibly, and the TTL deciding legacy
+ * or compat, and no codec reads another plausible instant; an ambiguous value
+ * is one no codec reads plausibly or two read differently; an INCR counter is
+ * a small decimal; a parsed census entry encodes and parses back to itself,
+ * byte for byte. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "legacy/internal.h"
 #include "lockbridge/lockbridge.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -24,10 +27,57 @@ static const char *const codec_specs[] = {"ms", "s", "float", "json", "json:unit
 static const char *const types[] = {NULL, "string", "none", "hash", "list", "zset"};
 static const int64_t pttls[] = {-2, -1, 0, 1, 30000, INT64_MAX};
 
+/* How many codecs read the value plausibly; the first such reading in *first. */
+static int plausible_readings(const char *v, size_t len, const lb_codec *cs, int n,
+                              const lb_now *now, int *first, int64_t *t_first) {
+    int count = 0;
+    int64_t t;
+    *first = -1;
+    for (int i = 0; i < n; i++) {
+        if (lb_codec_decode(&cs[i], v, len, &t) != LB_OK || !lb_codec_plausible(&cs[i], t, now))
+            continue;
+        if (count++ == 0) *first = i, *t_first = t;
+    }
+    return count;
+}
+
+/* A timestamp: the first plausible reading, and every other one agrees. */
+static void check_timestamp(const lb_class *c, const char *v, size_t len, const lb_codec *cs,
+                            int n, const lb_now *now) {
+    int first;
+    int64_t t, t_first = 0;
+    plausible_readings(v, len, cs, n, now, &first, &t_first);
+    CHECK(first == c->codec && t_first == c->expiry);
+    for (int i = 0; i < n; i++)
+        if (lb_codec_decode(&cs[i], v, len, &t) == LB_OK && lb_codec_plausible(&cs[i], t, now))
+            CHECK(lb__codec_same_instant(&cs[first], t_first, &cs[i], t));
+}
+
+static void check_ambiguous(const lb_class *c, const char *v, size_t len, const lb_codec *cs,
+                            int n, const lb_now *now) {
+    int first;
+    int64_t t, t_first = 0;
+    int count = plausible_readings(v, len, cs, n, now, &first, &t_first);
+    CHECK(c->codec >= 0 && c->codec < n);
+    CHECK(lb_codec_decode(&cs[c->codec], v, len, &t) == LB_OK && t == c->expiry);
+    if (c->ambiguity == LB_AMBIGUITY_IMPLAUSIBLE) {
+        CHECK(count == 0 && c->codec2 == -1);
+        if (c->suggested)
+            CHECK(lb_codec_decode(&c->suggestion, v, len, &t) == LB_OK &&
+                  lb_codec_plausible(&c->suggestion, t, now));
+        return;
+    }
+    CHECK(c->ambiguity == LB_AMBIGUITY_DISAGREE && count >= 2);
+    CHECK(c->codec2 > c->codec && c->codec2 < n);
+    CHECK(lb_codec_decode(&cs[c->codec2], v, len, &t) == LB_OK && t == c->expiry2);
+    CHECK(!lb__codec_same_instant(&cs[c->codec], c->expiry, &cs[c->codec2], c->expiry2));
+}
+
 static void check_class(const lb_class *c, const char *v, size_t len, int64_t pttl,
                         const lb_codec *cs, int n, const lb_now *now) {
     int64_t t;
-    CHECK((int)c->format >= LB_FORMAT_ABSENT && c->format <= LB_FORMAT_WRONGTYPE);
+    CHECK((int)c->format >= LB_FORMAT_ABSENT && c->format <= LB_FORMAT_AMBIGUOUS);
+    CHECK(c->format == LB_FORMAT_AMBIGUOUS || c->ambiguity == LB_AMBIGUITY_NONE);
     CHECK(c->pttl_ms == pttl);
     switch (c->format) {
     case LB_FORMAT_LEGACY:
@@ -37,8 +87,10 @@ static void check_class(const lb_class *c, const char *v, size_t len, int64_t pt
         CHECK(c->expired == (lb_codec_now(&cs[c->codec], now) > t));
         CHECK(c->remaining_ms >= 0 && (!c->expired || c->remaining_ms == 0));
         CHECK((c->format == LB_FORMAT_COMPAT) == (pttl >= 0));
-        /* The first codec that decodes wins. */
-        for (int i = 0; i < c->codec; i++) CHECK(lb_codec_decode(&cs[i], v, len, &t) != LB_OK);
+        check_timestamp(c, v, len, cs, n, now);
+        break;
+    case LB_FORMAT_AMBIGUOUS:
+        check_ambiguous(c, v, len, cs, n, now);
         break;
     case LB_FORMAT_INCR:
         CHECK(c->counter >= 0 && c->counter < LB_INCR_MAX && len >= 1 && len <= 9);

@@ -571,6 +571,130 @@ static void test_durations_convert_to_codec_units_rounding_up(void **state) {
     }
 }
 
+/* ---- The plausibility window ------------------------------------------------------ */
+/* The clock of every window case: 2023-11-14T22:13:20.123456Z, and a host up
+ * for 5000 s. */
+static const lb_now window_now = {1700000000123456, 5000123456789};
+#define AHEAD_MS LB_PLAUSIBLE_AHEAD_MS
+
+static void test_the_window_bounds_instants_on_each_codecs_clock(void **state) {
+    (void)state;
+    static const struct {
+        const char *spec;
+        int64_t t;
+        int plausible;
+    } cases[] = {
+        /* Epoch clocks: from 2000-01-01 to ten years after now, both included. */
+        {"ms", 1700000030001, 1},
+        {"ms", 946684800000, 1},
+        {"ms", 946684799999, 0},
+        {"ms", 1700000000123 + AHEAD_MS, 1},
+        {"ms", 1700000000123 + AHEAD_MS + 1, 0},
+        {"ms", 1700000600, 0},        /* R's seconds read as ms: January 1970 */
+        {"ms", 1700000000123456, 0},  /* microseconds read as ms: year ~55,800 */
+        {"ms", 0, 0},
+        {"s", 1700000600, 1},
+        {"s", 946684800, 1},
+        {"s", 946684799, 0},
+        {"s", 1700000000 + AHEAD_MS / 1000, 1},
+        {"s", 1700000000 + AHEAD_MS / 1000 + 1, 0},
+        {"s", 1700000030001, 0},      /* L1's ms read as seconds: year ~55,800 */
+        {"float", 1700000030000001, 1},
+        {"float", 946684799999999, 0},
+        {"json:unit=ms,clock=epoch", 1700000030001, 1},
+        {"json:unit=ms,clock=epoch", 1700000030, 0},
+        {"json:unit=ns,clock=epoch", 1700000030000000001, 1},
+        {"json:unit=ns,clock=epoch", 5030000000001, 0}, /* a monotonic reading */
+        {"json:unit=s,clock=epoch", 1700000030, 1},
+        /* Monotonic clocks: from 0 to ten years after this host's now. */
+        {"json", 5030000000001, 1},
+        {"json", 0, 1},
+        {"json", 5000123456789 + AHEAD_MS * 1000000, 1},
+        {"json", 5000123456789 + AHEAD_MS * 1000000 + 1, 0},
+        {"json", 1700000030000000001, 0}, /* epoch ns: 54 years of uptime */
+        {"json:unit=us", 5030000001, 1},
+        {"json:unit=ms", 5030001, 1},
+        {"json:unit=ms", 1700000030001, 0}, /* epoch ms: 54 years of uptime */
+        {"json:unit=s", 5031, 1},
+        {"json:unit=s", 1700000030, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_codec c = codec_of(cases[i].spec);
+        if (lb_codec_plausible(&c, cases[i].t, &window_now) != cases[i].plausible)
+            fail_msg("%s %lld: expected %s", cases[i].spec, (long long)cases[i].t,
+                     cases[i].plausible ? "plausible" : "implausible");
+    }
+    lb_codec ms = codec_of("ms"), json = codec_of("json");
+    assert_false(lb_codec_plausible(NULL, 1700000030001, &window_now));
+    assert_false(lb_codec_plausible(&ms, 1700000030001, NULL));
+    /* Near the ends of 64 bits the window saturates instead of wrapping. */
+    const lb_now late = {INT64_MAX, INT64_MAX - 5};
+    lb_codec epoch_ns = codec_of("json:clock=epoch");
+    assert_true(lb_codec_plausible(&json, INT64_MAX, &late));
+    assert_true(lb_codec_plausible(&epoch_ns, INT64_MAX, &late));
+    assert_true(lb_codec_plausible(&ms, INT64_MAX / 1000, &late));
+}
+
+/* A codec never writes an instant its own readers would call implausible:
+ * every expiry of a validity under ten years lies in the window. */
+static void test_every_codec_writes_plausible_expiries(void **state) {
+    (void)state;
+    static const char *const specs[] = {"ms", "s", "float", "json", "json:unit=ms,clock=epoch",
+                                        "json:unit=s", "json:unit=us,clock=epoch"};
+    static const int64_t ttls[] = {0, 1, 30000, 86400000, AHEAD_MS - 1000};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
+        for (size_t j = 0; j < sizeof ttls / sizeof ttls[0]; j++) {
+            lb_codec c = codec_of(specs[i]);
+            int64_t t;
+            assert_int_equal(lb_codec_expiry(&c, &window_now, ttls[j], &t), LB_OK);
+            if (!lb_codec_plausible(&c, t, &window_now))
+                fail_msg("%s, ttl %lld ms: %lld is implausible", specs[i], (long long)ttls[j],
+                         (long long)t);
+        }
+}
+
+static void test_the_suggestion_names_a_codec_that_reads_the_value_plausibly(void **state) {
+    (void)state;
+    static const struct {
+        const char *spec, *value;
+        const char *suggested; /* NULL: none */
+    } cases[] = {
+        {"ms", "1700000600", "s"},
+        {"s", "1700000030001", "ms"},
+        {"float", "1700000030001", "ms"},
+        {"ms", "1700000600.5", "float"},
+        {"ms", "1700000030000000", NULL}, /* epoch us: no decimal codec reads it */
+        {"ms", "5", NULL},
+        {"ms", "abc", NULL},
+        {"json", "{\"expiryTime\":1700000030000000001}", "json:field=expiryTime,unit=ns,clock=epoch"},
+        {"json:unit=ms,clock=epoch", "{\"expiryTime\":1700000030}",
+         "json:field=expiryTime,unit=s,clock=epoch"},
+        {"json:field=until,unit=s,clock=epoch", "{\"until\":1700000030001}",
+         "json:field=until,unit=ms,clock=epoch"},
+        {"json:unit=ns,clock=epoch", "{\"expiryTime\":5030000000001}",
+         "json:field=expiryTime,unit=ns,clock=mono"},
+        {"json", "{\"uid\":\"0f8b\"}", NULL},
+        {"json", "1700000030001", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_codec c = codec_of(cases[i].spec), out;
+        char spec[128];
+        int rc = lb_codec_suggest(&c, cases[i].value, strlen(cases[i].value), &window_now, &out);
+        print_message("%s %s\n", cases[i].spec, cases[i].value);
+        if (!cases[i].suggested) {
+            assert_int_equal(rc, LB_EFOREIGN);
+            continue;
+        }
+        assert_int_equal(rc, LB_OK);
+        assert_int_equal(lb_codec_format(&out, spec, sizeof spec), LB_OK);
+        assert_string_equal(spec, cases[i].suggested);
+    }
+    lb_codec c = codec_of("ms"), out;
+    assert_int_equal(lb_codec_suggest(NULL, "1", 1, &window_now, &out), LB_EINVAL);
+    assert_int_equal(lb_codec_suggest(&c, "1", 1, NULL, &out), LB_EINVAL);
+    assert_int_equal(lb_codec_suggest(&c, "1", 1, &window_now, NULL), LB_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_codec_encodes_its_exact_text_and_decodes_it_back),
@@ -588,6 +712,9 @@ int main(void) {
         cmocka_unit_test(test_now_and_expiry_follow_each_codecs_unit_and_clock),
         cmocka_unit_test(test_expiry_reports_overflow_and_negative_ttls),
         cmocka_unit_test(test_durations_convert_to_codec_units_rounding_up),
+        cmocka_unit_test(test_the_window_bounds_instants_on_each_codecs_clock),
+        cmocka_unit_test(test_every_codec_writes_plausible_expiries),
+        cmocka_unit_test(test_the_suggestion_names_a_codec_that_reads_the_value_plausibly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -109,6 +109,11 @@ static const machine_case machine_cases[] = {
             {SETNX(V0, R_INT(0)), GET(R_STR(EXPIRED)), GETSET(V0, R_STR("1700000009000"))},
             LB_EBUSY, 0}},
      .value = "", .has_observed = 1, .observed = 1700000009000},
+    {"GETSET returning a value outside the plausible window is foreign, not expired",
+     .p = {{OP_ACQUIRE, 0, 0,
+            {SETNX(V0, R_INT(0)), GET(R_STR(EXPIRED)), GETSET(V0, R_STR("1700000600"))},
+            LB_EFOREIGN, 0}},
+     .value = "", .has_observed = 1, .observed = 1699999990000},
     {"GETSET returning a foreign value is foreign",
      .p = {{OP_ACQUIRE, 0, 0,
             {SETNX(V0, R_INT(0)), GET(R_STR(EXPIRED)), GETSET(V0, R_STR("{\"uid\":\"a1\"}"))},
@@ -487,6 +492,14 @@ static void test_foreign_values_end_the_attempt_without_a_write(void **state) {
         {"json", "1700000000000", 0},
         {"json", "{\"expiryTime\":1,\"expiryTime\":2}", 0},
         {"ms", NULL, 1 << 20}, /* a megabyte of digits */
+        /* Values of another codec that decode in this one, outside the
+         * plausible window: R's live seconds read as ms (1970), L1's ms read
+         * as seconds (year ~55,800), epoch ns read as a monotonic instant. */
+        {"ms", "1700000600", 0},
+        {"s", "1700000030001", 0},
+        {"float", "1700000030001", 0},
+        {"json", "{\"expiryTime\":1700000030000000001}", 0},
+        {"json:unit=ms,clock=epoch", "{\"expiryTime\":1700000600}", 0},
     };
     char *big = malloc(1 << 20);
     assert_non_null(big);
@@ -522,6 +535,56 @@ static void test_foreign_values_end_the_attempt_without_a_write(void **state) {
         lb_legacy_lock_free(l);
     }
     free(big);
+}
+
+/* A value outside the window is reported with its reading and the codec that
+ * reads it plausibly, so the operator can tell a codec mismatch from garbage. */
+static void test_an_implausible_value_names_the_codec_that_reads_it(void **state) {
+    (void)state;
+    static const struct {
+        const char *codec, *value, *says;
+    } cases[] = {
+        {"ms", "1700000600", "(s reads it plausibly)"},
+        {"s", "1700000030001", "(ms reads it plausibly)"},
+        {"ms", "1700000030000000", "(no codec reads it plausibly)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_legacy_options o;
+        lb_legacy_options_init(&o);
+        assert_int_equal(lb_codec_parse(&o.codec, cases[i].codec), LB_OK);
+        lbt_fake_time ft = {T0_WALL_US, T0_MONO_NS};
+        lb_clock clk = lbt_fake_clock(&ft, 0);
+        o.clock = &clk;
+        lb_legacy_lock *l = NULL;
+        assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
+        lb_machine *m = lb_legacy_try_acquire_machine(l);
+        lb_now now = lb_clock_now(&clk);
+        lbt_reply zero = LBT_R_INT(0), value = LBT_R_STR(cases[i].value);
+        redisReply r;
+        assert_int_equal(lb_machine_step(m, NULL, &now), LB_STEP_SEND);
+        assert_int_equal(lb_machine_step(m, lbt_reply_build(&r, &zero), &now), LB_STEP_SEND);
+        assert_int_equal(lb_machine_step(m, lbt_reply_build(&r, &value), &now), LB_EFOREIGN);
+        if (!strstr(lb_machine_errstr(m), cases[i].says) ||
+            !strstr(lb_machine_errstr(m), "outside the plausible window"))
+            fail_msg("%s %s: %s", cases[i].codec, cases[i].value, lb_machine_errstr(m));
+        lb_legacy_lock_free(l);
+    }
+}
+
+/* A validity so long that the expiry written would be implausible is refused
+ * before anything is sent. */
+static void test_a_ttl_beyond_the_window_fails_without_sending(void **state) {
+    (void)state;
+    lb_legacy_options o;
+    lb_legacy_options_init(&o);
+    o.ttl_ms = LB_PLAUSIBLE_AHEAD_MS;
+    lb_legacy_lock *l = NULL;
+    assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
+    lb_machine *m = lb_legacy_try_acquire_machine(l);
+    lb_now now = {T0_WALL_US, T0_MONO_NS};
+    assert_int_equal(lb_machine_step(m, NULL, &now), LB_EINVAL);
+    assert_int_equal(lb_machine_commands(m), 0);
+    lb_legacy_lock_free(l);
 }
 
 /* ---- Options ------------------------------------------------------------------------ */
@@ -654,6 +717,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_legacy_machines_follow_the_protocol_exactly),
         cmocka_unit_test(test_foreign_values_end_the_attempt_without_a_write),
+        cmocka_unit_test(test_an_implausible_value_names_the_codec_that_reads_it),
+        cmocka_unit_test(test_a_ttl_beyond_the_window_fails_without_sending),
         cmocka_unit_test(test_lock_creation_rejects_bad_options),
         cmocka_unit_test(test_a_ttl_too_large_to_encode_fails_without_sending),
         cmocka_unit_test(test_every_allocation_failure_is_enomem_and_leaks_nothing),

@@ -165,6 +165,14 @@ static void test_acquire_handles_every_reply(void **state) {
           BUSY("string", "1699999992000", -1, 13)},
          3, LB_EBUSY, 3, LB_FORMAT_LEGACY},
         {"unknown", {BUSY("string", "who?", -1, 4)}, 1, LB_EFOREIGN, 1, LB_FORMAT_UNKNOWN},
+        /* R's live seconds read by the ms codec are an instant of 1970: outside
+         * the plausible window, so another codec's value, never taken over. */
+        {"seconds read as ms, no TTL", {BUSY("string", "1700000600", -1, 10)}, 1, LB_EFOREIGN, 1,
+         LB_FORMAT_AMBIGUOUS},
+        {"seconds read as ms, with a TTL", {BUSY("string", "1700000600", 9000, 10)}, 1,
+         LB_EFOREIGN, 1, LB_FORMAT_AMBIGUOUS},
+        {"microseconds read as ms (year 55,000)", {BUSY("string", "1700000600000000", -1, 16)}, 1,
+         LB_EFOREIGN, 1, LB_FORMAT_AMBIGUOUS},
         {"incr", {BUSY("string", "2", -1, 1)}, 1, LB_EFOREIGN, 1, LB_FORMAT_INCR},
         {"a longer value than returned", {BUSY("string", LIVE, -1, 99999)}, 1, LB_EFOREIGN, 1,
          LB_FORMAT_UNKNOWN},
@@ -213,6 +221,90 @@ static void test_acquire_handles_every_reply(void **state) {
             lb_mlock_free(f.l);
         }
     }
+}
+
+/* ---- The classifier with several codecs --------------------------------------------- */
+#define MAX_SPECS 3
+typedef struct multi_case {
+    const char *name, *value;
+    const char *specs[MAX_SPECS]; /* the codecs, in the order given */
+    int64_t pttl;
+    lb_format format;
+    int codec, codec2;
+    lb_ambiguity ambiguity;
+    int expired;
+    const char *suggested; /* IMPLAUSIBLE: the codec named, or NULL */
+} multi_case;
+
+/* Every codec reads the value and only plausible readings count: order no
+ * longer decides what a value is. */
+static void test_the_classifier_counts_only_plausible_readings(void **state) {
+    (void)state;
+    static const multi_case t[] = {
+        {"R's live seconds beside ms first", "1700000600", {"ms", "s"}, -1, LB_FORMAT_LEGACY, 1,
+         -1, LB_AMBIGUITY_NONE, 0, NULL},
+        {"L1's live ms beside s first", "1700000030001", {"s", "ms"}, -1, LB_FORMAT_LEGACY, 1, -1,
+         LB_AMBIGUITY_NONE, 0, NULL},
+        {"L1's live ms beside s and float", "1700000030001", {"s", "float", "ms"}, -1,
+         LB_FORMAT_LEGACY, 2, -1, LB_AMBIGUITY_NONE, 0, NULL},
+        {"s and float agree on R's value", "1700000600", {"s", "float"}, -1, LB_FORMAT_LEGACY, 0,
+         -1, LB_AMBIGUITY_NONE, 0, NULL},
+        {"L1's expired ms beside s, with a TTL", "1699999990000", {"s", "ms"}, 500,
+         LB_FORMAT_COMPAT, 1, -1, LB_AMBIGUITY_NONE, 1, NULL},
+        {"L5's fraction beside ms", "1700000600.5", {"ms", "float"}, -1, LB_FORMAT_LEGACY, 1, -1,
+         LB_AMBIGUITY_NONE, 0, NULL},
+        {"seconds read by ms alone", "1700000600", {"ms"}, -1, LB_FORMAT_AMBIGUOUS, 0, -1,
+         LB_AMBIGUITY_IMPLAUSIBLE, 0, "s"},
+        {"seconds read by ms alone, with a TTL", "1700000600", {"ms"}, 9000, LB_FORMAT_AMBIGUOUS, 0,
+         -1, LB_AMBIGUITY_IMPLAUSIBLE, 0, "s"},
+        {"seconds beside ms and json", "1700000600", {"ms", "json"}, -1, LB_FORMAT_AMBIGUOUS, 0,
+         -1, LB_AMBIGUITY_IMPLAUSIBLE, 0, "s"},
+        {"ms read by s alone", "1700000030001", {"s"}, -1, LB_FORMAT_AMBIGUOUS, 0, -1,
+         LB_AMBIGUITY_IMPLAUSIBLE, 0, "ms"},
+        {"epoch us read by ms and s", "1700000030000000", {"ms", "s"}, -1, LB_FORMAT_AMBIGUOUS, 0,
+         -1, LB_AMBIGUITY_IMPLAUSIBLE, 0, NULL},
+        {"two fields, two instants", "{\"a\":1700000030001,\"b\":1700000060001}",
+         {"json:field=a,unit=ms,clock=epoch", "json:field=b,unit=ms,clock=epoch"}, -1,
+         LB_FORMAT_AMBIGUOUS, 0, 1, LB_AMBIGUITY_DISAGREE, 0, NULL},
+        /* Epoch ms are also 28 minutes of a host's uptime in ns: both plausible,
+         * on different clocks. */
+        {"epoch ms beside monotonic ns", "{\"expiryTime\":1700000030001}",
+         {"json", "json:unit=ms,clock=epoch"}, -1, LB_FORMAT_AMBIGUOUS, 0, 1,
+         LB_AMBIGUITY_DISAGREE, 0, NULL},
+        {"epoch ns beside monotonic ns first", "{\"expiryTime\":1700000030000000001}",
+         {"json", "json:clock=epoch"}, -1, LB_FORMAT_LEGACY, 1, -1, LB_AMBIGUITY_NONE, 0, NULL},
+        {"monotonic ns beside epoch ns first", "{\"expiryTime\":5030000000001}",
+         {"json:clock=epoch", "json"}, -1, LB_FORMAT_LEGACY, 1, -1, LB_AMBIGUITY_NONE, 0, NULL},
+        {"epoch ns read on the monotonic clock alone", "{\"expiryTime\":1700000030000000001}",
+         {"json"}, -1, LB_FORMAT_AMBIGUOUS, 0, -1, LB_AMBIGUITY_IMPLAUSIBLE, 0,
+         "json:field=expiryTime,unit=ns,clock=epoch"},
+        {"an INCR counter is still a counter", "999999999", {"ms", "s"}, -1, LB_FORMAT_INCR, -1,
+         -1, LB_AMBIGUITY_NONE, 0, NULL},
+    };
+    const lb_now now = {T0_WALL_US, T0_MONO_NS};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        lb_codec cs[MAX_SPECS];
+        int n = 0;
+        lb_class c;
+        char spec[128] = "";
+        for (; n < MAX_SPECS && t[i].specs[n]; n++)
+            assert_int_equal(lb_codec_parse(&cs[n], t[i].specs[n]), LB_OK);
+        assert_int_equal(lb_classify(&c, t[i].value, strlen(t[i].value), t[i].pttl, NULL, cs, n,
+                                     &now),
+                         LB_OK);
+        if (c.suggested) assert_int_equal(lb_codec_format(&c.suggestion, spec, sizeof spec), LB_OK);
+        if (c.format != t[i].format || c.codec != t[i].codec || c.codec2 != t[i].codec2 ||
+            c.ambiguity != t[i].ambiguity || c.expired != t[i].expired ||
+            c.suggested != (t[i].suggested != NULL) ||
+            (t[i].suggested && strcmp(spec, t[i].suggested) != 0))
+            fail_msg("%s: %s (%s) codec %d/%d expired %d suggested \"%s\"", t[i].name,
+                     lb_format_name(c.format), lb_ambiguity_name(c.ambiguity), c.codec, c.codec2,
+                     c.expired, spec);
+    }
+    assert_string_equal(lb_format_name(LB_FORMAT_AMBIGUOUS), "ambiguous");
+    assert_string_equal(lb_format_name((lb_format)(LB_FORMAT_AMBIGUOUS + 1)), "invalid");
+    assert_string_equal(lb_ambiguity_name(LB_AMBIGUITY_DISAGREE), "disagree");
+    assert_string_equal(lb_ambiguity_name((lb_ambiguity)9), "invalid");
 }
 
 static void test_commands_have_the_documented_shape(void **state) {
@@ -466,6 +558,7 @@ static void test_every_allocation_failure_is_enomem_and_leaks_nothing(void **sta
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_handles_every_reply),
+        cmocka_unit_test(test_the_classifier_counts_only_plausible_readings),
         cmocka_unit_test(test_commands_have_the_documented_shape),
         cmocka_unit_test(test_release_and_extend_replies),
         cmocka_unit_test(test_mode_reads_decide_the_next_operations_mode),

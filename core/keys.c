@@ -3,6 +3,9 @@
 
 #include "core/internal.h"
 
+/* Longest companion name checked by lb_companion_of, NUL included (bytes). */
+#define LB_COMPANION_NAME_MAX 1024
+
 /* Redis Cluster hashes only the part between the first '{' and the next '}'
  * when that part is non-empty. */
 static int has_hash_tag(const char *key, size_t len) {
@@ -33,4 +36,44 @@ int lb_companion_key(const char *key, size_t keylen, const char *suffix, char *o
     o += slen;
     out[o] = '\0';
     return (int)o;
+}
+
+static const struct {
+    const char *suffix, *type;
+    lb_companion kind;
+} companions[] = {
+    {"fence", "string", LB_COMPANION_FENCE},   {"queue", "zset", LB_COMPANION_QUEUE},
+    {"fair", "hash", LB_COMPANION_FAIR},       {"lb-mode", "string", LB_COMPANION_MODE},
+    {"lb-census", "hash", LB_COMPANION_CENSUS}, {"lb-gate", "hash", LB_COMPANION_GATE},
+};
+
+/* The base a companion named `key` with `suffix` would belong to: "{id}:lock"
+ * for "{id}:lock:fence" (tagged), "k" for "{k}:fence" (wrapped). Then the name
+ * is a companion only if lb_companion_key gives it back exactly from that base. */
+static int is_companion_with(const char *key, size_t len, const char *suffix) {
+    size_t slen = strlen(suffix);
+    if (len < slen + 2 || key[len - slen - 1] != ':' ||
+        memcmp(key + len - slen, suffix, slen) != 0)
+        return 0;
+    size_t blen = len - slen - 1;
+    char again[LB_COMPANION_NAME_MAX];
+    if (has_hash_tag(key, blen)) {
+        int n = lb_companion_key(key, blen, suffix, again, sizeof again);
+        if (n == (int)len && memcmp(again, key, len) == 0) return 1;
+    }
+    /* Wrapped: "{" base "}" then ":suffix". */
+    if (blen < 3 || key[0] != '{' || key[blen - 1] != '}') return 0;
+    int n = lb_companion_key(key + 1, blen - 2, suffix, again, sizeof again);
+    return n == (int)len && memcmp(again, key, len) == 0;
+}
+
+lb_companion lb_companion_of(const char *key, size_t keylen, const char **type) {
+    if (type) *type = "";
+    if (!key || keylen + 1 > LB_COMPANION_NAME_MAX) return LB_COMPANION_NONE;
+    for (size_t i = 0; i < sizeof companions / sizeof companions[0]; i++) {
+        if (!is_companion_with(key, keylen, companions[i].suffix)) continue;
+        if (type) *type = companions[i].type;
+        return companions[i].kind;
+    }
+    return LB_COMPANION_NONE;
 }

@@ -33,13 +33,15 @@ int lb_ns_keys_init(lb_ns_keys *out, const char *ns, size_t nslen) {
     int a = lb_companion_key(ns, nslen, "lb-mode", out->mode, sizeof out->mode);
     int b = lb_companion_key(ns, nslen, "lb-mode-ch", out->channel, sizeof out->channel);
     int c = lb_companion_key(ns, nslen, "lb-census", out->census, sizeof out->census);
-    if (a < 0 || b < 0 || c < 0) {
+    int d = lb_companion_key(ns, nslen, "lb-gate", out->gate, sizeof out->gate);
+    if (a < 0 || b < 0 || c < 0 || d < 0) {
         memset(out, 0, sizeof *out);
         return LB_EINVAL;
     }
     out->modelen = (size_t)a;
     out->channellen = (size_t)b;
     out->censuslen = (size_t)c;
+    out->gatelen = (size_t)d;
     return LB_OK;
 }
 
@@ -78,9 +80,9 @@ int lb_mode_set(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
         return LB_EINVAL;
     if (expect && ((int)*expect < 0 || *expect > LB_MODE_MODERN)) return LB_EINVAL;
     const char *name = lb_mode_name(mode), *want = expect ? lb_mode_name(*expect) : "";
-    const char *argv[5] = {"1", k.mode, name, want, k.channel};
-    size_t lens[5] = {1, k.modelen, strlen(name), strlen(want), k.channellen};
-    redisReply *r = lb__eval(c, &lb__script_mode_set, 5, argv, lens);
+    const char *argv[6] = {"2", k.mode, k.gate, name, want, k.channel};
+    size_t lens[6] = {1, k.modelen, k.gatelen, strlen(name), strlen(want), k.channellen};
+    redisReply *r = lb__eval(c, &lb__script_mode_set, 6, argv, lens);
     int rc = reply_status(c, r);
     if (rc == LB_OK) {
         if (r->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;

@@ -227,7 +227,11 @@ rollout() {
     echo "== Staged rollout: $GROUPS groups of tasks, one at a time per group, groups in parallel =="
     c0=0
     for g in $(seq 1 "$GROUPS"); do c0=$((c0 + $(counter "demo:done:g$g"))); done
-    lb mode set legacy --ns demo >/dev/null
+    # The first set stores the namespace's gate configuration: its keys, codec,
+    # the fleet's validity and how often followers re-read the mode (a stage
+    # must last their sum before the next change).
+    lb mode set legacy --ns demo --match 'demo:rollout:g*' --codec ms \
+        --ttl-ms "$ROLLOUT_TTL" --refresh-ms 1000 >/dev/null
     # The Java fleet: one L4 client per group, through the legacy and compat stages.
     JAVA_PIDS=""
     for g in $(seq 1 "$GROUPS"); do
@@ -254,7 +258,9 @@ rollout() {
     for pid in $JAVA_PIDS; do wait "$pid" || true; done
     stage_wait
     echo "  -- the Java lockers are retired; lockbridge mode set modern, a moment later --"
-    sleep 1
+    # Their last lock, as the gate recorded it, expires within a validity and
+    # counts for --window-ms after that.
+    sleep 3
     set_mode modern
     stage_start modern
     sleep 1

@@ -105,6 +105,25 @@ int lb_async_run(struct redisAsyncContext *ac, lb_machine *m, const lb_clock *cl
 int lb_companion_key(const char *key, size_t keylen, const char *suffix, char *out,
                      size_t cap);
 
+/* The companions lockbridge keeps as keys, and the Redis type each one has. */
+typedef enum lb_companion {
+    LB_COMPANION_NONE = 0,
+    LB_COMPANION_FENCE,  /* "fence": the fencing counter, a string integer */
+    LB_COMPANION_QUEUE,  /* "queue": the fair waiters' queue, a zset */
+    LB_COMPANION_FAIR,   /* "fair": the fair lock's state, a hash */
+    LB_COMPANION_MODE,   /* "lb-mode": a namespace's control key, a string */
+    LB_COMPANION_CENSUS, /* "lb-census": a namespace's census, a hash */
+    LB_COMPANION_GATE    /* "lb-gate": a namespace's gate record, a hash */
+} lb_companion;
+
+/* Which companion name `key` is: the exact inverse of lb_companion_key, so
+ * "{id}:lock:fence" is the fence of "{id}:lock" and "{k}:fence" that of "k" or
+ * "{k}". A name alone cannot tell a companion from a lock key that happens to
+ * be spelled the same ("{user}:queue"); *type gets the Redis type lockbridge
+ * keeps there ("string", "zset", "hash"), for the caller to compare with the
+ * key's. LB_COMPANION_NONE (and *type "") when no companion has this name. */
+lb_companion lb_companion_of(const char *key, size_t keylen, const char **type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,7 +48,8 @@ typedef struct lb_ns_keys {
     char mode[LB_NS_KEY_MAX];
     char channel[LB_NS_KEY_MAX];
     char census[LB_NS_KEY_MAX];
-    size_t modelen, channellen, censuslen;
+    char gate[LB_NS_KEY_MAX]; /* the gate record of `lockbridge mode` (a hash) */
+    size_t modelen, channellen, censuslen, gatelen;
 } lb_ns_keys;
 
 /* Writes the names for namespace `ns`. LB_EINVAL if ns is empty, too long, or

@@ -20,7 +20,8 @@ enum {
     LB__CLI_EXIT_FOREIGN = 3,
     LB__CLI_EXIT_REDIS = 4,
     LB__CLI_EXIT_LOST = 5,
-    LB__CLI_EXIT_UNSAFE = 6 /* a check said no: clocks disagree, mode change refused */
+    LB__CLI_EXIT_UNSAFE = 6, /* a check said no: clocks disagree, mode change refused */
+    LB__CLI_EXIT_ALARM = 7   /* status: a legacy writer in a modern namespace */
 };
 
 /* Durations given on the command line are bounded so that no instant computed
@@ -300,6 +301,10 @@ typedef struct lb__cli_codecs {
 
 int lb__cli_codecs_read(lb__cli_codecs *out, const lb__cli_args *a,
                         const lb__cli_optdef *opts);
+/* The codecs of a space-separated list of specs (the gate record's form); 0 or -1. */
+int lb__cli_codecs_parse_list(lb__cli_codecs *out, const char *list);
+/* The specs of `cs`, space-separated, into out; 0, or -1 if it does not fit. */
+int lb__cli_codecs_join(const lb__cli_codecs *cs, char *out, size_t cap);
 /* Classifies what keyscan read (lb_classify; a value longer than the prefix
  * read is no timestamp). */
 int lb__cli_classify(const lb__cli_codecs *cs, const lb__cli_key *k, const lb_now *now,
@@ -313,9 +318,9 @@ void lb__cli_ambiguity_detail(const lb__cli_codecs *cs, const lb_class *cl, char
 int lb__cli_expiry_epoch_ms(const lb_codec *c, int64_t t, int64_t *ms);
 /* 1 when the value was decoded by a monotonic-clock codec. */
 int lb__cli_is_mono(const lb__cli_codecs *cs, const lb_class *cl);
-/* 1 for the companion keys lockbridge keeps beside locks and namespaces
- * ("{k}:fence", "{ns}:lb-mode", ...): not locks, left out of scans. */
-int lb__cli_is_companion(const char *key, size_t len);
+/* 1 for a key that is one of lockbridge's companions (lb_companion_of's name
+ * and the type lockbridge keeps there), left out of lock counts. */
+int lb__cli_is_companion(const struct lb__cli_key *k);
 /* How long the holder has held, from the fleet's lock validity `ttl_ms`
  * (0: unknown): timestamps and TTLs that are still running. -1 when unknown. */
 int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms);
@@ -326,9 +331,63 @@ int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms);
 void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
                        int64_t ttl_ms);
 
+/* ---- Fingerprints of values seen (migrate/cli/seen.c) -------------------------------- */
+typedef struct lb__cli_seen {
+    uint64_t *slot; /* open addressing; 0 is empty */
+    size_t cap, n;
+} lb__cli_seen;
+uint64_t lb__cli_fingerprint(const char *key, size_t keylen, const char *value, size_t vlen);
+/* 1 added, 0 already there, -1 out of memory. */
+int lb__cli_seen_add(lb__cli_seen *s, uint64_t fp);
+void lb__cli_seen_clear(lb__cli_seen *s);
+
+/* ---- The gate record ({ns}:lb-gate, migrate/cli/gate.c) ---------------------------- */
+#define LB__CLI_GATE_TTL_MS_DEFAULT INT64_C(30000)   /* the library's lock validity, ms */
+#define LB__CLI_GATE_REFRESH_MS_DEFAULT INT64_C(1000) /* the followers' mode refresh, ms */
+typedef struct lb__cli_gate {
+    int found;               /* the record exists */
+    char match[LB__CLI_PATTERN_MAX + 1];
+    char codecs[512];        /* codec specs, space-separated */
+    int have_match, have_codecs;
+    int64_t ttl_ms;          /* the fleet's longest validity, ms; -1 unset */
+    int64_t refresh_ms;      /* the followers' mode refresh interval, ms; -1 unset */
+    int64_t since_ms;        /* when the current mode was set (server clock), ms; -1 unknown */
+    int64_t legacy_until_ms; /* a legacy writer's lock or census entry lived until, ms; -1 */
+    int64_t modern_until_ms; /* a token value or modern client lived until, ms; -1 */
+    char matched[LB__CLI_PATTERN_MAX + 1]; /* the last pattern a scan found keys with */
+    int64_t matched_ms;      /* when, epoch ms; -1 never */
+} lb__cli_gate;
+/* Reads the record (all fields -1/empty when absent); 0, or -1 with `err`. */
+int lb__cli_gate_read(redisContext *c, const char *ns, lb__cli_gate *g, char *err, size_t cap);
+/* Raises `field` to at_ms (epoch ms) unless it holds a later instant; 0 or -1. */
+int lb__cli_gate_note(redisContext *c, const char *ns, const char *field, int64_t at_ms,
+                      char *err, size_t cap);
+/* Writes the configuration fields `g` has (have_match, have_codecs, ttl_ms and
+ * refresh_ms >= 0); 0 or -1. */
+int lb__cli_gate_configure(redisContext *c, const char *ns, const lb__cli_gate *g, char *err,
+                           size_t cap);
+/* Records that a scan of `pattern` found lock keys at at_ms; 0 or -1. */
+int lb__cli_gate_matched(redisContext *c, const char *ns, const char *pattern, int64_t at_ms,
+                         char *err, size_t cap);
+/* The server's clock (TIME) in epoch ms, or -1. */
+int64_t lb__cli_server_ms(redisContext *c);
+/* How long a stage must last before the next change, ms. */
+int64_t lb__cli_gate_stage_ms(const lb__cli_gate *g);
+
 /* ---- The survey behind status and mode set (survey.c) ----------------------------- */
 #define LB__CLI_FORMATS 8 /* lb_format values */
-#define LB__CLI_MAX_REASONS 12
+#define LB__CLI_MAX_REASONS 16
+#define LB__CLI_EXAMPLES 5 /* keys named behind each blocker */
+
+/* What keys a blocker names: their printable name and remaining validity. */
+enum { LB__CLI_EX_LEGACY, LB__CLI_EX_INCR, LB__CLI_EX_TOKEN, LB__CLI_EX_KINDS };
+typedef struct lb__cli_examples {
+    int n;
+    struct {
+        char key[72];
+        int64_t remaining_ms; /* -1: unknown or none */
+    } key[LB__CLI_EXAMPLES];
+} lb__cli_examples;
 
 typedef struct lb__cli_survey {
     /* Set by the caller. */
@@ -338,14 +397,22 @@ typedef struct lb__cli_survey {
     /* Called for each lock key read (not companions); may be NULL. */
     int (*row)(const lb__cli_key *k, const lb_class *cl, void *ud);
     void *row_ud;
+    /* Values seen: filled when `track` is set (the observation's first scan);
+     * later scans count what is not in it. */
+    int track;
+    lb__cli_seen seen;
     /* Keys. */
     uint64_t scanned, keys, companions;
     uint64_t per_format[LB__CLI_FORMATS];
     uint64_t ttl_less;       /* keys without a TTL */
     uint64_t legacy_expired; /* TTL-less timestamps past their expiry, still present */
     uint64_t legacy_recent;  /* TTL-less timestamps running or expired within the window */
+    uint64_t legacy_live;    /* TTL-less timestamps still running (or not judgeable) */
     uint64_t mono;           /* TTL-less timestamps on a monotonic clock */
+    int64_t legacy_until_ms; /* the latest expiry of a TTL-less timestamp seen, epoch ms; -1 */
     int64_t token_max_pttl_ms; /* the longest token TTL; -1 without tokens */
+    lb__cli_examples ex[LB__CLI_EX_KINDS];
+    const char *match;       /* the pattern scanned */
     double scan_ms;
     int cluster;             /* 1: the server is a cluster node */
     int servers;             /* servers scanned: 1, or the cluster's primaries */
@@ -353,20 +420,47 @@ typedef struct lb__cli_survey {
     int mode_rc, mode_found;
     lb_mode mode;
     uint64_t census_live[3], census_stale[3], census_legacy_recent, census_invalid;
+    int64_t census_legacy_seen_ms; /* the last refresh of a legacy-mode entry, epoch ms; -1 */
     int census_unreadable;
+    lb__cli_gate gate;       /* the namespace's gate record */
+    int gate_unreadable;     /* the record is not a hash */
+    int64_t now_ms;          /* the server's clock when the namespace was read, epoch ms */
     /* Observation before setting modern (mode set --observe-ms). */
     int64_t observe_ms;        /* how long it watched, ms; 0: a single scan */
     uint64_t observe_passes;   /* scans after the first */
-    uint64_t observe_legacy;   /* TTL-less timestamps seen by those scans */
+    uint64_t observe_changed;  /* TTL-less timestamps that appeared or changed meanwhile */
+    uint64_t observe_static;   /* TTL-less timestamps seen again unchanged */
     int64_t legacy_calls;      /* SETNX + GETSET calls the server ran meanwhile; -1 unknown */
+    int calls_backwards;       /* the server's counts went down (reset, restart, failover) */
 } lb__cli_survey;
+
+/* The checks a change of mode passes; each blocker belongs to one. Every one
+ * but adjacency can be skipped by name (mode set --override NAME). */
+enum {
+    LB__CLI_CHECK_ADJACENCY,   /* legacy <-> modern: never skipped */
+    LB__CLI_CHECK_CONTROL_KEY, /* the control key or the record is unreadable */
+    LB__CLI_CHECK_INCR,        /* INCR counters among the keys */
+    LB__CLI_CHECK_LEGACY,      /* a legacy writer seen within the window */
+    LB__CLI_CHECK_OBSERVATION, /* the SETNX/GETSET observation could not be made */
+    LB__CLI_CHECK_MODERN,      /* token values or modern clients, stepping back to legacy */
+    LB__CLI_CHECK_STAGE_TIME,  /* the current stage is younger than its minimum */
+    LB__CLI_CHECK_EMPTY_SCAN,  /* the scan matched no key */
+    LB__CLI_CHECK_CENSUS,      /* the census is unreadable */
+    LB__CLI_CHECKS
+};
+/* The check's name for --override, or NULL. */
+const char *lb__cli_check_name(int check);
+/* The check named `name`, or -1 (also for adjacency, which cannot be skipped). */
+int lb__cli_check_parse(const char *name);
 
 typedef struct lb__cli_verdict {
     int ready; /* no blocker */
     int n;
     struct {
         int blocker; /* 1: a reason not to go on; 0: worth knowing */
-        char text[200];
+        int check;   /* LB__CLI_CHECK_*, or -1 for a note */
+        int skipped; /* a blocker the operator overrode by name */
+        char text[480];
     } reason[LB__CLI_MAX_REASONS];
 } lb__cli_verdict;
 
@@ -374,20 +468,33 @@ typedef struct lb__cli_verdict {
  * cluster `t` describes; 0, or -1 with `err`. */
 int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *c,
                         const lb__cli_scanopts *o, char *err, size_t cap);
-/* Reads the namespace's mode and census; 0, or -1 with `err`. */
+/* Reads the namespace's mode, census and gate record; 0, or -1 with `err`. */
 int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
                       size_t cap);
+/* Writes what this survey saw of legacy and modern writers into the
+ * namespace's gate record, so that evidence outlives sweep and pruning. */
+int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char *ns,
+                            char *err, size_t cap);
+void lb__cli_survey_clear(lb__cli_survey *s);
 /* Reads --match (default *, checked) and --count into `o`; 0 or -1 (usage). */
 int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
                           const lb__cli_optdef *defs);
-/* Reads the required --ns and checks it names valid companion keys; 0 or -1. */
+/* Reads the required --ns and checks it names valid companion keys; 0 or -1.
+ * Without --ns, explains what a namespace is and lists the namespaces found on
+ * the server (`c` may be NULL: no list). */
 int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const char **ns);
 /* The server's count of SETNX and GETSET calls so far (INFO commandstats), or
  * -1 if it cannot be read: only the legacy protocol sends them. */
 int64_t lb__cli_legacy_calls(redisContext *c);
-/* Whether moving from mode `from` to `to` is safe on this evidence, and why. */
+
+typedef struct lb__cli_gateopts {
+    int observed;                /* 1: the observation was made (mode set) */
+    int override[LB__CLI_CHECKS]; /* checks skipped by name */
+} lb__cli_gateopts;
+/* Whether moving from mode `from` to `to` is safe on this evidence, and why:
+ * the one decision behind both `status` and `mode set`. */
 void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
-                            lb__cli_verdict *v);
+                            const lb__cli_gateopts *o, lb__cli_verdict *v);
 
 /* ---- Time ---------------------------------------------------------------------------- */
 /* The monotonic clock in milliseconds, with a fraction. */

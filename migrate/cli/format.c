@@ -70,15 +70,24 @@ int lb__cli_is_mono(const lb__cli_codecs *cs, const lb_class *cl) {
     return c->kind == LB_CODEC_JSON && c->clock == LB_CLOCK_MONOTONIC;
 }
 
-int lb__cli_is_companion(const char *key, size_t len) {
-    static const char *const suffixes[] = {"}:fence",   "}:released", "}:queue",
-                                           "}:fair",    "}:lb-mode",  "}:lb-mode-ch",
-                                           "}:lb-census"};
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        size_t n = strlen(suffixes[i]);
-        if (len > n && memcmp(key + len - n, suffixes[i], n) == 0) return 1;
-    }
-    return 0;
+/* A fencing counter holds a decimal integer (INCR's reply written back). */
+static int is_counter(const lb__cli_key *k) {
+    if (!k->value || k->valuelen == 0 || k->len != (int64_t)k->valuelen || k->valuelen > 19)
+        return 0;
+    for (size_t i = 0; i < k->valuelen; i++)
+        if (k->value[i] < '0' || k->value[i] > '9') return 0;
+    return 1;
+}
+
+/* The library's naming rule decides the name; the Redis type (and, for the
+ * fence, an integer value) decides that the key is what lockbridge keeps under
+ * that name, so that a lock key that happens to be spelled like a companion
+ * ("{user}:queue" holding a timestamp) is still judged as a lock. */
+int lb__cli_is_companion(const lb__cli_key *k) {
+    const char *type;
+    lb_companion kind = lb_companion_of(k->key, k->keylen, &type);
+    if (kind == LB_COMPANION_NONE || strcmp(k->type, type) != 0) return 0;
+    return kind != LB_COMPANION_FENCE || is_counter(k);
 }
 
 int64_t lb__cli_holder_age_ms(const lb_class *cl, int64_t ttl_ms) {
@@ -147,4 +156,34 @@ void lb__cli_add_class(cJSON *o, const lb__cli_codecs *cs, const lb_class *cl,
     else if (cl->format != LB_FORMAT_ABSENT) cJSON_AddNullToObject(o, "pttl_ms");
     int64_t age = lb__cli_holder_age_ms(cl, ttl_ms);
     if (age >= 0) lb__cli_add_i64(o, "holder_age_ms", age);
+}
+
+int lb__cli_codecs_parse_list(lb__cli_codecs *out, const char *list) {
+    char spec[128];
+    memset(out, 0, sizeof *out);
+    for (const char *p = list; *p;) {
+        while (*p == ' ') p++;
+        size_t n = strcspn(p, " ");
+        if (n == 0) break;
+        if (n >= sizeof spec || out->n >= LB__CLI_MAX_CODECS) return -1;
+        memcpy(spec, p, n);
+        spec[n] = '\0';
+        if (lb_codec_parse(&out->codec[out->n], spec) != LB_OK ||
+            lb_codec_format(&out->codec[out->n], out->spec[out->n], sizeof out->spec[0]) != LB_OK)
+            return -1;
+        out->n++;
+        p += n;
+    }
+    return out->n > 0 ? 0 : -1;
+}
+
+int lb__cli_codecs_join(const lb__cli_codecs *cs, char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = '\0';
+    for (int i = 0; i < cs->n; i++) {
+        int n = snprintf(out + o, cap - o, "%s%s", i ? " " : "", cs->spec[i]);
+        if (n < 0 || (size_t)n >= cap - o) return -1;
+        o += (size_t)n;
+    }
+    return 0;
 }

@@ -59,7 +59,7 @@ static int report(const lb__cli_key *k, void *ud) {
     if ((cl.format == LB_FORMAT_LEGACY || cl.format == LB_FORMAT_COMPAT) &&
         lb__cli_expiry_epoch_ms(&s->cs->codec[cl.codec], cl.expiry, &at) == 0)
         lb__cli_add_i64(o, "expiry_epoch_ms", at);
-    if (lb__cli_is_companion(k->key, k->keylen)) lb__cli_add_bool(o, "companion_key", 1);
+    if (lb__cli_is_companion(k)) lb__cli_add_bool(o, "companion_key", 1);
     return lb__cli_emit(o) == 0 ? 0 : -1;
 }
 

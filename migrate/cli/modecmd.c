@@ -12,50 +12,75 @@
 #define OBSERVE_PAUSE_MS 100               /* between the observation's scans, ms */
 
 static const lb__cli_optdef opts[] = {
-    {"--ns", 1},        {"--force", 0},     {"--match", 1},    {"--count", 1},
-    {"--codec", LB__CLI_REPEAT}, {"--window-ms", 1}, {"--stale-ms", 1}, {"--observe-ms", 1},
-    {NULL, 0}};
+    {"--ns", 1},          {"--override", LB__CLI_REPEAT}, {"--match", 1},
+    {"--count", 1},       {"--codec", LB__CLI_REPEAT},    {"--window-ms", 1},
+    {"--stale-ms", 1},    {"--observe-ms", 1},            {"--ttl-ms", 1},
+    {"--refresh-ms", 1},  {NULL, 0}};
 
 static const char help[] =
     "usage: lockbridge mode get --ns NS [--json]\n"
-    "       lockbridge mode set legacy|compat|modern --ns NS [--force] [--match PATTERN]\n"
-    "                           [--count N] [--codec SPEC]... [--window-ms N]\n"
+    "       lockbridge mode set legacy|compat|modern --ns NS [--override CHECK]...\n"
+    "                           [--match PATTERN] [--count N] [--codec SPEC]...\n"
+    "                           [--ttl-ms N] [--refresh-ms N] [--window-ms N]\n"
     "                           [--stale-ms N] [--observe-ms N] [--json]\n"
+    "       lockbridge mode config --ns NS [--match PATTERN] [--codec SPEC]...\n"
+    "                           [--ttl-ms N] [--refresh-ms N] [--json]\n"
     "\n"
-    "get prints namespace NS's mode (an absent control key means legacy).\n"
-    "set writes it and publishes it to the clients that follow it, atomically and\n"
-    "only if the mode is still the one read (a concurrent change is refused).\n"
+    "get prints namespace NS's mode and the configuration its gate scans with. An\n"
+    "absent control key means legacy to a client that has never read one; a client\n"
+    "that has keeps its last mode.\n"
+    "set writes the mode and publishes it to the clients that follow it, atomically\n"
+    "and only if the mode is still the one read (a concurrent change is refused).\n"
+    "config shows, or with options changes, the configuration stored in the\n"
+    "namespace's gate record ({NS}:lb-gate): the key pattern and codecs every scan\n"
+    "of the namespace uses unless given, the fleet's longest lock validity and the\n"
+    "followers' mode refresh interval. The first set that goes through stores them.\n"
     "\n"
-    "Before setting modern, set scans the keys matching PATTERN and reads the census;\n"
-    "it refuses while a legacy writer was seen within the window: TTL-less\n"
-    "timestamps running or expired within it, census entries in legacy mode seen\n"
-    "within it, INCR counters; and it refuses legacy -> modern (not adjacent).\n"
-    "A legacy client that releases its locks leaves nothing for one scan to see, so\n"
-    "set also watches for --observe-ms: it scans again and again and compares the\n"
-    "server's count of SETNX and GETSET calls (INFO commandstats) before and after;\n"
-    "any growth refuses modern, as only the legacy protocol sends them.\n"
-    "Stepping back (modern -> compat, compat -> legacy) scans for token values and\n"
-    "warns how many there are and when the last lapses (its PTTL); modern -> legacy\n"
-    "is refused. --force sets the mode whatever the checks say.\n"
+    "Every change is checked first (the same decision `status` shows). It scans the\n"
+    "keys matching PATTERN, reads the census and the gate record, and refuses:\n"
+    "  adjacency       legacy <-> modern (never skipped: go through compat);\n"
+    "  stage-time      a stage younger than refresh + validity: followers may\n"
+    "                  not all have seen it, or hold locks taken before it;\n"
+    "  incr            moving forward beside INCR counters;\n"
+    "  legacy-writers  to modern, while a legacy writer was seen within the\n"
+    "                  window: TTL-less timestamps running or expired within it,\n"
+    "                  legacy census entries, evidence an earlier scan, sweep or\n"
+    "                  prune recorded, timestamps that appeared or changed while\n"
+    "                  watching, or SETNX/GETSET calls (INFO commandstats) meanwhile;\n"
+    "  observation     to modern, when that watching could not be done (INFO\n"
+    "                  refused, counts reset meanwhile, --observe-ms 0);\n"
+    "  empty-scan      to modern, when the scan matched no key;\n"
+    "  modern-clients  back to legacy, while token values or live modern census\n"
+    "                  entries exist;\n"
+    "  control-key, census  the namespace's keys cannot be read.\n"
+    "--override CHECK skips one named check (repeat for several); the output says\n"
+    "what was skipped. Adjacency cannot be skipped.\n"
     "On a Redis Cluster node, the control key is read and written on the primary\n"
     "that owns its slot, every primary is scanned, and the SETNX and GETSET counts\n"
     "are summed over the primaries.\n"
     "\n"
     "  --ns NS          the namespace (required)\n"
-    "  --force          set even when the checks refuse\n"
-    "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
+    "  --override CHECK skip the named check (see above)\n"
+    "  --match PATTERN  SCAN MATCH glob of the lock keys (default: stored, else *)\n"
     "  --count N        SCAN COUNT hint, 1..100000 (default 1000)\n"
-    "  --codec SPEC     a codec the fleet writes; repeat for several (default ms)\n"
+    "  --codec SPEC     a codec the fleet writes; repeat for several (default:\n"
+    "                   stored, else ms)\n"
+    "  --ttl-ms N       the fleet's longest lock validity, ms (default: stored,\n"
+    "                   else 30000)\n"
+    "  --refresh-ms N   how often followers re-read the mode, ms (default: stored,\n"
+    "                   else 1000)\n"
     "  --window-ms N    how recent a legacy writer must be to refuse, ms\n"
     "                   (default 3600000)\n"
     "  --stale-ms N     census entries not refreshed for this long are stale, ms\n"
     "                   (default 30000)\n"
-    "  --observe-ms N   watch for legacy writers before setting modern, ms; 0: one\n"
-    "                   scan only (default 5000)\n"
+    "  --observe-ms N   watch for legacy writers before setting modern, ms\n"
+    "                   (default 5000; 0 refuses unless --override observation)\n"
     "\n"
-    "Exit: 0 read, or set (or already so); 1 usage; 3 the control key holds\n"
-    "something that is not a mode name (left alone); 4 connection or Redis error;\n"
-    "6 set refused by the checks or by a concurrent change (nothing written).\n"
+    "Exit: 0 read, or set (or already so); 1 usage (also --match or --codec that\n"
+    "differ from the stored ones: change those with `mode config`); 3 the control\n"
+    "key holds something that is not a mode name (left alone); 4 connection or\n"
+    "Redis error; 6 set refused by the checks or by a concurrent change (nothing\n"
+    "written).\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 static int foreign_key(const lb__cli_args *a, const char *ns, int rc) {
@@ -73,22 +98,147 @@ static int foreign_key(const lb__cli_args *a, const char *ns, int rc) {
     return LB__CLI_EXIT_FOREIGN;
 }
 
+/* ---- The namespace's configuration -------------------------------------------------- */
+typedef struct config {
+    lb__cli_codecs cs;
+    lb__cli_scanopts so;
+    int64_t ttl_ms, refresh_ms;
+    int given_match, given_codecs, given_ttl, given_refresh;
+} config;
+
+/* Options read before connecting, so that a usage error sends nothing. */
+static int config_read(const lb__cli_args *a, config *f) {
+    const char *v;
+    memset(f, 0, sizeof *f);
+    f->ttl_ms = LB__CLI_GATE_TTL_MS_DEFAULT;
+    f->refresh_ms = LB__CLI_GATE_REFRESH_MS_DEFAULT;
+    f->given_match = lb__cli_opt(a, opts, "--match") != NULL;
+    f->given_codecs = lb__cli_opt(a, opts, "--codec") != NULL;
+    if (lb__cli_codecs_read(&f->cs, a, opts) != 0 || lb__cli_scanopts_read(&f->so, a, opts) != 0)
+        return -1;
+    if ((v = lb__cli_opt(a, opts, "--ttl-ms")) &&
+        (f->given_ttl = 1, lb__cli_int(a, "--ttl-ms", v, 0, LB__CLI_MS_MAX, &f->ttl_ms) != 0))
+        return -1;
+    if ((v = lb__cli_opt(a, opts, "--refresh-ms")) &&
+        (f->given_refresh = 1,
+         lb__cli_int(a, "--refresh-ms", v, 0, LB__CLI_MS_MAX, &f->refresh_ms) != 0))
+        return -1;
+    return 0;
+}
+
+/* What the record stores fills in what was not given; what was given must
+ * agree with it (a mistyped --match must not quietly scan nothing). */
+static int config_resolve(const lb__cli_args *a, const char *ns, config *f,
+                          const lb__cli_gate *g) {
+    char joined[512];
+    if (g->have_match) {
+        if (f->given_match && strcmp(f->so.match, g->match) != 0)
+            return lb__cli_usage(a, "namespace %s scans --match '%s' (stored); `lockbridge "
+                                 "mode config --ns %s --match ...` changes it", ns, g->match, ns);
+        f->so.match = g->match;
+    }
+    if (g->have_codecs) {
+        if (f->given_codecs && (lb__cli_codecs_join(&f->cs, joined, sizeof joined) != 0 ||
+                                strcmp(joined, g->codecs) != 0))
+            return lb__cli_usage(a, "namespace %s reads --codec '%s' (stored); `lockbridge "
+                                 "mode config --ns %s --codec ...` changes it", ns, g->codecs,
+                                 ns);
+        if (lb__cli_codecs_parse_list(&f->cs, g->codecs) != 0)
+            return lb__cli_usage(a, "the stored codecs of %s do not parse: '%s'", ns, g->codecs);
+    }
+    if (!f->given_ttl && g->ttl_ms >= 0) f->ttl_ms = g->ttl_ms;
+    if (!f->given_refresh && g->refresh_ms >= 0) f->refresh_ms = g->refresh_ms;
+    return 0;
+}
+
+/* Stores what was given (a set stores only options the operator named, so a
+ * default never becomes the namespace's pattern by accident). */
+static int config_store(redisContext *c, const char *ns, const config *f, int all, char *err,
+                        size_t cap) {
+    lb__cli_gate g;
+    memset(&g, 0, sizeof g);
+    g.ttl_ms = g.refresh_ms = -1;
+    if (all || f->given_match) g.have_match = 1;
+    snprintf(g.match, sizeof g.match, "%s", f->so.match);
+    if (all || f->given_codecs) g.have_codecs = 1;
+    if (lb__cli_codecs_join(&f->cs, g.codecs, sizeof g.codecs) != 0)
+        return snprintf(err, cap, "too many codecs to store"), -1;
+    if (all || f->given_ttl) g.ttl_ms = f->ttl_ms;
+    if (all || f->given_refresh) g.refresh_ms = f->refresh_ms;
+    return lb__cli_gate_configure(c, ns, &g, err, cap);
+}
+
+static void config_show(const char *ns, const lb__cli_gate *g, cJSON *o) {
+    if (o) {
+        if (g->have_match) lb__cli_add_str(o, "match", g->match);
+        if (g->have_codecs) lb__cli_add_str(o, "codecs", g->codecs);
+        if (g->ttl_ms >= 0) lb__cli_add_i64(o, "ttl_ms", g->ttl_ms);
+        if (g->refresh_ms >= 0) lb__cli_add_i64(o, "refresh_ms", g->refresh_ms);
+        if (g->since_ms >= 0) lb__cli_add_i64(o, "stage_since_ms", g->since_ms);
+        return;
+    }
+    char ttl[40], refresh[40];
+    if (g->ttl_ms >= 0) snprintf(ttl, sizeof ttl, "%lld ms", (long long)g->ttl_ms);
+    else snprintf(ttl, sizeof ttl, "%lld ms (default)", (long long)LB__CLI_GATE_TTL_MS_DEFAULT);
+    if (g->refresh_ms >= 0) snprintf(refresh, sizeof refresh, "%lld ms", (long long)g->refresh_ms);
+    else snprintf(refresh, sizeof refresh, "%lld ms (default)",
+                  (long long)LB__CLI_GATE_REFRESH_MS_DEFAULT);
+    printf("  gate: --match %s%s, --codec %s%s, validity %s, followers' refresh %s\n",
+           g->have_match ? g->match : "*", g->have_match ? "" : " (default)",
+           g->have_codecs ? g->codecs : "ms", g->have_codecs ? "" : " (default)", ttl, refresh);
+    (void)ns;
+}
+
 static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
     /* On a cluster, `c` is the primary that owns the control key's slot. */
     lb_mode m;
     int found;
+    lb__cli_gate g;
+    char err[512];
     int rc = lb_mode_get(c, ns, strlen(ns), &m, &found);
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, c->errstr[0] ? c->errstr : lb_strerror(rc));
+    if (lb__cli_gate_read(c, ns, &g, err, sizeof err) != 0)
+        return lb__cli_error(a, NULL, LB_EREDIS, err);
     if (!lb__cli_is_json()) {
-        printf("%s%s\n", lb_mode_name(m), found ? "" : " (no control key)");
+        printf("%s%s\n", lb_mode_name(m),
+               found ? "" : " (no control key: clients that never read one use legacy; "
+                            "clients that did keep their last mode)");
+        config_show(ns, &g, NULL);
         return LB__CLI_EXIT_OK;
     }
     cJSON *o = lb__cli_event("mode");
     if (o) lb__cli_add_str(o, "ns", ns);
     if (o) lb__cli_add_str(o, "mode", lb_mode_name(m));
     if (o) lb__cli_add_bool(o, "control_key_present", found);
+    config_show(ns, &g, o);
     lb__cli_emit(o);
+    return LB__CLI_EXIT_OK;
+}
+
+static int configure(const lb__cli_args *a, redisContext *c, const char *ns) {
+    config f;
+    lb__cli_gate g;
+    char err[512];
+    if (config_read(a, &f) != 0) return LB__CLI_EXIT_USAGE;
+    if (lb__cli_gate_read(c, ns, &g, err, sizeof err) != 0)
+        return lb__cli_error(a, NULL, LB_EREDIS, err);
+    if (f.given_match || f.given_codecs || f.given_ttl || f.given_refresh) {
+        /* Unchanged fields keep their stored values. */
+        if (!f.given_match && g.have_match) f.so.match = g.match;
+        if (!f.given_codecs && g.have_codecs && lb__cli_codecs_parse_list(&f.cs, g.codecs) != 0)
+            return lb__cli_usage(a, "the stored codecs do not parse: '%s'", g.codecs);
+        if (!f.given_ttl && g.ttl_ms >= 0) f.ttl_ms = g.ttl_ms;
+        if (!f.given_refresh && g.refresh_ms >= 0) f.refresh_ms = g.refresh_ms;
+        if (config_store(c, ns, &f, 1, err, sizeof err) != 0 ||
+            lb__cli_gate_read(c, ns, &g, err, sizeof err) != 0)
+            return lb__cli_error(a, NULL, LB_EREDIS, err);
+    }
+    cJSON *o = lb__cli_is_json() ? lb__cli_event("mode_config") : NULL;
+    if (o) lb__cli_add_str(o, "ns", ns);
+    if (!lb__cli_is_json()) printf("namespace %s:\n", ns);
+    config_show(ns, &g, o);
+    if (o) lb__cli_emit(o);
     return LB__CLI_EXIT_OK;
 }
 
@@ -96,52 +246,73 @@ static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
 typedef struct change {
     const char *ns;
     lb_mode from, to;
-    int force, checked, changed;
+    int checked, changed;
     long long receivers;
     lb__cli_verdict v;
 } change;
 
-static void report(const change *ch, const char *outcome) {
-    if (!lb__cli_is_json()) {
-        printf("%s: %s -> %s: %s\n", ch->ns, lb_mode_name(ch->from), lb_mode_name(ch->to),
-               outcome);
-        for (int i = 0; i < ch->v.n; i++)
-            printf("  %s %s\n", ch->v.reason[i].blocker ? "blocker:" : "note:   ",
-                   ch->v.reason[i].text);
-        if (ch->changed) printf("  notified at once: %lld client(s)\n", ch->receivers);
-        return;
+static void report_text(const change *ch, const char *outcome) {
+    printf("%s: %s -> %s: %s\n", ch->ns, lb_mode_name(ch->from), lb_mode_name(ch->to), outcome);
+    for (int i = 0; i < ch->v.n; i++) {
+        const char *tag = ch->v.reason[i].blocker ? "blocker:" : "note:   ";
+        if (ch->v.reason[i].skipped) tag = "skipped:";
+        const char *name = lb__cli_check_name(ch->v.reason[i].check);
+        if (name && (ch->v.reason[i].blocker || ch->v.reason[i].skipped))
+            printf("  %s [%s] %s\n", tag, name, ch->v.reason[i].text);
+        else printf("  %s %s\n", tag, ch->v.reason[i].text);
     }
-    cJSON *o = lb__cli_event("mode_set"), *arr;
+    if (ch->changed) printf("  notified at once: %lld client(s)\n", ch->receivers);
+}
+
+static void add_reasons(cJSON *o, const lb__cli_verdict *v, const char *name, int kind) {
+    cJSON *arr = cJSON_AddArrayToObject(o, name);
+    for (int i = 0; arr && i < v->n; i++) {
+        int k = v->reason[i].skipped ? 2 : v->reason[i].blocker;
+        if (k != kind) continue;
+        if (kind == 0) {
+            cJSON_AddItemToArray(arr, cJSON_CreateString(v->reason[i].text));
+            continue;
+        }
+        cJSON *r = cJSON_CreateObject();
+        if (!r) continue;
+        lb__cli_add_str(r, "check", lb__cli_check_name(v->reason[i].check));
+        lb__cli_add_str(r, "reason", v->reason[i].text);
+        cJSON_AddItemToArray(arr, r);
+    }
+}
+
+static void report(const change *ch, const char *outcome) {
+    if (!lb__cli_is_json()) return report_text(ch, outcome);
+    cJSON *o = lb__cli_event("mode_set");
     if (!o) return (void)lb__cli_emit(o);
     lb__cli_add_str(o, "ns", ch->ns);
     lb__cli_add_str(o, "from", lb_mode_name(ch->from));
     lb__cli_add_str(o, "to", lb_mode_name(ch->to));
     lb__cli_add_str(o, "outcome", outcome);
     lb__cli_add_bool(o, "changed", ch->changed);
-    lb__cli_add_bool(o, "forced", ch->force && !ch->v.ready);
     lb__cli_add_bool(o, "checked", ch->checked);
     if (ch->changed) lb__cli_add_i64(o, "receivers", ch->receivers);
-    for (int b = 1; b >= 0; b--)
-        if ((arr = cJSON_AddArrayToObject(o, b ? "blockers" : "warnings")) != NULL)
-            for (int i = 0; i < ch->v.n; i++)
-                if (ch->v.reason[i].blocker == b)
-                    cJSON_AddItemToArray(arr, cJSON_CreateString(ch->v.reason[i].text));
+    add_reasons(o, &ch->v, "blockers", 1);
+    add_reasons(o, &ch->v, "skipped", 2);
+    add_reasons(o, &ch->v, "warnings", 0);
     lb__cli_emit(o);
 }
 
 typedef struct checks {
-    lb__cli_codecs cs;
-    lb__cli_scanopts so;
+    config f;
+    lb__cli_gateopts go;
     int64_t window_ms, stale_ms, observe_ms;
 } checks;
 
 /* Read before connecting, so that a usage error sends nothing. */
 static int checks_read(const lb__cli_args *a, checks *k) {
-    const char *v;
+    const char *v, *names[LB__CLI_MAX_REPEATS + 1];
+    memset(k, 0, sizeof *k);
     k->window_ms = WINDOW_MS_DEFAULT;
     k->stale_ms = STALE_MS_DEFAULT;
     k->observe_ms = OBSERVE_MS_DEFAULT;
-    if (lb__cli_codecs_read(&k->cs, a, opts) != 0 || lb__cli_scanopts_read(&k->so, a, opts) != 0 ||
+    k->go.observed = 1;
+    if (config_read(a, &k->f) != 0 ||
         ((v = lb__cli_opt(a, opts, "--window-ms")) &&
          lb__cli_int(a, "--window-ms", v, 0, LB__CLI_MS_MAX, &k->window_ms) != 0) ||
         ((v = lb__cli_opt(a, opts, "--stale-ms")) &&
@@ -149,13 +320,21 @@ static int checks_read(const lb__cli_args *a, checks *k) {
         ((v = lb__cli_opt(a, opts, "--observe-ms")) &&
          lb__cli_int(a, "--observe-ms", v, 0, 3600000, &k->observe_ms) != 0))
         return -1;
+    int n = lb__cli_opt_all(a, opts, "--override", names, LB__CLI_MAX_REPEATS + 1);
+    for (int i = 0; i < n; i++) {
+        int c = lb__cli_check_parse(names[i]);
+        if (c < 0)
+            return lb__cli_usage(a, "--override %s: no such check (adjacency cannot be "
+                                 "skipped; see 'mode --help')", names[i]), -1;
+        k->go.override[c] = 1;
+    }
     return 0;
 }
 
 /* Scans again until observe_ms has passed, each time on a fresh connection (a
- * scan leaves its own unusable), counting the TTL-less timestamps seen; then
- * the growth of the server's SETNX and GETSET counts since `calls0` (on a
- * cluster, summed over every primary). */
+ * scan leaves its own unusable), counting the TTL-less timestamps that appeared
+ * or changed since the first scan; then the growth of the server's SETNX and
+ * GETSET counts since `calls0` (on a cluster, summed over every primary). */
 static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k,
                    lb__cli_survey *s, double t0, int64_t calls0, char *err, size_t cap) {
     s->observe_ms = k->observe_ms;
@@ -168,12 +347,16 @@ static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k
         lb__cli_survey pass;
         memset(&pass, 0, sizeof pass);
         pass.window_ms = k->window_ms;
-        pass.cs = &k->cs;
-        int rc = lb__cli_survey_keys(&pass, t, c, &k->so, err, cap);
+        pass.cs = &k->f.cs;
+        pass.track = 2;
+        pass.seen = s->seen;
+        int rc = lb__cli_survey_keys(&pass, t, c, &k->f.so, err, cap);
+        s->seen = pass.seen;
         redisFree(c);
         if (rc != 0) return -1;
         s->observe_passes++;
-        s->observe_legacy += pass.legacy_recent;
+        s->observe_changed += pass.observe_changed;
+        s->observe_static += pass.observe_static;
     }
     int64_t calls1;
     redisContext *c = lb__cli_connect(&a->conn, err, cap);
@@ -181,71 +364,78 @@ static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k
     int rc = lb__cli_legacy_calls_all(t, c, &calls1, err, cap);
     redisFree(c);
     if (rc != 0) return -1;
-    s->legacy_calls = calls0 >= 0 && calls1 >= 0 ? calls1 - calls0 : -1;
+    s->calls_backwards = calls0 >= 0 && calls1 >= 0 && calls1 < calls0;
+    s->legacy_calls = calls0 >= 0 && calls1 >= calls0 ? calls1 - calls0 : -1;
     return 0;
 }
 
-/* Moving to modern, or back from it, needs the evidence of a scan and the
- * census (and, to modern, of an observation); legacy <-> compat needs none. */
+/* Every change is checked on the evidence of a scan, the census and the gate
+ * record (and, to modern, of an observation); what it saw of legacy and modern
+ * writers is recorded in the gate record whatever the verdict. */
 static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
-                 redisContext *nc, const checks *k, change *ch, char *err, size_t cap) {
-    lb__cli_survey s;
-    memset(&s, 0, sizeof s);
-    s.window_ms = k->window_ms;
-    s.stale_ms = k->stale_ms;
-    s.cs = &k->cs;
-    memset(&ch->v, 0, sizeof ch->v);
-    ch->v.ready = 1;
-    if (ch->to != LB_MODE_MODERN && ch->from != LB_MODE_MODERN) return 0;
+                 redisContext *nc, const checks *k, change *ch, lb__cli_survey *s, char *err,
+                 size_t cap) {
+    s->window_ms = k->window_ms;
+    s->stale_ms = k->stale_ms;
+    s->cs = &k->f.cs;
+    s->legacy_calls = -1;
     int watch = ch->to == LB_MODE_MODERN && k->observe_ms > 0;
     double t0 = lb__cli_mono_ms();
     int64_t calls0 = -1;
     if (watch && lb__cli_legacy_calls_all(t, c, &calls0, err, cap) != 0) return -1;
-    if (lb__cli_survey_ns(&s, nc, ch->ns, err, cap) != 0) return -1;
-    if (lb__cli_survey_keys(&s, t, c, &k->so, err, cap) != 0) return -1;
-    if (watch && observe(a, t, k, &s, t0, calls0, err, cap) != 0) return -1;
+    if (lb__cli_survey_ns(s, nc, ch->ns, err, cap) != 0) return -1;
+    s->gate.ttl_ms = k->f.ttl_ms;
+    s->gate.refresh_ms = k->f.refresh_ms;
+    s->track = watch;
+    if (lb__cli_survey_keys(s, t, c, &k->f.so, err, cap) != 0) return -1;
+    if (watch && observe(a, t, k, s, t0, calls0, err, cap) != 0) return -1;
     ch->checked = 1;
-    lb__cli_survey_verdict(&s, ch->from, ch->to, &ch->v);
-    /* Stepping back two stages puts legacy clients beside token values. */
-    if (ch->from == LB_MODE_MODERN && ch->to == LB_MODE_LEGACY && ch->v.n < LB__CLI_MAX_REASONS) {
-        snprintf(ch->v.reason[ch->v.n].text, sizeof ch->v.reason[0].text,
-                 "modern and legacy are not adjacent: step back through compat first");
-        ch->v.reason[ch->v.n++].blocker = 1;
-        ch->v.ready = 0;
-    }
-    /* Only moving forward to modern is refused on evidence; stepping back is
-     * always allowed between adjacent modes, with the warnings. */
-    if (ch->to != LB_MODE_MODERN && !(ch->from == LB_MODE_MODERN && ch->to == LB_MODE_LEGACY))
-        for (int i = 0; i < ch->v.n; i++) ch->v.reason[i].blocker = 0;
-    ch->v.ready = 1;
-    for (int i = 0; i < ch->v.n; i++)
-        if (ch->v.reason[i].blocker) ch->v.ready = 0;
+    lb__cli_survey_verdict(s, ch->from, ch->to, &k->go, &ch->v);
     return 0;
 }
 
+static redisContext *writer(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
+                            char *err, size_t cap) {
+    return t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, cap)
+                      : lb__cli_connect(&a->conn, err, cap);
+}
+
 static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
-               redisContext *nc, const char *ns, lb_mode to, const checks *k) {
+               redisContext *nc, const char *ns, lb_mode to, checks *k) {
     change ch;
     char err[512];
     int found;
+    lb__cli_gate g;
     memset(&ch, 0, sizeof ch);
     ch.ns = ns;
     ch.to = to;
-    ch.force = lb__cli_opt(a, opts, "--force") != NULL;
     int rc = lb_mode_get(nc, ns, strlen(ns), &ch.from, &found);
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
     if (rc != LB_OK)
         return lb__cli_error(a, NULL, rc, nc->errstr[0] ? nc->errstr : lb_strerror(rc));
+    if (lb__cli_gate_read(nc, ns, &g, err, sizeof err) == 0 &&
+        config_resolve(a, ns, &k->f, &g) != 0)
+        return LB__CLI_EXIT_USAGE;
     if (ch.from == ch.to && found) return report(&ch, "already set"), LB__CLI_EXIT_OK;
-    /* The scan leaves its connection unusable: a fresh one writes the mode (on
-     * a cluster, on the primary that owns the control key's slot). */
-    rc = check(a, t, c, nc, k, &ch, err, sizeof err);
-    if (rc < 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
-    if (!ch.v.ready && !ch.force) return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
-    redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, sizeof err)
-                                 : lb__cli_connect(&a->conn, err, sizeof err);
-    if (!w) return lb__cli_error(a, NULL, LB_EIO, err);
+    /* The scan leaves its connection unusable: a fresh one writes (on a
+     * cluster, on the primary that owns the namespace's slot). */
+    lb__cli_survey s;
+    memset(&s, 0, sizeof s);
+    rc = check(a, t, c, nc, k, &ch, &s, err, sizeof err);
+    redisContext *w = rc == 0 ? writer(a, t, ns, err, sizeof err) : NULL;
+    if (w && lb__cli_survey_remember(&s, w, ns, err, sizeof err) != 0) {
+        redisFree(w);
+        w = NULL;
+    }
+    lb__cli_survey_clear(&s);
+    if (!w) return lb__cli_error(a, NULL, rc < 0 ? LB_EREDIS : LB_EIO, err);
+    if (!ch.v.ready) {
+        redisFree(w);
+        return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
+    }
     rc = lb_mode_set(w, ns, strlen(ns), ch.to, &ch.from, &ch.receivers);
+    if (rc == LB_OK && config_store(w, ns, &k->f, 0, err, sizeof err) != 0)
+        rc = LB_EREDIS;
     redisFree(w);
     if (rc == LB_ESTATE) {
         fprintf(stderr, "%s: the mode changed while it was being checked; nothing written\n",
@@ -254,7 +444,9 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
     }
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, lb_strerror(rc));
     ch.changed = 1;
-    report(&ch, ch.v.ready ? "set" : "set (forced)");
+    int skipped = 0;
+    for (int i = 0; i < ch.v.n; i++) skipped |= ch.v.reason[i].skipped;
+    report(&ch, skipped ? "set (checks skipped by --override)" : "set");
     return LB__CLI_EXIT_OK;
 }
 
@@ -263,15 +455,20 @@ static int run(const lb__cli_args *a) {
     checks k;
     lb_mode to = LB_MODE_LEGACY;
     char shown[64];
-    int is_get = a->npos >= 1 && strcmp(a->pos[0], "get") == 0;
-    int is_set = a->npos >= 1 && strcmp(a->pos[0], "set") == 0;
-    if (!is_get && !is_set) return lb__cli_usage(a, "expects get or set");
-    if (is_get && a->npos != 1) return lb__cli_usage(a, "get takes no MODE");
+    const char *verb = a->npos >= 1 ? a->pos[0] : "";
+    int is_get = strcmp(verb, "get") == 0, is_set = strcmp(verb, "set") == 0;
+    int is_config = strcmp(verb, "config") == 0;
+    if (!is_get && !is_set && !is_config) return lb__cli_usage(a, "expects get, set or config");
+    if (!is_set && a->npos != 1) return lb__cli_usage(a, "%s takes no MODE", verb);
     if (is_set && a->npos != 2) return lb__cli_usage(a, "set expects one MODE");
     if (lb__cli_ns_read(a, opts, &ns) != 0) return LB__CLI_EXIT_USAGE;
-    if (is_get) {
-        for (int i = 1; opts[i].name; i++)
-            if (a->opt[i]) return lb__cli_usage(a, "%s applies to set only", opts[i].name);
+    for (int i = 1; opts[i].name && !is_set; i++) {
+        int config_opt = strcmp(opts[i].name, "--match") == 0 ||
+                         strcmp(opts[i].name, "--codec") == 0 ||
+                         strcmp(opts[i].name, "--ttl-ms") == 0 ||
+                         strcmp(opts[i].name, "--refresh-ms") == 0;
+        if (a->opt[i] && (is_get || !config_opt))
+            return lb__cli_usage(a, "%s does not apply to %s", opts[i].name, verb);
     }
     if (is_set && lb_mode_parse(a->pos[1], strlen(a->pos[1]), &to) != LB_OK) {
         lb__cli_printable(shown, sizeof shown, a->pos[1], strlen(a->pos[1]));
@@ -289,7 +486,9 @@ static int run(const lb__cli_args *a) {
     int code;
     if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)))
         code = lb__cli_error(a, NULL, LB_EIO, err);
-    else code = is_get ? get(a, nc, ns) : set(a, &t, c, nc, ns, to, &k);
+    else if (is_get) code = get(a, nc, ns);
+    else if (is_config) code = configure(a, nc, ns);
+    else code = set(a, &t, c, nc, ns, to, &k);
     lb__cli_ns_done(nc, c);
     lb__cli_topo_clear(&t);
     redisFree(c);
@@ -297,5 +496,5 @@ static int run(const lb__cli_args *a) {
 }
 
 const lb__cli_command lb__cli_cmd_mode = {
-    "mode", "read or change a namespace's mode (legacy, compat, modern)", help, opts, 2, run,
-    0};
+    "mode", "read or change a namespace's mode (legacy, compat, modern) and its gate's "
+    "configuration", help, opts, 2, run, 0};

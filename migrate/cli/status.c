@@ -1,6 +1,7 @@
 /* `lockbridge status`: every lock key matching a pattern, by format, TTL and
- * holder age; the namespace's mode and census; and whether the next migration
- * stage is safe, with the reasons. Read-only. */
+ * holder age; the namespace's mode, census and gate record; whether the next
+ * migration stage is safe, with the reasons; and an alarm when a legacy writer
+ * shows up in a modern namespace. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,14 +29,21 @@ static const char help[] =
     "each lock's format, TTL and holder age; counts by format, TTL-less keys, and\n"
     "legacy locks expired but still present; the census's live and stale entries per\n"
     "mode; and a verdict on the next stage (legacy -> compat -> modern) with its\n"
-    "reasons. Nothing is written. lockbridge's companion keys ({k}:fence,\n"
-    "{ns}:lb-mode, {ns}:lb-census, ...) are left out. On a Redis Cluster node,\n"
-    "every primary of the slot map is scanned and the counts added up.\n"
+    "reasons: the same decision `mode set` makes, except the SETNX/GETSET\n"
+    "observation, which only `mode set` makes (the verdict says so). The only write\n"
+    "is to the namespace's gate record ({NS}:lb-gate): the legacy and modern\n"
+    "writers this scan saw, so that the evidence outlives sweep and pruning.\n"
+    "lockbridge's companion keys (a lock's fence, queue and fair state, the\n"
+    "namespace's lb-mode, lb-census and lb-gate) are left out, by name and type.\n"
+    "On a Redis Cluster node, every primary of the slot map is scanned and the\n"
+    "counts added up.\n"
     "\n"
     "  --ns NS          the namespace whose mode and census are read (required)\n"
-    "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
+    "  --match PATTERN  SCAN MATCH glob of the lock keys (default: the namespace's\n"
+    "                   stored pattern, else *)\n"
     "  --count N        SCAN COUNT hint, 1..100000 (default 1000)\n"
-    "  --codec SPEC     a codec the fleet writes; repeat for several (default ms)\n"
+    "  --codec SPEC     a codec the fleet writes; repeat for several (default: the\n"
+    "                   namespace's stored codecs, else ms)\n"
     "  --ttl-ms N       the fleet's lock validity, ms: gives holder ages\n"
     "  --window-ms N    a legacy writer seen this recently blocks modern, ms\n"
     "                   (default 3600000)\n"
@@ -45,8 +53,10 @@ static const char help[] =
     "  --json           \"lock\" JSON lines, then one \"status\" line\n"
     "\n"
     "A scan longer than a second prints its progress on stderr.\n"
-    "Exit: 0 the next stage is safe (or modern, the last, is reached); 6 it is not\n"
-    "(see the blockers); 1 usage; 4 connection or Redis error.\n"
+    "Exit: 0 the next stage is safe (or modern is reached and no legacy writer is\n"
+    "seen); 6 it is not (see the blockers); 7 ALARM: the namespace is modern and a\n"
+    "legacy writer is live in it (step back: mode set compat); 1 usage; 4\n"
+    "connection or Redis error.\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 typedef struct rows {
@@ -101,6 +111,8 @@ static int on_row(const lb__cli_key *k, const lb_class *cl, void *ud) {
     return lb__cli_emit(o) == 0 ? 0 : -1;
 }
 
+static int alarm(const lb__cli_survey *s);
+
 /* ---- The summary ---------------------------------------------------------------------- */
 static const char *mode_shown(const lb__cli_survey *s) {
     if (s->mode_rc != LB_OK) return "unreadable";
@@ -124,6 +136,14 @@ static void add_reasons(cJSON *o, const lb__cli_verdict *v, int blocker, const c
             cJSON_AddItemToArray(arr, cJSON_CreateString(v->reason[i].text));
 }
 
+/* The checks behind the blockers, by name (what `mode set --override` takes). */
+static void add_checks(cJSON *o, const lb__cli_verdict *v) {
+    cJSON *arr = cJSON_AddArrayToObject(o, "blocking_checks");
+    for (int i = 0; arr && i < v->n; i++)
+        if (v->reason[i].blocker)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(lb__cli_check_name(v->reason[i].check)));
+}
+
 static void summary_json(const char *ns, const lb__cli_survey *s, const char *next,
                          const lb__cli_verdict *v, const char *verdict) {
     cJSON *o = lb__cli_event("status"), *f;
@@ -143,12 +163,15 @@ static void summary_json(const char *ns, const lb__cli_survey *s, const char *ne
     lb__cli_add_i64(o, "ttl_less", (int64_t)s->ttl_less);
     lb__cli_add_i64(o, "legacy_expired_present", (int64_t)s->legacy_expired);
     lb__cli_add_i64(o, "legacy_recent", (int64_t)s->legacy_recent);
+    lb__cli_add_i64(o, "legacy_live", (int64_t)s->legacy_live);
+    lb__cli_add_bool(o, "alarm", alarm(s));
     if (s->token_max_pttl_ms >= 0) lb__cli_add_i64(o, "token_max_pttl_ms", s->token_max_pttl_ms);
     add_census(o, s);
     if (next) lb__cli_add_str(o, "next", next);
     else cJSON_AddNullToObject(o, "next");
     lb__cli_add_str(o, "verdict", verdict);
     add_reasons(o, v, 1, "blockers");
+    add_checks(o, v);
     add_reasons(o, v, 0, "notes");
     lb__cli_emit(o);
 }
@@ -177,20 +200,45 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
         printf(" %s %llu/%llu%s", lb_mode_name((lb_mode)m), (unsigned long long)s->census_live[m],
                (unsigned long long)s->census_stale[m], m < 2 ? "," : "\n");
     printf("next stage: %s: %s\n", next ? next : "none (modern is the last)", verdict);
-    for (int i = 0; i < v->n; i++)
-        printf("  %s %s\n", v->reason[i].blocker ? "blocker:" : "note:   ", v->reason[i].text);
+    for (int i = 0; i < v->n; i++) {
+        if (v->reason[i].blocker)
+            printf("  blocker: [%s] %s\n", lb__cli_check_name(v->reason[i].check),
+                   v->reason[i].text);
+        else printf("  note:    %s\n", v->reason[i].text);
+    }
+}
+
+/* In modern, a live TTL-less timestamp or a live legacy census entry is a
+ * legacy client writing beside token holders: the runbook's cue to step back. */
+static int alarm(const lb__cli_survey *s) {
+    return s->mode_rc == LB_OK && s->mode == LB_MODE_MODERN &&
+           (s->legacy_live || s->census_live[LB_MODE_LEGACY]);
+}
+
+static void alarm_text(const char *ns, const lb__cli_survey *s) {
+    fprintf(stderr, "ALARM: namespace %s is modern and a legacy writer is live in it: %llu "
+            "TTL-less timestamp(s) running, %llu live legacy census entr(ies). Legacy clients "
+            "cannot read tokens: step back now with `lockbridge mode set compat --ns %s`.\n",
+            ns, (unsigned long long)s->legacy_live,
+            (unsigned long long)s->census_live[LB_MODE_LEGACY], ns);
 }
 
 static int report(const char *ns, const lb__cli_survey *s, uint64_t more) {
     lb__cli_verdict v;
+    lb__cli_gateopts go;
+    memset(&go, 0, sizeof go);
     lb_mode from = s->mode_rc == LB_OK ? s->mode : LB_MODE_LEGACY;
     lb_mode to = from == LB_MODE_MODERN ? from : (lb_mode)(from + 1);
     char next[40];
     snprintf(next, sizeof next, "%s -> %s", lb_mode_name(from), lb_mode_name(to));
-    lb__cli_survey_verdict(s, from, to, &v);
-    const char *verdict = v.ready ? (from == to ? "final" : "ready") : "not ready";
+    lb__cli_survey_verdict(s, from, to, &go, &v);
+    int alarmed = alarm(s);
+    const char *verdict = alarmed ? "ALARM: legacy writer in a modern namespace"
+                          : v.ready ? (from == to ? "final" : "ready") : "not ready";
     if (lb__cli_is_json()) summary_json(ns, s, from == to ? NULL : next, &v, verdict);
     else summary_text(ns, s, from == to ? NULL : next, &v, verdict, more);
+    if (alarmed) alarm_text(ns, s);
+    if (alarmed) return LB__CLI_EXIT_ALARM;
     return v.ready ? LB__CLI_EXIT_OK : LB__CLI_EXIT_UNSAFE;
 }
 
@@ -213,11 +261,58 @@ int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
     return 0;
 }
 
+/* Up to `max` namespaces found on the server: keys named "{NS}:lb-mode" (or
+ * "NS:lb-mode" for a tagged NS) that hold a string. Printed on stderr. */
+static void list_namespaces(const lb__cli_args *a, int max) {
+    char err[256];
+    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "  (no server to list namespaces from: %s)\n", err);
+        return;
+    }
+    char cursor[32] = "0";
+    int found = 0, rounds = 0;
+    do {
+        redisReply *r = redisCommand(c, "SCAN %s MATCH *:lb-mode COUNT 1000 TYPE string", cursor);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            if (r) freeReplyObject(r);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str ? r->element[0]->str : "0");
+        const redisReply *keys = r->element[1];
+        for (size_t i = 0; i < keys->elements && found < max; i++) {
+            const char *k = keys->element[i]->str;
+            size_t len = (size_t)keys->element[i]->len;
+            if (lb_companion_of(k, len, NULL) != LB_COMPANION_MODE) continue;
+            size_t nslen = len - strlen(":lb-mode");
+            char shown[160];
+            /* "{ns}:lb-mode" is ns's; "t{a}:lb-mode" is the tagged "t{a}"'s. */
+            if (k[0] == '{' && k[nslen - 1] == '}' && !memchr(k + 1, '{', nslen - 2))
+                lb__cli_printable(shown, sizeof shown, k + 1, nslen - 2);
+            else lb__cli_printable(shown, sizeof shown, k, nslen);
+            fprintf(stderr, "%s  --ns %s\n", found ? "" : "namespaces on this server:\n", shown);
+            found++;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0 && found < max && ++rounds < 10000);
+    if (!found) fprintf(stderr, "  (no namespace on this server yet: `lockbridge mode set compat "
+                                "--ns NAME` creates one)\n");
+    redisFree(c);
+}
+
 int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const char **ns) {
     lb_ns_keys k;
     char shown[80];
     *ns = lb__cli_opt(a, defs, "--ns");
-    if (!*ns) return lb__cli_usage(a, "--ns NS is required"), -1;
+    if (!*ns) {
+        lb__cli_usage(a, "--ns NS is required");
+        fprintf(stderr, "A namespace names one fleet's migration: its control key {NS}:lb-mode "
+                "holds the mode (legacy, compat, modern) its clients follow, {NS}:lb-census "
+                "lists those clients, {NS}:lb-gate what the gate has seen. Clients are given "
+                "it in their options (lb_mlock_options.ns, lockbridge hold --ns).\n");
+        list_namespaces(a, 20);
+        return -1;
+    }
     if (lb_ns_keys_init(&k, *ns, strlen(*ns)) != LB_OK) {
         lb__cli_printable(shown, sizeof shown, *ns, strlen(*ns));
         return lb__cli_usage(a, "bad --ns \"%s\": empty, too long, or a '}' without a hash "
@@ -238,6 +333,29 @@ static int read_opts(const lb__cli_args *a, lb__cli_survey *s, rows *r) {
          lb__cli_int(a, "--limit", v, 0, LIMIT_MAX, &r->limit) != 0))
         return -1;
     return 0;
+}
+
+/* The namespace's stored pattern and codecs stand in for options not given. */
+static int use_stored(const lb__cli_args *a, const lb__cli_survey *s, lb__cli_codecs *cs,
+                      lb__cli_scanopts *so) {
+    if (!lb__cli_opt(a, opts, "--match") && s->gate.have_match) so->match = s->gate.match;
+    if (!lb__cli_opt(a, opts, "--codec") && s->gate.have_codecs &&
+        lb__cli_codecs_parse_list(cs, s->gate.codecs) != 0)
+        return lb__cli_usage(a, "the namespace's stored codecs do not parse: '%s'",
+                             s->gate.codecs);
+    return 0;
+}
+
+/* The scan's connection is unusable afterwards: a fresh one records what the
+ * scan saw in the namespace's gate record. */
+static int remember(const lb__cli_args *a, const lb__cli_topo *t, const lb__cli_survey *s,
+                    const char *ns, char *err, size_t cap) {
+    redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, cap)
+                                 : lb__cli_connect(&a->conn, err, cap);
+    if (!w) return -1;
+    int rc = lb__cli_survey_remember(s, w, ns, err, cap);
+    redisFree(w);
+    return rc;
 }
 
 static int run(const lb__cli_args *a) {
@@ -270,12 +388,16 @@ static int run(const lb__cli_args *a) {
         return lb__cli_error(a, NULL, LB_EREDIS, err);
     }
     if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
-        lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0 ||
-        lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0)
+        lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0)
+        code = lb__cli_error(a, NULL, LB_EREDIS, err);
+    else if (use_stored(a, &s, &cs, &so) != 0) code = LB__CLI_EXIT_USAGE;
+    else if (lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0 ||
+             remember(a, &t, &s, ns, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
     else code = report(ns, &s, s.keys > r.shown ? s.keys - r.shown : 0);
     lb__cli_ns_done(nc, c);
     lb__cli_topo_clear(&t);
+    lb__cli_survey_clear(&s);
     redisFree(c);
     return code;
 }

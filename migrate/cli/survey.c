@@ -1,41 +1,69 @@
 /* The survey behind `status` and `mode set`: a scan of the lock keys counted by
- * format, the namespace's mode and census, and the evidence that decides
- * whether the next migration stage is safe. */
-#include <stdarg.h>
+ * format, the namespace's mode, census and gate record, and the evidence that
+ * decides whether a change of stage is safe (the verdict is in verdict.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "migrate/cli/cli.h"
 
-/* How long ago (ms, >= 0) a timestamp expired, by this host's wall clock; 0
- * when it has not, -1 when its clock cannot be judged from here. */
-static int64_t expired_for_ms(const lb__cli_survey *s, const lb_class *cl, const lb_now *now) {
+/* A timestamp's expiry in epoch ms by its codec, or -1 when its clock cannot be
+ * judged from here (a monotonic clock, an ambiguous value). */
+static int64_t expiry_ms(const lb__cli_survey *s, const lb_class *cl) {
     int64_t at;
-    if (!cl->expired) return 0;
+    if (cl->format != LB_FORMAT_LEGACY && cl->format != LB_FORMAT_COMPAT) return -1;
+    if (lb__cli_is_mono(s->cs, cl)) return -1;
     if (lb__cli_expiry_epoch_ms(&s->cs->codec[cl->codec], cl->expiry, &at) != 0) return -1;
-    int64_t now_ms = now->wall_us / 1000;
-    return now_ms > at ? now_ms - at : 0;
+    return at;
+}
+
+static void example(lb__cli_examples *e, const lb__cli_key *k, int64_t remaining_ms) {
+    if (e->n >= LB__CLI_EXAMPLES) return;
+    lb__cli_printable(e->key[e->n].key, sizeof e->key[0].key, k->key, k->keylen);
+    e->key[e->n++].remaining_ms = remaining_ms;
 }
 
 /* A TTL-less timestamp is a legacy client's write (compat clients always set a
  * TTL, and GETSET clears it). It counts as recent while it runs and for
- * window_ms after it expired; one whose clock cannot be judged counts too. */
-static void count_timestamp(lb__cli_survey *s, const lb_class *cl, const lb_now *now) {
-    /* A TTL-less ambiguous value is a legacy client's write whose expiry no
-     * codec can judge: recent, as one on another host's clock is. */
-    if (cl->format == LB_FORMAT_AMBIGUOUS && cl->pttl_ms == -1) s->legacy_recent++;
-    if (cl->format != LB_FORMAT_LEGACY) return;
-    int64_t ago = expired_for_ms(s, cl, now);
-    if (cl->expired) s->legacy_expired++;
-    if (ago < 0 || ago <= s->window_ms) s->legacy_recent++;
-    if (lb__cli_is_mono(s->cs, cl)) s->mono++;
+ * window_ms after it expired; one whose clock cannot be judged (a monotonic
+ * clock, or a value the codecs read differently) counts as running. */
+static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl,
+                            int64_t now_ms) {
+    int ambiguous = cl->format == LB_FORMAT_AMBIGUOUS;
+    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && !ambiguous)) return;
+    int64_t at = ambiguous ? -1 : expiry_ms(s, cl);
+    if (cl->format == LB_FORMAT_LEGACY && cl->expired) s->legacy_expired++;
+    if (cl->format == LB_FORMAT_LEGACY && lb__cli_is_mono(s->cs, cl)) s->mono++;
+    int live = at < 0 ? 1 : at > now_ms;
+    if (live) s->legacy_live++;
+    if (at < 0 || now_ms - at <= s->window_ms) {
+        s->legacy_recent++;
+        example(&s->ex[LB__CLI_EX_LEGACY], k, at < 0 ? -1 : (live ? at - now_ms : 0));
+    }
+    int64_t until = at < 0 ? now_ms : at;
+    if (until > s->legacy_until_ms) s->legacy_until_ms = until;
+}
+
+/* The observation's later scans: a TTL-less timestamp whose (key, value) was
+ * not seen before appeared or changed, so a legacy client wrote it meanwhile;
+ * one seen again unchanged proves nothing (a crashed holder's lock is static). */
+static int track(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl) {
+    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && cl->format != LB_FORMAT_AMBIGUOUS))
+        return 0;
+    int added = lb__cli_seen_add(&s->seen, lb__cli_fingerprint(k->key, k->keylen, k->value,
+                                                               k->valuelen));
+    if (added < 0) return -1;
+    if (s->track == 2) {
+        if (added) s->observe_changed++;
+        else s->observe_static++;
+    }
+    return 0;
 }
 
 static int on_key(const lb__cli_key *k, void *ud) {
     lb__cli_survey *s = ud;
     lb_class cl;
-    if (lb__cli_is_companion(k->key, k->keylen)) {
+    if (lb__cli_is_companion(k)) {
         s->companions++;
         return 0;
     }
@@ -44,9 +72,13 @@ static int on_key(const lb__cli_key *k, void *ud) {
     s->keys++;
     if ((unsigned)cl.format < LB__CLI_FORMATS) s->per_format[cl.format]++;
     if (cl.format != LB_FORMAT_ABSENT && k->pttl_ms == -1) s->ttl_less++;
-    count_timestamp(s, &cl, &now);
-    if (cl.format == LB_FORMAT_TOKEN && cl.pttl_ms > s->token_max_pttl_ms)
-        s->token_max_pttl_ms = cl.pttl_ms;
+    count_timestamp(s, k, &cl, now.wall_us / 1000);
+    if (s->track && track(s, k, &cl) != 0) return -1;
+    if (cl.format == LB_FORMAT_INCR) example(&s->ex[LB__CLI_EX_INCR], k, k->pttl_ms);
+    if (cl.format == LB_FORMAT_TOKEN) {
+        example(&s->ex[LB__CLI_EX_TOKEN], k, cl.pttl_ms);
+        if (cl.pttl_ms > s->token_max_pttl_ms) s->token_max_pttl_ms = cl.pttl_ms;
+    }
     return s->row ? s->row(k, &cl, s->row_ud) : 0;
 }
 
@@ -54,7 +86,9 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
                         const lb__cli_scanopts *o, char *err, size_t cap) {
     uint64_t scanned = 0;
     s->token_max_pttl_ms = -1;
+    s->legacy_until_ms = -1;
     s->cluster = t->cluster;
+    s->match = o->match;
     double t0 = lb__cli_mono_ms();
     int rc = lb__cli_scan_each(t, c, o, on_key, NULL, s, &scanned, &s->servers, err, cap);
     s->scan_ms = lb__cli_mono_ms() - t0;
@@ -63,26 +97,13 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
     return rc == 0 ? 0 : -1;
 }
 
-int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
-                      size_t cap) {
+static int census(lb__cli_survey *s, redisContext *c, const char *ns, char *err, size_t cap) {
     lb_now now = lb_clock_now(NULL);
-    size_t nslen = strlen(ns);
-    s->mode_rc = lb_mode_get(c, ns, nslen, &s->mode, &s->mode_found);
-    if (s->mode_rc != LB_OK && s->mode_rc != LB_EFOREIGN && s->mode_rc != LB_EWRONGTYPE) {
-        snprintf(err, cap, "reading the mode: %s", lb_strerror(s->mode_rc));
-        return -1;
-    }
     lb_census_entry *e = NULL;
     size_t n = 0;
-    int rc = lb_census_list(c, ns, nslen, &now, s->stale_ms, NULL, &e, &n);
-    if (rc == LB_EWRONGTYPE) {
-        s->census_unreadable = 1;
-        return 0;
-    }
-    if (rc != LB_OK) {
-        snprintf(err, cap, "reading the census: %s", lb_strerror(rc));
-        return -1;
-    }
+    int rc = lb_census_list(c, ns, strlen(ns), &now, s->stale_ms, NULL, &e, &n);
+    if (rc == LB_EWRONGTYPE) return s->census_unreadable = 1, 0;
+    if (rc != LB_OK) return snprintf(err, cap, "reading the census: %s", lb_strerror(rc)), -1;
     for (size_t i = 0; i < n; i++) {
         if (!e[i].valid) {
             s->census_invalid++;
@@ -91,10 +112,46 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
         if ((unsigned)e[i].mode > 2) continue;
         if (e[i].stale) s->census_stale[e[i].mode]++;
         else s->census_live[e[i].mode]++;
-        if (e[i].mode == LB_MODE_LEGACY && e[i].age_ms <= s->window_ms) s->census_legacy_recent++;
+        if (e[i].mode != LB_MODE_LEGACY) continue;
+        if (e[i].age_ms <= s->window_ms) s->census_legacy_recent++;
+        if (e[i].seen_ms > s->census_legacy_seen_ms) s->census_legacy_seen_ms = e[i].seen_ms;
     }
     lb_census_free(NULL, e);
     return 0;
+}
+
+int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
+                      size_t cap) {
+    s->census_legacy_seen_ms = -1;
+    s->now_ms = lb__cli_server_ms(c);
+    if (s->now_ms < 0) s->now_ms = lb_clock_now(NULL).wall_us / 1000;
+    s->mode_rc = lb_mode_get(c, ns, strlen(ns), &s->mode, &s->mode_found);
+    if (s->mode_rc != LB_OK && s->mode_rc != LB_EFOREIGN && s->mode_rc != LB_EWRONGTYPE)
+        return snprintf(err, cap, "reading the mode: %s", lb_strerror(s->mode_rc)), -1;
+    if (lb__cli_gate_read(c, ns, &s->gate, err, cap) != 0) {
+        if (!strstr(err, "WRONGTYPE")) return -1;
+        s->gate_unreadable = 1;
+    }
+    return census(s, c, ns, err, cap);
+}
+
+int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char *ns,
+                            char *err, size_t cap) {
+    if (s->gate_unreadable) return 0;
+    int64_t legacy = s->legacy_until_ms > s->census_legacy_seen_ms ? s->legacy_until_ms
+                                                                   : s->census_legacy_seen_ms;
+    if (s->observe_changed && s->now_ms > legacy) legacy = s->now_ms;
+    int64_t modern = -1;
+    if (s->token_max_pttl_ms >= 0) modern = s->now_ms + s->token_max_pttl_ms;
+    if (s->census_live[LB_MODE_MODERN] && s->now_ms > modern) modern = s->now_ms;
+    if (s->keys && s->match && lb__cli_gate_matched(c, ns, s->match, s->now_ms, err, cap) != 0)
+        return -1;
+    if (lb__cli_gate_note(c, ns, "legacy_until_ms", legacy, err, cap) != 0) return -1;
+    return lb__cli_gate_note(c, ns, "modern_until_ms", modern, err, cap);
+}
+
+void lb__cli_survey_clear(lb__cli_survey *s) {
+    lb__cli_seen_clear(&s->seen);
 }
 
 /* The calls= figure of one command in an INFO commandstats reply; 0 when the
@@ -119,69 +176,4 @@ int64_t lb__cli_legacy_calls(redisContext *c) {
     }
     if (r) freeReplyObject(r);
     return total;
-}
-
-/* ---- The verdict --------------------------------------------------------------------- */
-__attribute__((format(printf, 3, 4))) static void reason(lb__cli_verdict *v, int blocker,
-                                                          const char *fmt, ...) {
-    va_list ap;
-    if (v->n >= LB__CLI_MAX_REASONS) return;
-    va_start(ap, fmt);
-    vsnprintf(v->reason[v->n].text, sizeof v->reason[v->n].text, fmt, ap);
-    va_end(ap);
-    v->reason[v->n++].blocker = blocker;
-    if (blocker) v->ready = 0;
-}
-
-/* Evidence that a legacy client still writes: TTL-less timestamps that are
- * live or recent, and legacy-mode census entries seen within the window. */
-static void legacy_writers(const lb__cli_survey *s, lb__cli_verdict *v) {
-    if (s->legacy_recent)
-        reason(v, 1, "%llu TTL-less timestamp(s) running or expired within the window: "
-                     "a legacy client wrote them", (unsigned long long)s->legacy_recent);
-    if (s->census_legacy_recent)
-        reason(v, 1, "%llu census entr(ies) in legacy mode seen within the window",
-               (unsigned long long)s->census_legacy_recent);
-    if (s->observe_legacy)
-        reason(v, 1, "%llu TTL-less timestamp(s) seen by %llu more scan(s) over %lld ms: a "
-               "legacy client is writing", (unsigned long long)s->observe_legacy,
-               (unsigned long long)s->observe_passes, (long long)s->observe_ms);
-    if (s->legacy_calls > 0)
-        reason(v, 1, "%lld SETNX/GETSET call(s) on the server during %lld ms: a client of "
-               "the legacy protocol is active (compat and modern clients send neither; "
-               "if another application's SETNX, --force)", (long long)s->legacy_calls,
-               (long long)s->observe_ms);
-    else if (s->observe_ms > 0 && s->legacy_calls < 0)
-        reason(v, 0, "INFO commandstats could not be read: SETNX/GETSET activity not checked");
-}
-
-void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
-                            lb__cli_verdict *v) {
-    memset(v, 0, sizeof *v);
-    v->ready = 1;
-    if (s->mode_rc == LB_EFOREIGN || s->mode_rc == LB_EWRONGTYPE)
-        reason(v, 1, "the control key holds something other than a mode name");
-    if (s->per_format[LB_FORMAT_INCR])
-        reason(v, 1, "%llu INCR counter(s): INCR lockers can share keys with no other "
-                     "protocol", (unsigned long long)s->per_format[LB_FORMAT_INCR]);
-    if (to == LB_MODE_MODERN) legacy_writers(s, v);
-    if (to == LB_MODE_MODERN && from == LB_MODE_LEGACY)
-        reason(v, 1, "legacy and modern are not adjacent: step through compat first");
-    if (to < from && s->per_format[LB_FORMAT_TOKEN])
-        reason(v, 0, "%llu token value(s) still held, the last lapsing in %lld ms: legacy "
-               "clients cannot read them", (unsigned long long)s->per_format[LB_FORMAT_TOKEN],
-               (long long)s->token_max_pttl_ms);
-    if (s->legacy_expired)
-        reason(v, 0, "%llu expired TTL-less legacy lock(s) still present: `lockbridge sweep` "
-                     "gives them a TTL or removes them", (unsigned long long)s->legacy_expired);
-    if (s->per_format[LB_FORMAT_UNKNOWN])
-        reason(v, 0, "%llu value(s) in no known format: left alone by every mode; check the "
-                     "--codec list", (unsigned long long)s->per_format[LB_FORMAT_UNKNOWN]);
-    if (s->mono)
-        reason(v, 0, "%llu value(s) on a monotonic clock: judged on this host only",
-               (unsigned long long)s->mono);
-    if (s->census_unreadable) reason(v, 1, "the census key is not a hash");
-    if (s->census_invalid)
-        reason(v, 0, "%llu census field(s) that are not census entries",
-               (unsigned long long)s->census_invalid);
 }

@@ -112,7 +112,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
     sweep *s = ud;
     lb_class cl;
     int64_t at;
-    if (lb__cli_is_companion(k->key, k->keylen)) return 0;
+    if (lb__cli_is_companion(k)) return 0;
     lb_now now = lb_clock_now(NULL);
     if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
     if (cl.format != LB_FORMAT_LEGACY || k->pttl_ms != -1 || !k->value) {

@@ -1,9 +1,16 @@
--- Sets a namespace's mode and announces it. KEYS[1] control key; ARGV[1] new
--- mode name, ARGV[2] expected current mode ("" any; an absent key is
--- "legacy"), ARGV[3] channel. Returns the PUBLISH receiver count, -1 when the
--- current mode is not the expected one, -2 when the key is not a string.
+-- Sets a namespace's mode and announces it. KEYS[1] control key, KEYS[2] the
+-- namespace's gate record (a hash: since_ms gets the server's time, so the
+-- gate knows how long the stage has lasted); ARGV[1] new mode name, ARGV[2]
+-- expected current mode ("" any; an absent key is "legacy"), ARGV[3] channel.
+-- Returns the PUBLISH receiver count, -1 when the current mode is not the
+-- expected one, -2 when the control key is not a string or the record not a
+-- hash.
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t ~= 'string' and t ~= 'none' then
+  return -2
+end
+local g = redis.call('TYPE', KEYS[2])['ok']
+if g ~= 'hash' and g ~= 'none' then
   return -2
 end
 if ARGV[2] ~= '' then
@@ -16,4 +23,6 @@ end
 -- mode is written, so an error reply means the mode did not change.
 local n = redis.call('PUBLISH', ARGV[3], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[1])
+local now = redis.call('TIME')
+redis.call('HSET', KEYS[2], 'since_ms', now[1] * 1000 + math.floor(now[2] / 1000))
 return n

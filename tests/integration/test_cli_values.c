@@ -92,7 +92,7 @@ static void test_a_seconds_value_beside_the_ms_codec_is_ambiguous_and_names_s(vo
     assert_true(lbt_num_of(l.line[1], "legacy_expired_present") == 0);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(l.line[1], "formats"), "ambiguous") ==
                 1);
-    assert_null(strstr(proc.out, "sweep"));
+    assert_null(strstr(proc.out, "lockbridge sweep"));
     lbt_lines_free(&l);
     const char *text[] = {"-p", port, "status", "--ns", "cv:ns", "--match", "cv:r", NULL};
     assert_int_equal(lbt_run(&proc, text), 0);

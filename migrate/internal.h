@@ -37,6 +37,8 @@ struct lb_mlock {
     lb_legacy_lock *legacy; /* legacy mode's protocol */
     lb_mode mode;           /* the mode the next operation starts in */
     int mode_read;          /* the control key was read at least once */
+    int mode_seen;          /* a mode name was read from it at least once */
+    int key_missing;        /* the last read found it absent after a mode was seen */
     int64_t mode_read_ns;   /* monotonic ns of the last read */
     int64_t census_ns;      /* monotonic ns of the last census refresh */
     int census_done;        /* refreshed at least once */

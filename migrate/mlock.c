@@ -199,6 +199,7 @@ int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms) {
 
 lb_mode lb_mlock_mode(const lb_mlock *l) { return l ? l->mode : LB_MODE_LEGACY; }
 int lb_mlock_held(const lb_mlock *l) { return l ? l->held : 0; }
+int lb_mlock_control_key_missing(const lb_mlock *l) { return l ? l->key_missing : 0; }
 lb_mode lb_mlock_held_mode(const lb_mlock *l) { return l ? l->held_mode : LB_MODE_LEGACY; }
 
 const char *lb_mlock_value(const lb_mlock *l, size_t *len) {

@@ -62,7 +62,9 @@ static int send_touch(lb_mlock *l, const lb_now *now) {
             return lb__fail(&l->m, LB_EINVAL, "census entry does not fit");
         if (l->opts.follow) mode_placeholder(l, l->mode);
     }
-    snprintf(l->modes_arg, sizeof l->modes_arg, "%s:%s", lb_mode_name(l->opts.mode),
+    /* A follower that has seen a mode keeps it when the key is absent. */
+    lb_mode absent = l->mode_seen ? l->mode : l->opts.mode;
+    snprintf(l->modes_arg, sizeof l->modes_arg, "%s:%s", lb_mode_name(absent),
              lb_mode_name(l->mode));
     lb__cmd_script(&l->m, &lb__script_migrate_touch, "2");
     lb__cmd_arg(&l->m.cmd, l->ns.mode, l->ns.modelen);
@@ -150,8 +152,10 @@ static int forward(lb_mlock *l, const redisReply *r, const lb_now *now) {
     return rc;
 }
 
-/* The mode read from the control key: a name, absent (the configured mode
- * applies), or something else (the last known mode stays). */
+/* The mode read from the control key: a name; absent (a follower that has
+ * seen a mode keeps it, and says the key is missing: a vanished key must never
+ * move it, least of all two stages; one that has not uses its configured
+ * mode); or something else (the last known mode stays). */
 static int on_touch(lb_mlock *l, const redisReply *r, const lb_now *now) {
     /* A read that failed is retried by the next acquire, due or not. */
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
@@ -165,10 +169,13 @@ static int on_touch(lb_mlock *l, const redisReply *r, const lb_now *now) {
     long long k = r->element[0]->integer;
     lb_mode m;
     if (l->opts.follow) {
-        if (k == 0) l->mode = l->opts.mode;
+        l->key_missing = k == 0 && l->mode_seen;
+        if (k == 0 && !l->mode_seen) l->mode = l->opts.mode;
         else if (k == 1 && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
-                 lb_mode_parse(r->element[1]->str, (size_t)r->element[1]->len, &m) == LB_OK)
+                 lb_mode_parse(r->element[1]->str, (size_t)r->element[1]->len, &m) == LB_OK) {
             l->mode = m;
+            l->mode_seen = 1;
+        }
         l->mode_read = 1;
         l->mode_read_ns = now->mono_ns;
     }

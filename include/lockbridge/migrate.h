@@ -277,6 +277,10 @@ lb_machine *lb_mlock_refresh_machine(lb_mlock *l);
 /* The mode the next operation starts in (as last read). */
 lb_mode lb_mlock_mode(const lb_mlock *l);
 int lb_mlock_held(const lb_mlock *l);
+/* 1 when a follower that has read a mode found the control key absent at its
+ * last read: it keeps the mode it had (a vanished key never moves it) until the
+ * key is written again; 0 otherwise. */
+int lb_mlock_control_key_missing(const lb_mlock *l);
 /* The mode the held lock was acquired in (valid while held). */
 lb_mode lb_mlock_held_mode(const lb_mlock *l);
 /* The value this handle last wrote (NUL-terminated); "" if none. */

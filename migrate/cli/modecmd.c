@@ -27,8 +27,8 @@ static const char help[] =
     "                           [--ttl-ms N] [--refresh-ms N] [--json]\n"
     "\n"
     "get prints namespace NS's mode and the configuration its gate scans with. An\n"
-    "absent control key means legacy to a client that has never read one; a client\n"
-    "that has keeps its last mode.\n"
+    "absent control key means no mode is set: a client that has read one keeps it,\n"
+    "others use their configured mode; a change from it is checked as from legacy.\n"
     "set writes the mode and publishes it to the clients that follow it, atomically\n"
     "and only if the mode is still the one read (a concurrent change is refused).\n"
     "config shows, or with options changes, the configuration stored in the\n"
@@ -202,8 +202,8 @@ static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
         return lb__cli_error(a, NULL, LB_EREDIS, err);
     if (!lb__cli_is_json()) {
         printf("%s%s\n", lb_mode_name(m),
-               found ? "" : " (no control key: clients that never read one use legacy; "
-                            "clients that did keep their last mode)");
+               found ? "" : " (no control key: clients that read a mode keep it, others use "
+                            "their configured mode; changes are checked as from legacy)");
         config_show(ns, &g, NULL);
         return LB__CLI_EXIT_OK;
     }

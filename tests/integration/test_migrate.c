@@ -762,7 +762,9 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     assert_int_equal(strlen(lb_mlock_value(l, NULL)), 32);
     assert_int_equal(lb_mlock_release(l, admin), LB_OK);
     /* A refresh interval of 0 reads before every acquire; a garbage control
-     * key keeps the last known mode; deleting it returns to the configured one. */
+     * key keeps the last known mode; so does a deleted one (evicted, lost in a
+     * failover): a follower configured legacy that has seen modern never moves
+     * two stages because the key vanished, and says the key is missing. */
     lb_mlock *e = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
     assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
@@ -771,10 +773,26 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_control_key_missing(e), 0);
     lbt_del(k.mode);
     assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_control_key_missing(e), 1);
     assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    /* Written again: read again, no longer missing. */
+    lbt_cmd_ok(admin, "SET %s %s", k.mode, "compat");
+    assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_control_key_missing(e), 0);
+    assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    /* A follower that never read a mode uses its configured one. */
+    lbt_del(k.mode);
+    lb_mlock *fresh = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
+    assert_int_equal(lb_mlock_try_acquire(fresh, admin), LB_OK);
+    assert_int_equal(lb_mlock_held_mode(fresh), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_control_key_missing(fresh), 0);
+    assert_int_equal(lb_mlock_release(fresh, admin), LB_OK);
+    lb_mlock_free(fresh);
     /* A handle without a namespace cannot refresh or follow. */
     lb_mlock *n = lbt_mlock(key, LB_MODE_COMPAT, NULL, 5000, NULL);
     assert_int_equal(lb_mlock_refresh(n, admin), LB_EINVAL);

@@ -2,7 +2,7 @@
 # Installs what building, testing and the demo need, from Debian packages, when
 # missing. With --check, installs only if something is missing (make test, make demo).
 set -eu
-pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libcmocka-dev redis-server redis-tools openjdk-17-jdk-headless libevent-dev valgrind clang clang-tidy cppcheck man-db"
+pkgs="build-essential pkg-config libhiredis-dev libcjson-dev libcmocka-dev redis-server redis-tools openjdk-17-jdk-headless libevent-dev valgrind clang clang-tidy cppcheck man-db faketime"
 # Opt-in (--bench, used by make bench-peers): a peer make bench compares with
 # (redis-py's Lock) and gnuplot for the report's plots.
 bench_pkgs="python3-redis gnuplot-nox"

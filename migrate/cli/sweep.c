@@ -1,6 +1,7 @@
-/* `lockbridge sweep`: TTL-less legacy locks get a TTL ending at their
- * timestamp + grace, and those already past it are removed, each by a script
- * that acts only if the key still holds the value judged, still without TTL. */
+/* `lockbridge sweep`: TTL-less legacy locks past their timestamp get a TTL
+ * ending at their timestamp + grace, and those past that are removed, each by a
+ * script that acts only if the key still holds the value judged, still without
+ * TTL; what it found is first recorded in the namespace's gate record. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,32 +25,43 @@ static const char sweep_script[] =
     "return 1\n";
 
 static const lb__cli_optdef opts[] = {
-    {"--match", 1}, {"--count", 1}, {"--codec", LB__CLI_REPEAT}, {"--grace-ms", 1},
-    {"--dry-run", 0}, {NULL, 0}};
+    {"--ns", 1},       {"--match", 1},   {"--count", 1}, {"--codec", LB__CLI_REPEAT},
+    {"--grace-ms", 1}, {"--dry-run", 0}, {"--expire-live", 0}, {NULL, 0}};
 
 static const char help[] =
-    "usage: lockbridge sweep [--match PATTERN] [--count N] [--codec SPEC]...\n"
-    "                        [--grace-ms N] [--dry-run] [--json]\n"
+    "usage: lockbridge sweep --ns NS [--match PATTERN] [--count N] [--codec SPEC]...\n"
+    "                        [--grace-ms N] [--expire-live] [--dry-run] [--json]\n"
     "\n"
-    "Scans the keys matching PATTERN for legacy locks without a TTL (a crashed\n"
-    "legacy holder's lock stays forever otherwise). Each whose timestamp + grace is\n"
-    "still ahead gets that instant as its expiry (PEXPIREAT); each already past it\n"
-    "is deleted. Every action is one script that first checks the key still holds\n"
-    "the value judged, as a string without TTL: a lock taken over meanwhile is left\n"
-    "alone. Values in no known format, INCR counters, tokens, compat values, keys\n"
-    "of other types, timestamps on a monotonic clock and ambiguous values (read\n"
-    "only as an instant before 2000 or more than 10 years ahead, or as two\n"
-    "different instants by two codecs) are never touched.\n"
+    "Scans namespace NS's lock keys for legacy locks without a TTL (a crashed\n"
+    "legacy holder's lock stays forever otherwise). Each whose timestamp has passed\n"
+    "but whose timestamp + grace is still ahead gets that instant as its expiry\n"
+    "(PEXPIREAT); each already past timestamp + grace is deleted. Locks whose\n"
+    "timestamp is still ahead are left alone (--expire-live gives them a TTL too).\n"
+    "Every instant is judged by the server's clock (TIME), the clock that applies\n"
+    "the TTL, so a sweeping host whose clock runs ahead deletes nothing early.\n"
+    "Every action is one script that first checks the key still holds the value\n"
+    "judged, as a string without TTL: a lock taken over meanwhile is left alone.\n"
+    "Before acting, the latest timestamp found is recorded in the namespace's gate\n"
+    "record ({NS}:lb-gate), so the gate still counts these legacy writers after\n"
+    "their locks got a TTL or were removed.\n"
+    "Values in no known format, INCR counters, tokens, compat values, keys of other\n"
+    "types, timestamps on a monotonic clock and ambiguous values (read only as an\n"
+    "instant before 2000 or more than 10 years ahead, or as two different instants\n"
+    "by two codecs) are never touched.\n"
     "On a Redis Cluster node, every primary of the slot map is scanned, and each\n"
     "script runs on the primary that holds its key.\n"
     "\n"
-    "  --match PATTERN  SCAN MATCH glob of the lock keys (default *)\n"
+    "  --ns NS          the namespace (required): its stored pattern and codecs are\n"
+    "                   the defaults, and its gate record keeps the evidence\n"
+    "  --match PATTERN  SCAN MATCH glob of the lock keys (default: stored, else *)\n"
     "  --count N        SCAN COUNT hint, 1..100000 (default 1000)\n"
-    "  --codec SPEC     a codec the fleet writes; repeat for several (default ms).\n"
-    "                   A seconds value read as milliseconds (1970) is ambiguous\n"
-    "                   and left alone: name the fleet's codecs.\n"
+    "  --codec SPEC     a codec the fleet writes; repeat for several (default:\n"
+    "                   stored, else ms). A seconds value read as milliseconds\n"
+    "                   (1970) is ambiguous and left alone: name the fleet's codecs.\n"
     "  --grace-ms N     added to each timestamp, ms, 0..10^12 (default 60000): room\n"
-    "                   for hosts whose clocks run behind this one\n"
+    "                   for legacy hosts whose clocks run behind the server's\n"
+    "  --expire-live    also give locks whose timestamp is still ahead a TTL at\n"
+    "                   timestamp + grace (longer than any compat TTL)\n"
     "  --dry-run        say what would be done; write nothing\n"
     "  --json           one \"sweep\" JSON line per lock, then a \"sweep_summary\"\n"
     "\n"
@@ -69,6 +81,10 @@ typedef struct item {
 typedef struct sweep {
     const lb__cli_codecs *cs;
     int64_t grace_ms;
+    int64_t now_ms;       /* the server's clock at the start, epoch ms */
+    int expire_live;      /* --expire-live */
+    uint64_t live;        /* TTL-less locks still running, left alone */
+    int64_t legacy_until_ms; /* the latest timestamp found, epoch ms; -1 */
     item *items;
     size_t n, cap;
     uint64_t skipped_mono, left_alone[LB__CLI_FORMATS], acted, changed;
@@ -124,8 +140,13 @@ static int on_key(const lb__cli_key *k, void *ud) {
         s->skipped_mono++;
         return 0;
     }
+    if (at > s->legacy_until_ms) s->legacy_until_ms = at;
+    if (at > s->now_ms && !s->expire_live) {
+        s->live++;
+        return 0;
+    }
     int64_t deadline = at > INT64_MAX - s->grace_ms ? INT64_MAX : at + s->grace_ms;
-    return push(s, k, &cl, deadline, deadline <= now.wall_us / 1000);
+    return push(s, k, &cl, deadline, deadline <= s->now_ms);
 }
 
 /* ---- Acting ------------------------------------------------------------------------ */
@@ -227,7 +248,9 @@ static void show_summary(const sweep *s, uint64_t scanned, int dry) {
         if (!dry)
             printf("acted on %llu; %llu changed meanwhile and were left alone\n",
                    (unsigned long long)s->acted, (unsigned long long)s->changed);
-        printf("left alone: monotonic-clock %llu", (unsigned long long)s->skipped_mono);
+        printf("left alone: still running %llu%s, monotonic-clock %llu",
+               (unsigned long long)s->live, s->live ? " (--expire-live)" : "",
+               (unsigned long long)s->skipped_mono);
         for (int f = 1; f < LB__CLI_FORMATS; f++)
             if (s->left_alone[f])
                 printf(", %s %llu", lb_format_name((lb_format)f),
@@ -247,6 +270,8 @@ static void show_summary(const sweep *s, uint64_t scanned, int dry) {
     lb__cli_add_i64(o, "acted", (int64_t)s->acted);
     lb__cli_add_i64(o, "changed_meanwhile", (int64_t)s->changed);
     lb__cli_add_i64(o, "skipped_mono", (int64_t)s->skipped_mono);
+    lb__cli_add_i64(o, "live_left_alone", (int64_t)s->live);
+    lb__cli_add_i64(o, "server_now_ms", s->now_ms);
     if ((l = cJSON_AddObjectToObject(o, "left_alone")) != NULL)
         for (int f = 1; f < LB__CLI_FORMATS; f++)
             lb__cli_add_i64(l, lb_format_name((lb_format)f), (int64_t)s->left_alone[f]);
@@ -261,19 +286,75 @@ static void sweep_free(sweep *s) {
     free(s->items);
 }
 
-static int execute(const lb__cli_args *a, sweep *s, const lb__cli_scanopts *so, int dry) {
+/* The namespace's gate record: the stored pattern and codecs stand in for
+ * options not given, and the server's clock is read from the same connection. */
+static int prepare(const lb__cli_args *a, redisContext *nc, const char *ns, sweep *s,
+                   lb__cli_codecs *cs, lb__cli_scanopts *so, lb__cli_gate *g, char *err,
+                   size_t cap) {
+    if (lb__cli_gate_read(nc, ns, g, err, cap) != 0) return -1;
+    if (!lb__cli_opt(a, opts, "--match") && g->have_match) so->match = g->match;
+    if (!lb__cli_opt(a, opts, "--codec") && g->have_codecs &&
+        lb__cli_codecs_parse_list(cs, g->codecs) != 0)
+        return snprintf(err, cap, "the namespace's stored codecs do not parse: '%.200s'",
+                        g->codecs), -1;
+    if (g->have_match && strcmp(so->match, g->match) != 0)
+        fprintf(stderr, "%s: note: --match '%s' is not the namespace's stored pattern '%s'\n",
+                a->prog, so->match, g->match);
+    s->now_ms = lb__cli_server_ms(nc);
+    if (s->now_ms < 0) return snprintf(err, cap, "reading the server's TIME: %s", nc->errstr), -1;
+    return 0;
+}
+
+/* Recorded before any key is touched: the gate keeps counting these legacy
+ * writers after their locks got a TTL or were removed. */
+static int remember(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
+                    const sweep *s, char *err, size_t cap) {
+    if (s->dry || s->legacy_until_ms < 0) return 0;
+    redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, cap)
+                                 : lb__cli_connect(&a->conn, err, cap);
+    if (!w) return -1;
+    int rc = lb__cli_gate_note(w, ns, "legacy_until_ms", s->legacy_until_ms, err, cap);
+    redisFree(w);
+    return rc;
+}
+
+/* The scan collects; each server's scripts run when its scan ends, after the
+ * evidence found so far is recorded. */
+typedef struct run_ctx {
+    sweep *s;
+    const lb__cli_args *a;
+    const lb__cli_topo *t;
+    const char *ns;
+} run_ctx;
+
+static int act_after_noting(redisContext *c, void *ud, char *err, size_t cap) {
+    run_ctx *r = ud;
+    if (remember(r->a, r->t, r->ns, r->s, err, cap) != 0) return -1;
+    return act(c, r->s, err, cap);
+}
+
+static int on_key_ctx(const lb__cli_key *k, void *ud) { return on_key(k, ((run_ctx *)ud)->s); }
+
+static int execute(const lb__cli_args *a, const char *ns, sweep *s, lb__cli_codecs *cs,
+                   lb__cli_scanopts *so, int dry) {
     char err[512];
     uint64_t scanned = 0;
     lb__cli_topo t;
-    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
+    lb__cli_gate g;
+    redisContext *nc = NULL, *c = lb__cli_connect(&a->conn, err, sizeof err);
     if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
     s->dry = dry;
     int rc = lb__cli_topo_read(&t, c, &a->conn, err, sizeof err);
     s->cluster = t.cluster;
+    if (rc == 0 && (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
+                    prepare(a, nc, ns, s, cs, so, &g, err, sizeof err) != 0))
+        rc = -1;
+    run_ctx r = {s, a, &t, ns};
     if (rc == 0)
-        rc = lb__cli_scan_each(&t, c, so, on_key, act, s, &scanned, &s->servers, err,
-                               sizeof err);
+        rc = lb__cli_scan_each(&t, c, so, on_key_ctx, act_after_noting, &r, &scanned,
+                               &s->servers, err, sizeof err);
     if (rc != 0 && s->oom) snprintf(err, sizeof err, "out of memory");
+    if (nc) lb__cli_ns_done(nc, c);
     lb__cli_topo_clear(&t);
     redisFree(c);
     if (rc != 0) return lb__cli_error(a, NULL, LB_EREDIS, err);
@@ -286,16 +367,19 @@ static int run(const lb__cli_args *a) {
     lb__cli_codecs cs;
     lb__cli_scanopts so;
     sweep s;
-    const char *v;
+    const char *v, *ns;
     memset(&s, 0, sizeof s);
     s.grace_ms = GRACE_MS_DEFAULT;
+    s.legacy_until_ms = -1;
+    s.expire_live = lb__cli_opt(a, opts, "--expire-live") != NULL;
     if (a->npos != 0) return lb__cli_usage(a, "takes no arguments (the keys are --match)");
-    if (lb__cli_codecs_read(&cs, a, opts) != 0 || lb__cli_scanopts_read(&so, a, opts) != 0 ||
+    if (lb__cli_ns_read(a, opts, &ns) != 0 || lb__cli_codecs_read(&cs, a, opts) != 0 ||
+        lb__cli_scanopts_read(&so, a, opts) != 0 ||
         ((v = lb__cli_opt(a, opts, "--grace-ms")) &&
          lb__cli_int(a, "--grace-ms", v, 0, LB__CLI_MS_MAX, &s.grace_ms) != 0))
         return LB__CLI_EXIT_USAGE;
     s.cs = &cs;
-    int code = execute(a, &s, &so, lb__cli_opt(a, opts, "--dry-run") != NULL);
+    int code = execute(a, ns, &s, &cs, &so, lb__cli_opt(a, opts, "--dry-run") != NULL);
     sweep_free(&s);
     return code;
 }

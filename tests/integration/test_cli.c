@@ -412,12 +412,12 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"mode", "set", "modern", "--ns", "n", "--observe-ms", "-1"},
         {"mode", "set", "modern", "--ns", "n", "--observe-ms", "3600001"},
         {"mode", "get", "--ns", "n", "--observe-ms", "5"},
-        {"sweep", "extra"},
-        {"sweep", "--grace-ms", "-1"},
-        {"sweep", "--grace-ms", "1000000000001"},
-        {"sweep", "--match", "a[b"},
-        {"sweep", "--dry-run=1"},
-        {"sweep", "--codec", "json", "--codec", "json:field=expiryTime,unit=ns,clock=mono"},
+        {"sweep", "--ns", "swns", "extra"},
+        {"sweep", "--ns", "swns", "--grace-ms", "-1"},
+        {"sweep", "--ns", "swns", "--grace-ms", "1000000000001"},
+        {"sweep", "--ns", "swns", "--match", "a[b"},
+        {"sweep", "--ns", "swns", "--dry-run=1"},
+        {"sweep", "--ns", "swns", "--codec", "json", "--codec", "json:field=expiryTime,unit=ns,clock=mono"},
         {"hold", "cli:args", "--variant", "magic"},
         {"hold", "cli:args", "-p", "0"},
         {"hold", "cli:args", "-p", "65536"},
@@ -1325,7 +1325,10 @@ static void test_mode_refuses_jumps_back_and_foreign_control_keys(void **state) 
 /* ---- sweep ------------------------------------------------------------------------------ */
 static long long pexpiretime(const char *key) { return lbt_int(conn, "PEXPIRETIME %s", key); }
 
-static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **state) {
+/* By default only locks past their timestamp are touched (a live one given a
+ * TTL at timestamp + grace would outlast any compat TTL); what was found is
+ * recorded in the namespace's gate record first. */
+static void test_sweep_expires_expired_locks_deletes_old_ones_and_leaves_running_ones(void **state) {
     (void)state;
     int64_t now = wall_ms();
     long long running = now + 60000, recent = now - 2000, old = now - 3600000;
@@ -1333,29 +1336,78 @@ static void test_sweep_expires_running_locks_and_deletes_expired_ones(void **sta
     lbt_cmd_ok(conn, "SET %s %lld", "cli:w:recent", recent);
     lbt_cmd_ok(conn, "SET %s %lld", "cli:w:old", old);
     /* Dry run: says what it would do, writes nothing. */
-    const char *dry[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
+    const char *dry[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cli:w:*", "--grace-ms", "10000",
                          "--dry-run", "--json", NULL};
     cJSON *o = run_json1(dry, 0);
-    assert_true(lbt_num_of(o, "candidates") == 3);
+    assert_true(lbt_num_of(o, "candidates") == 2);
     assert_true(lbt_num_of(o, "to_delete") == 1);
+    assert_true(lbt_num_of(o, "live_left_alone") == 1);
     assert_true(lbt_num_of(o, "acted") == 0);
     cJSON_Delete(o);
-    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:w:run"), -1);
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:w:recent"), -1);
     assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:w:old"), 1);
-    const char *args[] = {"-p", port, "sweep", "--match", "cli:w:*", "--grace-ms", "10000",
+    assert_int_equal(lbt_int(conn, "EXISTS %s", "{swns}:lb-gate"), 0);
+    const char *args[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cli:w:*", "--grace-ms", "10000",
                           "--json", NULL};
     o = run_json1(args, 0);
-    assert_true(lbt_num_of(o, "acted") == 3);
+    assert_true(lbt_num_of(o, "acted") == 2);
     assert_true(lbt_num_of(o, "changed_meanwhile") == 0);
     cJSON_Delete(o);
-    /* The TTL ends exactly at timestamp + grace. */
-    assert_int_equal(pexpiretime("cli:w:run"), running + 10000);
+    /* The running lock keeps no TTL; the expired one's TTL ends exactly at
+     * timestamp + grace; the old one is gone. */
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:w:run"), -1);
     assert_int_equal(pexpiretime("cli:w:recent"), recent + 10000);
     assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:w:old"), 0);
+    /* The gate record keeps the latest timestamp found. */
     char v[32];
     snprintf(v, sizeof v, "%lld", running);
+    redisReply *r = redisCommand(conn, "HGET %s %s", "{swns}:lb-gate", "legacy_until_ms");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, v);
+    freeReplyObject(r);
+    /* --expire-live: the running lock too, at timestamp + grace. */
+    const char *live[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cli:w:*", "--grace-ms",
+                          "10000", "--expire-live", "--json", NULL};
+    o = run_json1(live, 0);
+    assert_true(lbt_num_of(o, "acted") == 1);
+    cJSON_Delete(o);
+    assert_int_equal(pexpiretime("cli:w:run"), running + 10000);
     assert_string_equal(lbt_get(conn, "cli:w:run"), v);
-    lbt_cmd_ok(conn, "DEL %s %s", "cli:w:run", "cli:w:recent");
+    lbt_cmd_ok(conn, "DEL %s %s %s", "cli:w:run", "cli:w:recent", "{swns}:lb-gate");
+}
+
+/* Debian's libfaketime, preloaded into the tool alone to move its host clock. */
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+/* Every instant is judged by the server's clock: a sweeping host whose clock
+ * runs 100 s ahead must not delete a lock with 30 s left (by that host's clock
+ * it expired 70 s ago, past any grace below that). */
+static void test_sweep_judges_by_the_server_clock_not_the_hosts(void **state) {
+    (void)state;
+    if (access(FAKETIME_LIB, R_OK) != 0) fail_msg("%s missing: make deps installs faketime", FAKETIME_LIB);
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)(wall_ms() + 30000));
+    lbt_cmd_ok(conn, "SET %s %s", "cli:skew:k", v);
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *saved = asan ? strdup(asan) : NULL;
+    char opts[512];
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "", asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+    setenv("FAKETIME", "+100s", 1);
+    const char *args[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cli:skew:*",
+                          "--grace-ms", "10000", "--json", NULL};
+    int rc = lbt_run(&proc, args);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME");
+    if (saved) setenv("ASAN_OPTIONS", saved, 1);
+    else unsetenv("ASAN_OPTIONS");
+    free(saved);
+    if (rc != 0) fail_msg("exit %d: %s", rc, proc.err);
+    assert_string_equal(lbt_get(conn, "cli:skew:k"), v);
+    assert_int_equal(lbt_int(conn, "PTTL %s", "cli:skew:k"), -1);
+    lbt_cmd_ok(conn, "DEL %s %s", "cli:skew:k", "{swns}:lb-gate");
 }
 
 /* Nothing that is not a TTL-less timestamp in a named epoch codec is touched:
@@ -1373,7 +1425,7 @@ static void test_sweep_never_touches_what_it_cannot_read(void **state) {
     }
     lbt_cmd_ok(conn, "SET %s %s PX 100000", "cli:n:compat", "1700000000000");
     lbt_cmd_ok(conn, "SADD %s %s", "cli:n:set", "m");
-    const char *args[] = {"-p", port, "sweep", "--match", "cli:n:*", "--codec", "ms",
+    const char *args[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cli:n:*", "--codec", "ms",
                           "--codec", "json", "--json", NULL};
     cJSON *o = run_json1(args, 0);
     assert_true(lbt_num_of(o, "candidates") == 0);
@@ -1407,7 +1459,7 @@ static void test_sweep_leaves_a_lock_changed_since_the_scan(void **state) {
     char pp[16];
     snprintf(pp, sizeof pp, "%d", lbt_proxy_port(p));
     long long before = lbt_calls(conn, "script|load");
-    const char *args[] = {"-p", pp, "sweep", "--match", "cli:race:*", "--json", NULL};
+    const char *args[] = {"-p", pp, "sweep", "--ns", "swns", "--match", "cli:race:*", "--json", NULL};
     lbt_spawn(&proc, args);
     for (int i = 0; lbt_calls(conn, "script|load") < before + 2; i++) {
         assert_true(i < LBT_STUCK_MS);
@@ -1448,7 +1500,7 @@ static void test_migration_commands_on_a_closed_port_exit_4(void **state) {
     snprintf(closed, sizeof closed, "%d", ntohs(a.sin_port));
     static const char *const cases[][6] = {
         {"inspect", "k"}, {"status", "--ns", "n"}, {"mode", "get", "--ns", "n"},
-        {"mode", "set", "compat", "--ns", "n"}, {"sweep"}, {"clock"},
+        {"mode", "set", "compat", "--ns", "n"}, {"sweep", "--ns", "n"}, {"clock"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[12];
@@ -1756,7 +1808,8 @@ int main(void) {
         cmocka_unit_test(test_mode_set_refuses_modern_while_legacy_writes_unless_overridden),
         cmocka_unit_test(test_mode_refuses_jumps_back_and_foreign_control_keys),
         cmocka_unit_test(test_mode_set_modern_observes_a_legacy_client_between_its_locks),
-        cmocka_unit_test(test_sweep_expires_running_locks_and_deletes_expired_ones),
+        cmocka_unit_test(test_sweep_expires_expired_locks_deletes_old_ones_and_leaves_running_ones),
+        cmocka_unit_test(test_sweep_judges_by_the_server_clock_not_the_hosts),
         cmocka_unit_test(test_sweep_never_touches_what_it_cannot_read),
         cmocka_unit_test(test_sweep_leaves_a_lock_changed_since_the_scan),
         cmocka_unit_test(test_migration_commands_on_a_closed_port_exit_4),

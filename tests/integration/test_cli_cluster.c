@@ -173,8 +173,8 @@ static void test_sweep_acts_on_the_keys_of_every_primary(void **state) {
     }
     int expire = 0, del = 0;
     for (int i = 0; i < NKEYS; i++) expire += i % 4 == 0, del += i % 4 == 1;
-    const char *args[] = {"-p", port_of(0), "sweep", "--match", "clc:w:*", "--grace-ms",
-                          "10000", "--count", "5", "--json", NULL};
+    const char *args[] = {"-p", port_of(0), "sweep", "--ns", "swns", "--match", "clc:w:*", "--grace-ms",
+                          "10000", "--count", "5", "--expire-live", "--json", NULL};
     cJSON *o = last_json(lbt_run(&proc, args), 0);
     assert_string_equal(lbt_str_of(o, "event"), "sweep_summary");
     assert_true(lbt_num_of(o, "scanned") == NKEYS);
@@ -358,7 +358,7 @@ static void test_an_unreachable_primary_is_an_error_naming_it(void **state) {
     lbt_cluster_crash(&cluster, down);
     static const char *const cases[][10] = {
         {"status", "--ns", "clc-u", "--match", "clc:u:*", "--json"},
-        {"sweep", "--match", "clc:u:*", "--json"},
+        {"sweep", "--ns", "swns", "--match", "clc:u:*", "--json"},
         {"mode", "set", "modern", "--ns", "clc-u", "--observe-ms", "0", "--json"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -87,7 +87,7 @@ static void test_legacy_evidence_survives_sweep(void **state) {
     expect_exit(tool("mode", "set", "modern", "--ns", "g1", "--match", "g1:*", "--observe-ms",
                      "100", NULL), 6);
     expect_out("g1:l1");
-    expect_exit(tool("sweep", "--match", "g1:*", NULL), 0);
+    expect_exit(tool("sweep", "--ns", "g1", "--match", "g1:*", NULL), 0);
     expect_exit(tool("mode", "set", "modern", "--ns", "g1", "--match", "g1:*", "--observe-ms",
                      "100", NULL), 6);
     expect_out("legacy");

@@ -105,14 +105,14 @@ static void test_sweep_plans_nothing_for_a_value_outside_the_window(void **state
     char secs[32];
     snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
     lbt_cmd_ok(conn, "SET %s %s", "cv:w", secs);
-    const char *dry[] = {"-p", port, "sweep", "--match", "cv:w", "--dry-run", "--json", NULL};
+    const char *dry[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:w", "--dry-run", "--json", NULL};
     cJSON *o = run_last(dry, 0);
     assert_string_equal(lbt_str_of(o, "event"), "sweep_summary");
     assert_true(lbt_num_of(o, "candidates") == 0);
     assert_true(lbt_num_of(o, "to_delete") == 0);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "left_alone"), "ambiguous") == 1);
     cJSON_Delete(o);
-    const char *wet[] = {"-p", port, "sweep", "--match", "cv:w", "--json", NULL};
+    const char *wet[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:w", "--json", NULL};
     o = run_last(wet, 0);
     assert_true(lbt_num_of(o, "acted") == 0);
     cJSON_Delete(o);
@@ -179,7 +179,7 @@ static void test_with_ms_and_s_each_value_reads_as_what_it_is(void **state) {
         snprintf(l1, sizeof l1, "%lld", (long long)l1_ms);
         lbt_cmd_ok(conn, "SET %s %s", "cv:m:r", r);
         lbt_cmd_ok(conn, "SET %s %s", "cv:m:l1", l1);
-        const char *sweep[] = {"-p", port, "sweep", "--match", "cv:m:*", orders[i][0],
+        const char *sweep[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:m:*", orders[i][0],
                                orders[i][1], orders[i][2], orders[i][3], "--grace-ms", "60000",
                                "--json", NULL};
         cJSON *o = run_last(sweep, 0);
@@ -224,7 +224,7 @@ static void test_codecs_that_disagree_make_a_value_ambiguous_and_sweep_leaves_it
     assert_string_equal(lbt_str_of(o, "codec"), "json:field=expiryTime,unit=ns,clock=mono");
     assert_string_equal(lbt_str_of(o, "codec2"), "json:field=expiryTime,unit=ms,clock=epoch");
     cJSON_Delete(o);
-    const char *sweep[] = {"-p", port, "sweep", "--match", "cv:d", "--codec",
+    const char *sweep[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:d", "--codec",
                            "json:unit=ms,clock=epoch", "--codec", "json", "--json", NULL};
     o = run_last(sweep, 0);
     assert_true(lbt_num_of(o, "candidates") == 0);

@@ -272,6 +272,10 @@ redisContext *lb__cli_connect_primary(const lb__cli_topo *t, size_t i, char *err
  * with `err`. Give back with lb__cli_ns_done. */
 redisContext *lb__cli_connect_ns(const lb__cli_topo *t, redisContext *c, const char *ns,
                                  char *err, size_t cap);
+/* Where `key` lives: `c` on a single server, else its slot's primary. */
+redisContext *lb__cli_connect_key(const lb__cli_topo *t, redisContext *c, const char *key,
+                                  size_t keylen, char *err, size_t cap);
+/* Gives back a connection from lb__cli_connect_ns or lb__cli_connect_key. */
 void lb__cli_ns_done(redisContext *ns_c, redisContext *c);
 /* Called after a server's scan finished, on its connection (0 or -1 with `err`). */
 typedef int (*lb__cli_after_fn)(redisContext *c, void *ud, char *err, size_t cap);
@@ -541,5 +545,6 @@ extern const lb__cli_command lb__cli_cmd_inspect;
 extern const lb__cli_command lb__cli_cmd_status;
 extern const lb__cli_command lb__cli_cmd_mode;
 extern const lb__cli_command lb__cli_cmd_sweep;
+extern const lb__cli_command lb__cli_cmd_unlock;
 
 #endif

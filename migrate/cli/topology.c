@@ -143,6 +143,17 @@ redisContext *lb__cli_connect_ns(const lb__cli_topo *t, redisContext *c, const c
     return lb__cli_connect_primary(t, (size_t)t->owner[slot], err, cap);
 }
 
+redisContext *lb__cli_connect_key(const lb__cli_topo *t, redisContext *c, const char *key,
+                                  size_t keylen, char *err, size_t cap) {
+    if (!t->cluster) return c;
+    unsigned slot = lb_cluster_keyslot(key, keylen);
+    if (t->owner[slot] < 0) {
+        snprintf(err, cap, "no primary serves slot %u of the key", slot);
+        return NULL;
+    }
+    return lb__cli_connect_primary(t, (size_t)t->owner[slot], err, cap);
+}
+
 void lb__cli_ns_done(redisContext *ns_c, redisContext *c) {
     if (ns_c && ns_c != c) redisFree(ns_c);
 }

@@ -1410,6 +1410,56 @@ static void test_sweep_judges_by_the_server_clock_not_the_hosts(void **state) {
     lbt_cmd_ok(conn, "DEL %s %s", "cli:skew:k", "{swns}:lb-gate");
 }
 
+/* ---- unlock ----------------------------------------------------------------------------- */
+/* Only the exact value named is deleted, in one script; anything else is left
+ * and shown; without --expect nothing is sent. */
+static void test_unlock_deletes_only_the_value_named(void **state) {
+    (void)state;
+    static const struct {
+        const char *set;    /* SET arguments after the key; NULL: absent; "hash": a hash */
+        const char *expect; /* --expect, as typed */
+        int exit;
+        int deleted;
+    } cases[] = {
+        {"1795539092965", "1795539092965", 0, 1},
+        {"1795539092965", "1795539092966", 3, 0},
+        {"1795539092965", "179553909296", 3, 0},
+        {"a\001b", "a\\x01b", 0, 1},        /* a control byte, typed \x01 */
+        {"p\\q", "p\\\\q", 0, 1},           /* a backslash, typed \\ */
+        {NULL, "1795539092965", 3, 0},
+        {"hash", "v", 3, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lbt_cmd_ok(conn, "DEL %s", "cli:un:k");
+        if (cases[i].set && strcmp(cases[i].set, "hash") == 0)
+            lbt_cmd_ok(conn, "HSET %s f v", "cli:un:k");
+        else if (cases[i].set) {
+            const char *argv[] = {"SET", "cli:un:k", cases[i].set};
+            redisReply *r = redisCommandArgv(conn, 3, argv, NULL);
+            assert_non_null(r);
+            freeReplyObject(r);
+        }
+        const char *args[] = {"-p", port, "unlock", "cli:un:k", "--expect", cases[i].expect,
+                              "--json", NULL};
+        int rc = lbt_run(&proc, args);
+        if (rc != cases[i].exit) fail_msg("case %zu: exit %d: %s", i, rc, proc.out);
+        cJSON *o = cJSON_Parse(proc.out);
+        assert_non_null(o);
+        assert_int_equal(lbt_bool_of(o, "deleted"), cases[i].deleted);
+        cJSON_Delete(o);
+        assert_int_equal(lbt_int(conn, "EXISTS %s", "cli:un:k"),
+                         cases[i].set && !cases[i].deleted ? 1 : 0);
+    }
+    /* Without --expect: a usage error, nothing sent, nothing deleted. */
+    lbt_cmd_ok(conn, "SET %s %s", "cli:un:k", "x");
+    long long before = lbt_calls(conn, "eval");
+    const char *bare[] = {"-p", port, "unlock", "cli:un:k", NULL};
+    assert_int_equal(lbt_run(&proc, bare), 1);
+    assert_int_equal(lbt_calls(conn, "eval"), before);
+    assert_string_equal(lbt_get(conn, "cli:un:k"), "x");
+    lbt_cmd_ok(conn, "DEL %s", "cli:un:k");
+}
+
 /* Nothing that is not a TTL-less timestamp in a named epoch codec is touched:
  * unknown values, INCR counters, tokens, compat values, other types, and
  * timestamps on a monotonic clock. */
@@ -1810,6 +1860,7 @@ int main(void) {
         cmocka_unit_test(test_mode_set_modern_observes_a_legacy_client_between_its_locks),
         cmocka_unit_test(test_sweep_expires_expired_locks_deletes_old_ones_and_leaves_running_ones),
         cmocka_unit_test(test_sweep_judges_by_the_server_clock_not_the_hosts),
+        cmocka_unit_test(test_unlock_deletes_only_the_value_named),
         cmocka_unit_test(test_sweep_never_touches_what_it_cannot_read),
         cmocka_unit_test(test_sweep_leaves_a_lock_changed_since_the_scan),
         cmocka_unit_test(test_migration_commands_on_a_closed_port_exit_4),

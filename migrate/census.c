@@ -203,9 +203,12 @@ int lb_census_prune(redisContext *c, const char *ns, size_t nslen, const lb_now 
         const redisReply *f = r->element[i], *v = r->element[i + 1];
         list_one(&e, f, v, now, stale_ms);
         if (!e.valid || !e.stale) continue;
-        const char *argv[4] = {"1", k.census, f->str, v->str};
-        size_t lens[4] = {1, k.censuslen, (size_t)f->len, (size_t)v->len};
-        redisReply *d = lb__eval(c, &lb__script_census_prune, 4, argv, lens);
+        char seen[24] = "";
+        if (e.mode == LB_MODE_LEGACY) snprintf(seen, sizeof seen, "%lld", (long long)e.seen_ms);
+        const char *argv[6] = {"2", k.census, k.gate, f->str, v->str, seen};
+        size_t lens[6] = {1, k.censuslen, k.gatelen, (size_t)f->len, (size_t)v->len,
+                          strlen(seen)};
+        redisReply *d = lb__eval(c, &lb__script_census_prune, 6, argv, lens);
         rc = status_of(d);
         if (rc == LB_OK && d->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;
         if (rc == LB_OK && d->integer == 1 && pruned) (*pruned)++;

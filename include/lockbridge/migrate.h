@@ -192,7 +192,10 @@ int lb_census_list(struct redisContext *c, const char *ns, size_t nslen, const l
 void lb_census_free(const lb_allocator *a, lb_census_entry *entries);
 /* Removes stale entries, each only if it is still the value that was judged
  * stale (a client refreshing meanwhile is kept). Entries that are not census
- * JSON are left alone. *pruned (may be NULL) gets the number removed. */
+ * JSON are left alone. A removed legacy-mode entry's seen_ms is kept in the
+ * namespace's gate record (lb_ns_keys.gate, field legacy_until_ms), so that the
+ * tool's gate still counts that legacy client for its window. *pruned (may be
+ * NULL) gets the number removed. */
 int lb_census_prune(struct redisContext *c, const char *ns, size_t nslen, const lb_now *now,
                     int64_t stale_ms, size_t *pruned);
 

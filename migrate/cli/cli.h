@@ -149,6 +149,11 @@ typedef struct lb__cli_lockopts {
     lb_clock clock;           /* system clocks shifted by --clock-offset-ms */
     int64_t wait_ms;          /* per blocking acquire, milliseconds */
     char codec_spec[128];     /* the codec as lb_codec_format writes it */
+    int mode_given;           /* --mode was on the command line */
+    /* With --ns: the process's one census identity, shared by every lock of
+     * the run, and how to reach the server to remove it at the end. */
+    char census_id[LB_CENSUS_ID_MAX];
+    const lb__cli_conn *conn;
 } lb__cli_lockopts;
 
 /* Reads the shared lock options from `a` (parsed with `opts`), with wait_ms as
@@ -546,5 +551,6 @@ extern const lb__cli_command lb__cli_cmd_status;
 extern const lb__cli_command lb__cli_cmd_mode;
 extern const lb__cli_command lb__cli_cmd_sweep;
 extern const lb__cli_command lb__cli_cmd_unlock;
+extern const lb__cli_command lb__cli_cmd_census;
 
 #endif

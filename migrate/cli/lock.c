@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "migrate/cli/cli.h"
 
@@ -25,22 +26,57 @@ static redisContext *connect_cb(void *ud) {
 }
 
 /* A lock that follows a namespace starts in the mode its control key holds,
- * so that its first census entry already says the mode it will use. */
+ * so that its first census entry already says the mode it will use; a --mode
+ * that the namespace overrides is said on stderr, not silently replaced. */
 static int start_mode(lb__cli_lockopts *lo, redisContext *c, char *err, size_t cap) {
     lb_mode m;
     int found;
     if (!lo->mlock.ns) return 0;
     int rc = lb_mode_get(c, lo->mlock.ns, strlen(lo->mlock.ns), &m, &found);
+    lb_mode asked = lo->mlock.mode;
     if (rc == LB_OK && found) lo->mlock.mode = m;
+    if (rc == LB_OK && lo->mode_given)
+        if (!found || m != asked)
+            fprintf(stderr, "lockbridge: note: namespace %s is in mode %s%s: the lock follows "
+                    "it, not --mode %s\n", lo->mlock.ns, lb_mode_name(lo->mlock.mode),
+                    found ? "" : " (no control key: its configured mode)", lb_mode_name(asked));
     if (rc == LB_OK || rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return 0;
     snprintf(err, cap, "reading the namespace's mode: %s", lb_strerror(rc));
     return -1;
+}
+
+/* Every lock of one run shares one census entry, "lockbridge:host:pid". */
+static void census_identity(lb__cli_lockopts *lo, const lb__cli_conn *conn) {
+    char host[64] = "localhost";
+    if (!lo->mlock.ns || lo->mlock.client_id || lo->mlock.census_refresh_ms <= 0) return;
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    snprintf(lo->census_id, sizeof lo->census_id, "lockbridge:%s:%ld", host, (long)getpid());
+    lo->mlock.client_id = lo->census_id;
+    lo->conn = conn;
+}
+
+/* At the end of a run its census entry goes with it (a run that is killed
+ * leaves it to go stale). On a Cluster the entry lives on the namespace's
+ * primary: a node that redirects leaves it to go stale too. */
+static void census_leave(lb__cli_lockopts *lo) {
+    char err[256];
+    lb_ns_keys k;
+    if (!lo->census_id[0] || !lo->conn) return;
+    if (lb_ns_keys_init(&k, lo->mlock.ns, strlen(lo->mlock.ns)) != LB_OK) return;
+    redisContext *c = lb__cli_connect(lo->conn, err, sizeof err);
+    if (!c) return;
+    redisReply *r = redisCommand(c, "HDEL %s %s", k.census, lo->census_id);
+    if (r) freeReplyObject(r);
+    redisFree(c);
+    lo->census_id[0] = '\0';
 }
 
 int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisContext *c,
                           char *err, size_t cap) {
     int rc = LB_OK;
     if (start_mode(lo, c, err, cap) != 0) return -1;
+    census_identity(lo, conn);
     if (lo->watchdog) {
         lb_watchdog_options o;
         lb_watchdog_options_init(&o);
@@ -66,6 +102,7 @@ int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisC
 }
 
 void lb__cli_lockenv_stop(lb__cli_lockopts *lo) {
+    census_leave(lo);
     lb_watchdog_free(lo->wd);
     lb_waiter_free(lo->waiter);
     lo->wd = NULL;

@@ -156,6 +156,7 @@ int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
     out->modern.fencing = value_of(a, opts, "--fencing") != NULL;
     out->modern.fair = value_of(a, opts, "--fair") != NULL;
     out->watchdog = value_of(a, opts, "--watchdog") != NULL;
+    out->mode_given = value_of(a, opts, "--mode") != NULL;
     if (check_mode_options(out, a, opts) != 0) return -1;
     return read_following(out, a, opts);
 }

@@ -1617,13 +1617,27 @@ static void test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones(v
 }
 
 /* With --ns the lock follows the namespace's control key, and joins its census. */
+static long long census_size(const char *census) { return lbt_int(conn, "HLEN %s", census); }
+
 static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
     (void)state;
     static const char *const modes[] = {"modern", "compat", "legacy"};
     for (int i = 0; i < 3; i++) {
         lbt_cmd_ok(conn, "SET %s %s", "{cli:follow}:lb-mode", modes[i]);
-        const char *args[] = {"-p", port, "hold", "cli:fl", "--ns", "cli:follow", NULL};
-        assert_int_equal(lbt_run(&proc, args), 0);
+        /* --mode compat beside a namespace in another mode: said on stderr. */
+        const char *args[] = {"-p", port, "hold", "cli:fl", "--ns", "cli:follow", "--mode",
+                              "compat", "--hold-ms", "1000", NULL};
+        lbt_spawn(&proc, args);
+        lbt_wait_lines(&proc, 1);
+        /* While it runs: one census entry, in the mode the run uses. */
+        redisReply *r = redisCommand(conn, "HVALS %s", "{cli:follow}:lb-census");
+        assert_non_null(r);
+        assert_int_equal(r->elements, 1);
+        lb_census_entry e;
+        assert_int_equal(lb_census_decode(r->element[0]->str, r->element[0]->len, &e), LB_OK);
+        assert_string_equal(lb_mode_name(e.mode), modes[i]);
+        freeReplyObject(r);
+        assert_int_equal(lbt_finish(&proc), 0);
         lbt_lines l;
         lbt_parse(&proc, &l);
         assert_int_equal(l.n, 2);
@@ -1632,20 +1646,55 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
         if (i == 0) assert_true(is_token(lbt_str_of(l.line[0], "value")));
         assert_true(lbt_bool_of(l.line[1], "still_ours"));
         lbt_lines_free(&l);
+        if (i == 1) assert_null(strstr(proc.err, "note: namespace"));
+        else assert_non_null(strstr(proc.err, "the lock follows it, not --mode compat"));
+        /* A run that ends cleanly takes its entry with it. */
+        assert_int_equal(census_size("{cli:follow}:lb-census"), 0);
     }
-    /* One census entry per run, each in the mode that run used from the start. */
-    redisReply *r = redisCommand(conn, "HVALS %s", "{cli:follow}:lb-census");
-    assert_non_null(r);
-    assert_int_equal(r->elements, 3);
-    int per_mode[3] = {0, 0, 0};
-    for (size_t i = 0; i < r->elements; i++) {
-        lb_census_entry e;
-        assert_int_equal(lb_census_decode(r->element[i]->str, r->element[i]->len, &e), LB_OK);
-        per_mode[e.mode]++;
-    }
-    freeReplyObject(r);
-    assert_true(per_mode[0] == 1 && per_mode[1] == 1 && per_mode[2] == 1);
     lbt_cmd_ok(conn, "DEL %s %s", "{cli:follow}:lb-mode", "{cli:follow}:lb-census");
+}
+
+/* contend's clients are threads of one process: one census entry, not one per
+ * thread, gone when the run ends. */
+static long long census_most;
+static void census_watch(void) {
+    long long n = census_size("{cli:cc}:lb-census");
+    if (n > census_most) census_most = n;
+}
+
+static void test_contend_registers_one_census_entry_per_process(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "SET %s %s", "{cli:cc}:lb-mode", "compat");
+    const char *args[] = {"-p", port, "contend", "cli:cc:k", "--ns", "cli:cc", "--clients", "3",
+                          "--seconds", "1", "--counter-key", "cli:cc:count", NULL};
+    census_most = 0;
+    lbt_spawn(&proc, args);
+    assert_int_equal(lbt_finish_with(&proc, census_watch, 100), 0);
+    assert_int_equal(census_most, 1);
+    assert_int_equal(census_size("{cli:cc}:lb-census"), 0);
+    /* census list and prune read and clean it from the tool. */
+    lb_census_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.id, sizeof e.id, "old-host:7:x");
+    snprintf(e.host, sizeof e.host, "old-host");
+    snprintf(e.version, sizeof e.version, "0.1.0");
+    e.mode = LB_MODE_LEGACY;
+    e.pid = 7;
+    lb_now now = lb_clock_now(NULL);
+    now.wall_us -= INT64_C(120000) * 1000;
+    assert_int_equal(lb_census_register(conn, "cli:cc", 6, &e, &now), LB_OK);
+    const char *list[] = {"-p", port, "census", "list", "--ns", "cli:cc", NULL};
+    assert_int_equal(lbt_run(&proc, list), 0);
+    assert_non_null(strstr(proc.out, "old-host"));
+    assert_non_null(strstr(proc.out, "stale"));
+    const char *prune[] = {"-p", port, "census", "prune", "--ns", "cli:cc", "--json", NULL};
+    cJSON *o = run_json1(prune, 0);
+    assert_true(lbt_num_of(o, "pruned") == 1);
+    cJSON_Delete(o);
+    assert_int_equal(census_size("{cli:cc}:lb-census"), 0);
+    /* Its legacy sighting stays for the gate. */
+    assert_int_equal(lbt_int(conn, "HEXISTS %s %s", "{cli:cc}:lb-gate", "legacy_until_ms"), 1);
+    lbt_cmd_ok(conn, "DEL %s %s %s", "{cli:cc}:lb-mode", "{cli:cc}:lb-gate", "cli:cc:count");
 }
 
 /* ---- Watchdog and fair waiting ------------------------------------------------------- */
@@ -1845,6 +1894,7 @@ int main(void) {
         cmocka_unit_test(test_hold_compat_writes_a_timestamp_with_a_ttl),
         cmocka_unit_test(test_hold_compat_respects_live_legacy_locks_and_takes_expired_ones),
         cmocka_unit_test(test_hold_with_ns_follows_the_namespace_mode),
+        cmocka_unit_test(test_contend_registers_one_census_entry_per_process),
         cmocka_unit_test(test_hold_modern_watchdog_keeps_a_short_lock),
         cmocka_unit_test(test_hold_modern_watchdog_reports_a_lost_lock),
         cmocka_unit_test(test_hold_fair_waiter_takes_the_lock_after_the_holder),

@@ -876,6 +876,7 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     lb_ns_keys k;
     assert_int_equal(lb_ns_keys_init(&k, ns, strlen(ns)), LB_OK);
     lbt_del(k.census);
+    lbt_del(k.gate);
     lb_census_entry a, b;
     memset(&a, 0, sizeof a);
     strcpy(a.id, "web-1:100:ab");
@@ -925,6 +926,16 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 2);
     lb_census_free(NULL, es);
+    /* The pruned legacy entry's last sighting stays in the gate record, so the
+     * tool's gate still counts that legacy client for its window. */
+    char seen[24];
+    snprintf(seen, sizeof seen, "%lld", (long long)(old.wall_us / 1000));
+    redisReply *g = redisCommand(admin, "HGET %s legacy_until_ms", k.gate);
+    assert_non_null(g);
+    assert_int_equal(g->type, REDIS_REPLY_STRING);
+    assert_string_equal(g->str, seen);
+    freeReplyObject(g);
+    lbt_del(k.gate);
     /* Encode and decode are strict inverses for ASCII; bad JSON is foreign. */
     char json[2048];
     size_t len;

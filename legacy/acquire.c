@@ -12,16 +12,30 @@ enum { A_START, A_SETNX, A_GET, A_GETSET, A_TAKEOVER };
 
 #define LOCK_OF(m) ((lb_legacy_lock *)(void *)(m))
 
-/* Encodes a fresh value "now + ttl" into l->pending. An expiry outside the
+/* Encodes a fresh value "now + ttl_ms" into l->pending. An expiry outside the
  * plausibility window would be foreign to every reader, this one included. */
-static int make_pending(lb_legacy_lock *l, const lb_now *now) {
-    if (lb_codec_expiry(&l->codec, now, l->opts.ttl_ms, &l->pending_expiry) != LB_OK ||
+static int make_pending_for(lb_legacy_lock *l, const lb_now *now, int64_t ttl_ms) {
+    if (lb_codec_expiry(&l->codec, now, ttl_ms, &l->pending_expiry) != LB_OK ||
         !lb_codec_plausible(&l->codec, l->pending_expiry, now) ||
         lb_codec_encode(&l->codec, l->pending_expiry, l->pending, sizeof l->pending,
                         &l->pendinglen) != LB_OK)
         return lb__fail(&l->m, LB_EINVAL, "cannot encode a plausible expiry for ttl %lld ms",
-                        (long long)l->opts.ttl_ms);
+                        (long long)ttl_ms);
     return LB_OK;
+}
+
+static int make_pending(lb_legacy_lock *l, const lb_now *now) {
+    return make_pending_for(l, now, l->opts.ttl_ms);
+}
+
+/* The value a wire GETSET writes. If it loses the race, it has replaced the
+ * winner's value; written with the fleet's longest validity, it ends no
+ * earlier than the winner's, so the overwrite never shortens a live lock. */
+static int make_takeover_pending(lb_legacy_lock *l, const lb_now *now) {
+    int64_t ttl = l->opts.ttl_ms;
+    if (l->opts.variant == LB_LEGACY_WIRE && l->opts.fleet_max_ttl_ms > ttl)
+        ttl = l->opts.fleet_max_ttl_ms;
+    return make_pending_for(l, now, ttl);
 }
 
 /* Whether a value read at the key is a timestamp of ours: it decodes, and to
@@ -76,7 +90,7 @@ static int send_get(lb_legacy_lock *l) {
 }
 
 static int send_takeover(lb_legacy_lock *l, const lb_now *now) {
-    int rc = make_pending(l, now);
+    int rc = make_takeover_pending(l, now);
     if (rc != LB_OK) return rc;
     if (l->opts.variant == LB_LEGACY_SCRIPTED) {
         lb__cmd_script(&l->m, &lb__script_legacy_takeover, "1");

@@ -19,6 +19,7 @@ void lb_legacy_options_init(lb_legacy_options *o) {
 static int validate(const lb_legacy_options *o) {
     char spec[128];
     if (o->ttl_ms <= 0 || o->nil_retries < 0 || o->release_margin_ms < 0) return 0;
+    if (o->fleet_max_ttl_ms < 0) return 0;
     if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms) return 0;
     if (o->variant != LB_LEGACY_WIRE && o->variant != LB_LEGACY_SCRIPTED) return 0;
     /* A wire release refuses within the margin of expiry: with a ttl no longer

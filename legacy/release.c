@@ -124,9 +124,15 @@ static int extend_start(lb_legacy_lock *l, const lb_now *now) {
         return lb__fail(&l->m, LB_EINVAL, "extend ttl must be positive (got %lld ms)",
                         (long long)l->extend_ttl_ms);
     if (!l->held) return lb__fail(&l->m, LB_ESTATE, "not held by this handle");
-    if (lb_codec_now(&l->codec, now) > l->expiry) {
+    /* As the wire release: within the margin of expiry a contender whose clock
+     * runs a little ahead may already be taking the lock over, and its GETSET
+     * would overwrite the extended value. The lock is left to expire. */
+    int64_t margin, limit;
+    if (lb_codec_ms_to_units(&l->codec, l->opts.release_margin_ms, &margin) != LB_OK ||
+        lb__add64(lb_codec_now(&l->codec, now), margin, &limit) || limit >= l->expiry) {
         l->held = 0;
-        return lb__fail(&l->m, LB_EEXPIRED, "already expired by our clock; not extended");
+        return lb__fail(&l->m, LB_EEXPIRED,
+                        "within the release margin of expiry by our clock; not extended");
     }
     if (lb_codec_expiry(&l->codec, now, l->extend_ttl_ms, &l->pending_expiry) != LB_OK ||
         lb_codec_encode(&l->codec, l->pending_expiry, l->pending, sizeof l->pending,

@@ -53,6 +53,7 @@ static int make_legacy(lb_mlock *l, const lb_mlock_options *o) {
     /* The margin matters to a wire release in legacy mode only; a handle that
      * can never be in legacy mode must not be refused for a ttl within it. */
     lo.release_margin_ms = o->follow || o->mode == LB_MODE_LEGACY ? o->release_margin_ms : 0;
+    lo.fleet_max_ttl_ms = o->fleet_max_ttl_ms;
     lo.backoff_min_ms = o->backoff_min_ms;
     lo.backoff_max_ms = o->backoff_max_ms;
     lo.clock = o->clock;

@@ -176,6 +176,16 @@ static int expired_by_us(const lb_mlock *l, const lb_now *now) {
     return l->held_mode == LB_MODE_COMPAT && lb_codec_now(&l->opts.codec, now) > l->expiry;
 }
 
+/* A compat lock this close to its timestamp may be judged expired by a legacy
+ * contender whose clock runs a little ahead; its GETSET would overwrite an
+ * extended value, so a compat extend is refused within release_margin_ms. */
+static int within_margin(const lb_mlock *l, const lb_now *now) {
+    int64_t margin, limit;
+    if (l->held_mode != LB_MODE_COMPAT) return 0;
+    return lb_codec_ms_to_units(&l->opts.codec, l->opts.release_margin_ms, &margin) != LB_OK ||
+           lb__add64(lb_codec_now(&l->opts.codec, now), margin, &limit) || limit >= l->expiry;
+}
+
 /* A compat value that has expired by our clock may have been taken over by a
  * legacy client whose value happens to be byte-equal to ours; it is left to
  * its TTL rather than risk deleting or rewriting that holder's lock. */
@@ -198,6 +208,11 @@ static int extend_start(lb_mlock *l, const lb_now *now) {
         return lb__fail(&l->m, LB_EINVAL, "extend ttl out of range (%lld ms)",
                         (long long)l->extend_ttl_ms);
     if (expired_by_us(l, now)) return refuse_expired(l, "extended");
+    if (within_margin(l, now)) {
+        l->held = 0;
+        return lb__fail(&l->m, LB_EEXPIRED, "within the release margin of expiry by our "
+                        "clock; not extended, left to its TTL");
+    }
     int rc = make_pending(l, now, l->extend_ttl_ms, 0);
     if (rc != LB_OK) return rc;
     l->sent_ns = now->mono_ns;

@@ -111,6 +111,13 @@ typedef struct lb_legacy_options {
     int64_t backoff_max_ms;    /* blocking acquire: longest sleep, milliseconds */
     const lb_clock *clock;     /* NULL: system clocks; must outlive the lock */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
+    /* Wire takeovers: the longest validity any client of the fleet writes, ms
+     * (0: ttl_ms). A GETSET that loses a takeover race has already written its
+     * value over the winner's; written with now + this, it never ends before
+     * the winner's (L1's 15 minutes beside a 30 s lockbridge client), so no
+     * one takes the winner's live lock over early. A lock taken this way is
+     * held, by every client's reading of the key, until that later instant. */
+    int64_t fleet_max_ttl_ms;
 } lb_legacy_options;
 
 /* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
@@ -138,7 +145,9 @@ int lb_legacy_acquire(lb_legacy_lock *l, struct redisContext *c, int64_t wait_ms
  * this close to its expiry (it is left to expire). The handle is not held after. */
 int lb_legacy_release(lb_legacy_lock *l, struct redisContext *c);
 /* Scripted variant only: writes a new expiry now + ttl_ms if the key still
- * holds our value and it has not expired by our clock. */
+ * holds our value. Refused (LB_EEXPIRED, nothing sent, the lock left to
+ * expire) once our clock is within release_margin_ms of its expiry: a
+ * contender whose clock runs a little ahead may already be taking it over. */
 int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms);
 
 /* Step machines for callers that do their own I/O. Each starts an operation on

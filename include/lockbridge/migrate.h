@@ -213,6 +213,7 @@ typedef struct lb_mlock_options {
     lb_legacy_variant legacy_variant; /* legacy mode: wire or scripted */
     int nil_retries;         /* legacy mode: SETNX retries after a nil GET */
     int64_t release_margin_ms; /* legacy wire release refuses this close to expiry, ms */
+    int64_t fleet_max_ttl_ms;  /* legacy wire takeovers: see lb_legacy_options, ms */
     int64_t backoff_min_ms;  /* blocking acquire: first sleep, ms */
     int64_t backoff_max_ms;  /* blocking acquire: longest sleep, ms */
     const lb_clock *clock;   /* NULL: system clocks; must outlive the lock */
@@ -259,7 +260,9 @@ int lb_mlock_acquire_wait(lb_mlock *l, struct redisContext *c, struct lb_waiter 
 int lb_mlock_release(lb_mlock *l, struct redisContext *c);
 /* Extends a held lock to `ttl_ms` from now, in the mode it was acquired in:
  * compat rewrites timestamp and TTL together, modern the TTL, legacy needs the
- * scripted variant. LB_ELOST, LB_EEXPIRED as for release. */
+ * scripted variant. LB_ELOST, LB_EEXPIRED as for release; a compat or legacy
+ * lock within release_margin_ms of its timestamp is not extended (LB_EEXPIRED,
+ * left to lapse): a legacy contender may already be taking it over. */
 int lb_mlock_extend(lb_mlock *l, struct redisContext *c, int64_t ttl_ms);
 /* Re-reads the control key now (and refreshes the census entry). */
 int lb_mlock_refresh(lb_mlock *l, struct redisContext *c);

@@ -127,7 +127,8 @@ void lb__cli_endpoint(const lb__cli_conn *o, char *out, size_t cap);
 #define LB__CLI_LOCK_OPTDEFS                                                            \
     {"--mode", 1}, {"--codec", 1}, {"--variant", 1}, {"--ttl-ms", 1}, {"--wait-ms", 1}, \
         {"--clock-offset-ms", 1}, {"--release-margin-ms", 1}, {"--fencing", 0},         \
-        {"--watchdog", 0}, {"--fair", 0}, {"--ns", 1}, {"--grace-ms", 1}
+        {"--watchdog", 0}, {"--fair", 0}, {"--ns", 1}, {"--grace-ms", 1},               \
+        {"--fleet-max-ttl-ms", 1}
 
 typedef enum lb__cli_mode {
     LB__CLI_MODE_LEGACY = 0, /* the SETNX/GETSET timestamp lock */

@@ -85,7 +85,7 @@ static int check_mode_options(const lb__cli_lockopts *out, const lb__cli_args *a
     } rules[] = {
         {"--codec", 1u | 2u | 8u},     {"--variant", 1u | 8u}, {"--release-margin-ms", 1u | 8u},
         {"--grace-ms", 2u | 8u},       {"--fencing", 4u},      {"--watchdog", 4u},
-        {"--fair", 4u},
+        {"--fair", 4u},                {"--fleet-max-ttl-ms", 1u | 8u},
     };
     int ns = value_of(a, opts, "--ns") != NULL;
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
@@ -128,6 +128,7 @@ static int read_following(lb__cli_lockopts *out, const lb__cli_args *a,
     m->ttl_ms = out->legacy.ttl_ms;
     m->legacy_variant = out->legacy.variant;
     m->release_margin_ms = out->legacy.release_margin_ms;
+    m->fleet_max_ttl_ms = out->legacy.fleet_max_ttl_ms;
     m->clock = &out->clock;
     return 0;
 }
@@ -144,7 +145,9 @@ int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
         read_ms(a, "--ttl-ms", value_of(a, opts, "--ttl-ms"), 1, &out->legacy.ttl_ms) != 0 ||
         read_ms(a, "--wait-ms", value_of(a, opts, "--wait-ms"), 0, &out->wait_ms) != 0 ||
         read_ms(a, "--release-margin-ms", value_of(a, opts, "--release-margin-ms"), 0,
-                &out->legacy.release_margin_ms) != 0)
+                &out->legacy.release_margin_ms) != 0 ||
+        read_ms(a, "--fleet-max-ttl-ms", value_of(a, opts, "--fleet-max-ttl-ms"), 0,
+                &out->legacy.fleet_max_ttl_ms) != 0)
         return -1;
     const char *offset = value_of(a, opts, "--clock-offset-ms");
     if (offset && lb__cli_int(a, "--clock-offset-ms", offset, -LB__CLI_MS_MAX,

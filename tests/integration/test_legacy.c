@@ -740,6 +740,51 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* ---- A losing GETSET never shortens the winner's lock -------------------------------- */
+/* An expired lock; a lockbridge wire client (30 s) reads it expired; before
+ * its GETSET, L1 (15 min) wins the takeover with its own GETSET. Ours then
+ * lands on L1's value: it loses, and the value it leaves must not end before
+ * L1's, or anyone takes L1's live lock over once our 30 s have passed. */
+static void test_a_losing_getset_never_shortens_the_winners_lock(void **state) {
+    (void)state;
+    static const combo ms = {"ms", LB_LEGACY_WIRE};
+    const char *key = "lg:shorten";
+    char expired[LB_VALUE_MAX], l1[LB_VALUE_MAX];
+    size_t elen, l1len;
+    lbt_set_expiry(&ms, key, -5000, expired, &elen);
+    lb_legacy_options o;
+    lb_legacy_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fleet_max_ttl_ms = 15 * 60000; /* the fleet's longest validity: L1's */
+    lb_legacy_lock *ours = NULL;
+    assert_int_equal(lb_legacy_lock_new(&ours, key, strlen(key), &o), LB_OK);
+    /* L1's winning GETSET, between our GET (command 1) and GETSET (command 2). */
+    lb_codec codec;
+    assert_int_equal(lb_codec_parse(&codec, "ms"), LB_OK);
+    lb_now now = lb_clock_now(NULL);
+    int64_t l1_expiry = lb_codec_now(&codec, &now) + 15 * 60000;
+    assert_int_equal(lb_codec_encode(&codec, l1_expiry, l1, sizeof l1, &l1len), LB_OK);
+    lbt_hook h = {.at = 2, .act = act_set, .key = key, .value = l1, .len = l1len};
+    redisContext *c = lbt_connect();
+    lb_machine *m = lb_legacy_try_acquire_machine(ours);
+    assert_non_null(m);
+    assert_int_equal(lbt_drive(c, m, &h), LB_EBUSY);
+    assert_false(lb_legacy_held(ours));
+    /* What the key holds now ends no earlier than L1's lock. */
+    redisReply *r = redisCommand(admin, "GET %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    int64_t left = 0;
+    assert_int_equal(lb_codec_decode(&codec, r->str, (size_t)r->len, &left), LB_OK);
+    freeReplyObject(r);
+    if (left < l1_expiry)
+        fail_msg("the losing GETSET left %lld, before L1's %lld", (long long)left,
+                 (long long)l1_expiry);
+    redisFree(c);
+    lb_legacy_lock_free(ours);
+    lbt_del(key);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_contend_release_for_every_codec_and_variant),
@@ -761,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_a_killed_connection_is_eio_never_ok),
         cmocka_unit_test(test_a_stopped_server_is_eio),
         cmocka_unit_test(test_keys_with_nul_bytes_are_locked_exactly),
+        cmocka_unit_test(test_a_losing_getset_never_shortens_the_winners_lock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

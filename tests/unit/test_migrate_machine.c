@@ -353,6 +353,32 @@ static void test_commands_have_the_documented_shape(void **state) {
     lb_mlock_free(f.l);
 }
 
+/* A compat extend within the release margin (1 s) of expiry could land after a
+ * legacy contender, whose clock runs a little ahead, judged the lock expired:
+ * its GETSET would overwrite the extended value. Refused, nothing sent. */
+static void test_a_compat_extend_within_the_margin_is_refused(void **state) {
+    (void)state;
+    static const rep ok[1] = {{X_ARR, 0, NULL, 1, {EI(1)}}};
+    static const rep one[1] = {RI(1)};
+    fixture f;
+    int sent;
+    make(&f, LB_MODE_COMPAT, NULL, 0); /* expiry T0 + 10001 ms */
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
+    lbt_fake_advance(&f.ft, 9500);
+    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, NULL, 0),
+                     LB_EEXPIRED);
+    assert_int_equal(sent, 0);
+    assert_false(lb_mlock_held(f.l));
+    lb_mlock_free(f.l);
+    /* Just outside the margin it runs. */
+    make(&f, LB_MODE_COMPAT, NULL, 0);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
+    lbt_fake_advance(&f.ft, 9000);
+    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(sent, 1);
+    lb_mlock_free(f.l);
+}
+
 /* ---- Release and extend ----------------------------------------------------------------- */
 static void test_release_and_extend_replies(void **state) {
     (void)state;
@@ -561,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_the_classifier_counts_only_plausible_readings),
         cmocka_unit_test(test_commands_have_the_documented_shape),
         cmocka_unit_test(test_release_and_extend_replies),
+        cmocka_unit_test(test_a_compat_extend_within_the_margin_is_refused),
         cmocka_unit_test(test_mode_reads_decide_the_next_operations_mode),
         cmocka_unit_test(test_bad_options_are_refused),
         cmocka_unit_test(test_every_allocation_failure_is_enomem_and_leaks_nothing),

@@ -100,14 +100,24 @@ static int begin_op(lb_mlock *l, const lb_now *now) {
     default: l->sub = NULL;
     }
     if (!l->sub) return lb__fail(&l->m, LB_ESTATE, "legacy operation could not start");
+    /* The legacy machine's need of scripts (a scripted lock only a script can
+     * release) is this machine's: the drivers look at this one, and check the
+     * server runs scripts before its first command, so no lock is taken that
+     * could not be released. */
+    if (l->op == LB__OP_ACQUIRE && l->opts.legacy_variant == LB_LEGACY_SCRIPTED)
+        l->m.needs_scripts = 1;
     l->sent_ns = now->mono_ns;
     l->state = S_LEGACY;
     return forward(l, NULL, now);
 }
 
+/* What the legacy attempt saw last. A foreign value ends the attempt, at GET
+ * or at GETSET: then that value is what was seen, whatever GET read before. */
 static void legacy_seen(lb_mlock *l, int rc, const lb_now *now) {
     int64_t t, left;
-    if (lb_legacy_observed_expiry(l->legacy, &t) == LB_OK) {
+    if (rc == LB_EFOREIGN) {
+        l->seen.format = LB_FORMAT_UNKNOWN;
+    } else if (lb_legacy_observed_expiry(l->legacy, &t) == LB_OK) {
         int64_t cur = lb_codec_now(&l->opts.codec, now);
         l->seen.format = LB_FORMAT_LEGACY;
         l->seen.codec = 0;
@@ -118,8 +128,6 @@ static void legacy_seen(lb_mlock *l, int rc, const lb_now *now) {
                                : lb__sub64(t, cur, &left) ? INT64_MAX
                                                           : lb__codec_units_to_ms(&l->opts.codec, left);
         l->holder_ms = l->seen.remaining_ms;
-    } else if (rc == LB_EFOREIGN) {
-        l->seen.format = LB_FORMAT_UNKNOWN;
     }
 }
 

@@ -668,6 +668,22 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
     assert_non_null(strstr(lb_legacy_errstr(s), "script"));
     assert_string_equal(value_at(r->port, "f:noeval:s"), "");
 
+    /* The mode-following lock in legacy mode, scripted variant: its legacy
+     * machine's need of scripts is its own (before, SETNX succeeded and the
+     * release script was refused: the lock stayed until its timestamp). */
+    lb_mlock_options mo;
+    lb_mlock_options_init(&mo);
+    mo.mode = LB_MODE_LEGACY;
+    mo.legacy_variant = LB_LEGACY_SCRIPTED;
+    mo.ttl_ms = 5000;
+    lb_mlock *ml = NULL;
+    assert_int_equal(lb_mlock_new(&ml, "f:noeval:ml", 11, &mo), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(ml, c), LB_EREDIS);
+    assert_false(lb_mlock_held(ml));
+    assert_non_null(strstr(lb_mlock_errstr(ml), "script"));
+    assert_string_equal(value_at(r->port, "f:noeval:ml"), "");
+    lb_mlock_free(ml);
+
     for (int fencing = 0; fencing <= 1; fencing++) {
         lb_lock *m = new_lock("f:noeval:m", 5000, fencing);
         assert_int_equal(lb_lock_try_acquire(m, c), LB_EREDIS);

@@ -223,6 +223,24 @@ static void test_acquire_handles_every_reply(void **state) {
     }
 }
 
+/* In legacy mode, a GETSET that returns a value not in our format ends the
+ * attempt foreign: what the lock observed is that foreign value, not the
+ * expired timestamp GET read before it. */
+static void test_a_foreign_getset_is_what_legacy_mode_observed(void **state) {
+    (void)state;
+    static const rep r[] = {RI(0), RS(EXPIRED), RS("who?")};
+    fixture f;
+    int sent;
+    make(&f, LB_MODE_LEGACY, NULL, 0);
+    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), r, 3, &sent, NULL, 0),
+                     LB_EFOREIGN);
+    assert_int_equal(sent, 3);
+    const lb_class *seen = lb_mlock_observed(f.l);
+    assert_int_equal(seen->format, LB_FORMAT_UNKNOWN);
+    assert_false(seen->expired);
+    lb_mlock_free(f.l);
+}
+
 /* ---- The classifier with several codecs --------------------------------------------- */
 #define MAX_SPECS 3
 typedef struct multi_case {
@@ -588,6 +606,7 @@ int main(void) {
         cmocka_unit_test(test_commands_have_the_documented_shape),
         cmocka_unit_test(test_release_and_extend_replies),
         cmocka_unit_test(test_a_compat_extend_within_the_margin_is_refused),
+        cmocka_unit_test(test_a_foreign_getset_is_what_legacy_mode_observed),
         cmocka_unit_test(test_mode_reads_decide_the_next_operations_mode),
         cmocka_unit_test(test_bad_options_are_refused),
         cmocka_unit_test(test_every_allocation_failure_is_enomem_and_leaks_nothing),

@@ -91,8 +91,9 @@ static int switch_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     (void)now;
     if (s->state == 0) {
         const char *name = lb_mode_name(s->modes[s->sets % 2]);
-        lb__cmd_script(m, &lb__script_mode_set, "1");
+        lb__cmd_script(m, &lb__script_mode_set, "2");
         lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
+        lb__cmd_arg(&m->cmd, s->ns.gate, s->ns.gatelen);
         lb__cmd_argz(&m->cmd, name);
         lb__cmd_argz(&m->cmd, "");
         lb__cmd_arg(&m->cmd, s->ns.channel, s->ns.channellen);

@@ -83,16 +83,34 @@ static const char help[] =
     "written).\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
+/* The control key holds something that is not a mode name: left alone, and
+ * the way to fix it said (modes are lower case; a value such as "Modern" was
+ * written by hand or by another tool). */
 static int foreign_key(const lb__cli_args *a, const char *ns, int rc) {
-    char shown[128];
+    char shown[128], value[64] = "", found[80] = "";
     lb_ns_keys k;
     lb_ns_keys_init(&k, ns, strlen(ns));
     lb__cli_printable(shown, sizeof shown, k.mode, k.modelen);
-    fprintf(stderr, "%s: the control key %s holds %s; it is left alone\n", a->prog, shown,
-            rc == LB_EWRONGTYPE ? "another Redis type" : "something that is not a mode name");
+    char err[256];
+    redisContext *c = rc == LB_EFOREIGN ? lb__cli_connect(&a->conn, err, sizeof err) : NULL;
+    redisReply *r = c ? redisCommand(c, "GETRANGE %b 0 40", k.mode, k.modelen) : NULL;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        lb__cli_printable(value, sizeof value, r->str, (size_t)r->len);
+        snprintf(found, sizeof found, " \"%s\"", value);
+    }
+    if (r) freeReplyObject(r);
+    if (c) redisFree(c);
+    fprintf(stderr,
+            "%s: the control key %s holds %s%s; it is left alone. Modes are legacy, compat "
+            "and modern, in lower case. Find what wrote it, then delete it (redis-cli DEL "
+            "'%s') and set the mode the fleet is in: lockbridge mode set MODE --ns %s\n",
+            a->prog, shown,
+            rc == LB_EWRONGTYPE ? "another Redis type" : "something that is not a mode name",
+            found, shown, ns);
     cJSON *o = lb__cli_event("mode");
     if (o) lb__cli_add_str(o, "ns", ns);
     if (o) lb__cli_add_str(o, "status", lb_err_name(rc));
+    if (o && value[0]) lb__cli_add_str(o, "control_key_value", value);
     if (lb__cli_is_json()) lb__cli_emit(o);
     else cJSON_Delete(o);
     return LB__CLI_EXIT_FOREIGN;

@@ -338,6 +338,19 @@ static void test_a_timestamp_that_appears_while_watching_is_a_writer(void **stat
     }
 }
 
+/* ---- A control key holding a wrong value says how to fix it ------------------------- */
+static void test_a_wrong_control_key_value_is_named_with_its_fix(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "SET %s %s", "{g20}:lb-mode", "Modern");
+    expect_exit(tool("mode", "get", "--ns", "g20", NULL), 3);
+    expect_out("\"Modern\"");
+    expect_out("lower case");
+    expect_out("lockbridge mode set MODE --ns g20");
+    expect_exit(tool("mode", "set", "compat", "--ns", "g20", NULL), 3);
+    assert_string_equal(lbt_get(conn, "{g20}:lb-mode"), "Modern");
+    lbt_cmd_ok(conn, "DEL %s", "{g20}:lb-mode");
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_tool_init("test_cli_gate") != 0) return -1;
@@ -371,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_a_refusal_names_the_keys_with_their_validity),
         cmocka_unit_test(test_a_static_timestamp_is_not_a_writer),
         cmocka_unit_test(test_a_timestamp_that_appears_while_watching_is_a_writer),
+        cmocka_unit_test(test_a_wrong_control_key_value_is_named_with_its_fix),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -47,6 +47,7 @@ static int read_ours(lb_legacy_lock *l, const char *s, size_t len, const lb_now 
                      const char *during, int64_t *t) {
     lb_codec other;
     char spec[128];
+    *t = 0;
     if (len > LB_OBSERVED_MAX || lb_codec_decode(&l->codec, s, len, t) != LB_OK)
         return lb__legacy_foreign(l, s, len, during);
     if (lb_codec_plausible(&l->codec, *t, now)) return LB_OK;
@@ -127,7 +128,7 @@ static int on_get(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
     if (r->type != REDIS_REPLY_STRING)
         return lb__fail(&l->m, LB_EPROTO, "GET: unexpected reply type %d", r->type);
     size_t len = (size_t)r->len;
-    int64_t t;
+    int64_t t = 0;
     int rc = read_ours(l, r->str, len, now, "GET", &t);
     if (rc != LB_OK) return rc;
     memcpy(l->observed, r->str, len);
@@ -143,7 +144,7 @@ static int on_get(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
  * replaced was free (nil rule), the expired value GET saw, or itself expired;
  * otherwise a racer won the takeover and our value has overwritten its own. */
 static int on_getset(lb_legacy_lock *l, const redisReply *r, const lb_now *now) {
-    int64_t t;
+    int64_t t = 0;
     if (r->type == REDIS_REPLY_NIL) return acquired(l);
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "GETSET");
     if (r->type != REDIS_REPLY_STRING)

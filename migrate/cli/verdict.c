@@ -31,7 +31,7 @@ __attribute__((format(printf, 4, 5))) static void reason(lb__cli_verdict *v,
     va_start(ap, fmt);
     vsnprintf(v->reason[v->n].text, sizeof v->reason[v->n].text, fmt, ap);
     va_end(ap);
-    int skipped = check > LB__CLI_CHECK_ADJACENCY && o && o->override[check];
+    int skipped = check > LB__CLI_CHECK_ADJACENCY && check < LB__CLI_CHECKS && o && o->override[check];
     v->reason[v->n].check = check;
     v->reason[v->n].blocker = check >= 0 && !skipped;
     v->reason[v->n].skipped = check >= 0 && skipped;

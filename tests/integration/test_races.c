@@ -320,6 +320,57 @@ static void test_exploration_finds_no_violation_in_lockbridge_fleets(void **stat
     }
 }
 
+/* Fleets the field has and a uniform world hides: clients writing different
+ * validities. An expired lock (a crashed holder's), L1 with 15 minutes and a
+ * lockbridge wire client with 30 s; pauses of 31 s. Each row states what the
+ * search must find, in one place: the option that closes the hole is the
+ * row's difference. */
+static void test_exploration_of_mixed_validities(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t fleet_max_ttl_ms; /* lockbridge's fleet_max_ttl_ms */
+        int expect_counterexample;
+    } rows[] = {
+        /* The wire takeover as it was: a lost GETSET race leaves the loser's
+         * 30 s expiry over L1's 15 minutes; 31 s later the loser takes the
+         * lock over while L1 is still inside. */
+        {"L1 (15 min) + lb-wire (30 s), fleet_max_ttl_ms 0", 0, 1},
+        /* The fix: the takeover writes the fleet's longest validity. */
+        {"L1 (15 min) + lb-wire (30 s), fleet_max_ttl_ms 15 min", 900000, 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbr_explore_config cfg;
+        lbr_explore_result res;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.world.port = server.port;
+        cfg.world.conn = lbt_redis_connect(&server);
+        assert_non_null(cfg.world.conn);
+        cfg.world.key = "race:mixed";
+        lb_codec_parse(&cfg.world.codec, "ms");
+        cfg.world.kinds[0] = "L1";
+        cfg.world.kinds[1] = "lb-wire";
+        cfg.world.ttls[0] = 900000;
+        cfg.world.ttls[1] = 30000;
+        cfg.world.ttl_ms = 30000;
+        cfg.world.fleet_max_ttl_ms = rows[i].fleet_max_ttl_ms;
+        cfg.world.start_expired = 1;
+        cfg.world.bound_midop_pauses = 1;
+        cfg.world.midop_pause_max_ms = 1000;
+        cfg.depth = explore_depth() + 2;
+        cfg.max_jumps = 1;
+        cfg.jump_ms = 31000;
+        int rc = lbr_explore(&cfg, &res);
+        redisFree(cfg.world.conn);
+        assert_int_equal(rc, 0);
+        printf("  %s: %ld schedules (%ld outside the model)%s%s\n", rows[i].name, res.schedules,
+               res.pruned, res.violation ? "\n    -> " : "", res.violation ? res.report : "");
+        if (res.violation != rows[i].expect_counterexample)
+            fail_msg("%s: %s", rows[i].name,
+                     res.violation ? res.report : "the search found no counterexample");
+    }
+}
+
 /* The explorer must be able to fail: naive fleets have known counterexamples. */
 static void test_exploration_finds_naive_lockers_violations(void **state) {
     (void)state;
@@ -492,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
+        cmocka_unit_test(test_exploration_of_mixed_validities),
         cmocka_unit_test(test_migration_races),
         cmocka_unit_test(test_exploration_of_migration_fleets),
     };

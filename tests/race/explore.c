@@ -14,6 +14,15 @@ typedef struct explorer {
     char sched[1024];
 } explorer;
 
+/* The longest validity of the world's clients, ms: the closing jump passes it. */
+static int64_t longest_ttl(const lbr_world_config *w) {
+    int64_t ttl = w->ttl_ms;
+    for (int i = 0; i < LBR_MAX_CLIENTS; i++)
+        if (w->ttls[i] > ttl) ttl = w->ttls[i];
+    if (w->fleet_max_ttl_ms > ttl) ttl = w->fleet_max_ttl_ms;
+    return ttl;
+}
+
 /* Replays one complete schedule and closes it with a liveness check by the
  * first client still running, after a jump past every expiry. */
 static int replay(explorer *e) {
@@ -33,7 +42,7 @@ static int replay(explorer *e) {
     /* The closing jump passes any expiry in any codec unit (seconds round up). */
     if (live < 0) snprintf(full, sizeof full, "%s", e->sched);
     else snprintf(full, sizeof full, "%s%s +%lld %c?", e->sched, finish,
-                  (long long)e->cfg->world.ttl_ms * 2 + 2000, 'A' + live);
+                  (long long)longest_ttl(&e->cfg->world) * 2 + 2000, 'A' + live);
     lbr_world *w = lbr_world_new(&e->cfg->world);
     if (!w) return -1;
     int rc = lbr_run(w, full);

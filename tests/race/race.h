@@ -31,6 +31,7 @@ typedef struct lbr_part_config {
     lb_codec codec;
     int64_t ttl_ms;
     const lb_clock *clock; /* the world's clock for this client */
+    int64_t fleet_max_ttl_ms; /* lockbridge legacy clients' lb_legacy_options field */
 } lbr_part_config;
 
 /* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
@@ -57,6 +58,13 @@ typedef struct lbr_world_config {
     const char *key;       /* the lock key (flushed at start) */
     lb_codec codec;        /* the fleet's value codec */
     int64_t ttl_ms;        /* every client's lock validity */
+    /* Fleets whose clients write different validities: client i's, when not 0
+     * (L1's 15 minutes beside a 30 s lockbridge client). */
+    int64_t ttls[LBR_MAX_CLIENTS];
+    int64_t fleet_max_ttl_ms; /* given to lockbridge's legacy clients (0: none) */
+    /* 1: the key starts holding a timestamp that expired a second before the
+     * world's start (a crashed holder's lock), so takeovers need no crash. */
+    int start_expired;
     const char *kinds[LBR_MAX_CLIENTS]; /* client A, B, ...; NULL ends the list */
     int liveness_steps;    /* "A?" must acquire within this many steps (default 12) */
     /* Models the wire protocol's assumption that a client is not paused in the

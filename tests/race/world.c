@@ -91,6 +91,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     o.ttl_ms = cfg->ttl_ms;
     o.clock = cfg->clock;
     o.variant = scripted ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
+    o.fleet_max_ttl_ms = cfg->fleet_max_ttl_ms;
     lbpart *lp = calloc(1, sizeof *lp);
     if (!lp) return NULL;
     if (lb_legacy_lock_new(&lp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK) {
@@ -152,6 +153,20 @@ static int violate(lbr_world *w, const char *fmt, ...) {
     return LBR_VIOLATION;
 }
 
+/* A crashed holder's lock: a timestamp in the fleet's codec that expired one
+ * second before the world's start, without TTL. */
+static int start_expired(lbr_world *w) {
+    char v[LB_VALUE_MAX];
+    size_t len;
+    lb_now then = {w->start_us - 1000000, w->mono_base_ns - INT64_C(1000000000)};
+    int64_t t = lb_codec_now(&w->cfg.codec, &then);
+    if (lb_codec_encode(&w->cfg.codec, t, v, sizeof v, &len) != LB_OK) return -1;
+    redisReply *r = redisCommand(w->c, "SET %s %b", w->cfg.key, v, len);
+    int rc = r && r->type == REDIS_REPLY_STATUS ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
 lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     lbr_world *w = calloc(1, sizeof *w);
     if (!w) return NULL;
@@ -173,11 +188,13 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     w->true_us = w->start_us = (int64_t)ts.tv_sec * 1000000;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     w->mono_base_ns = (int64_t)ts.tv_sec * 1000000000;
+    if (cfg->start_expired && start_expired(w) != 0) goto fail;
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
         c->clock = (lb_clock){world_wall_us, world_mono_ns, c, 0};
-        lbr_part_config pc = {cfg->key, cfg->codec, cfg->ttl_ms, &c->clock};
+        int64_t ttl = cfg->ttls[w->n] > 0 ? cfg->ttls[w->n] : cfg->ttl_ms;
+        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
     }

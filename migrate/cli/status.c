@@ -391,10 +391,16 @@ static int run(const lb__cli_args *a) {
         lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
     else if (use_stored(a, &s, &cs, &so) != 0) code = LB__CLI_EXIT_USAGE;
-    else if (lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0 ||
-             remember(a, &t, &s, ns, err, sizeof err) != 0)
+    else if (lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
-    else code = report(ns, &s, s.keys > r.shown ? s.keys - r.shown : 0);
+    else {
+        /* A read-only operator still gets the report; the evidence this scan
+         * saw is then not kept, which the note says. */
+        if (remember(a, &t, &s, ns, err, sizeof err) != 0)
+            fprintf(stderr, "%s: note: what this scan saw is not recorded in the gate record "
+                    "(%s)\n", a->prog, err);
+        code = report(ns, &s, s.keys > r.shown ? s.keys - r.shown : 0);
+    }
     lb__cli_ns_done(nc, c);
     lb__cli_topo_clear(&t);
     lb__cli_survey_clear(&s);

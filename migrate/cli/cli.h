@@ -420,6 +420,7 @@ typedef struct lb__cli_survey {
     uint64_t legacy_live;    /* TTL-less timestamps still running (or not judgeable) */
     uint64_t mono;           /* TTL-less timestamps on a monotonic clock */
     int64_t legacy_until_ms; /* the latest expiry of a TTL-less timestamp seen, epoch ms; -1 */
+    int64_t ahead_max_ms;    /* the furthest a timestamp runs ahead of now, ms; 0 none */
     int64_t token_max_pttl_ms; /* the longest token TTL; -1 without tokens */
     lb__cli_examples ex[LB__CLI_EX_KINDS];
     const char *match;       /* the pattern scanned */

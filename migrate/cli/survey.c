@@ -42,6 +42,7 @@ static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_cl
     }
     int64_t until = at < 0 ? now_ms : at;
     if (until > s->legacy_until_ms) s->legacy_until_ms = until;
+    if (at > now_ms && at - now_ms > s->ahead_max_ms) s->ahead_max_ms = at - now_ms;
 }
 
 /* The observation's later scans: a TTL-less timestamp whose (key, value) was

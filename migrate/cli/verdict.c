@@ -202,6 +202,14 @@ static void notes(const lb__cli_survey *s, lb_mode from, lb_mode to, lb__cli_ver
     if (s->mono)
         reason(v, NULL, -1, "%llu value(s) on a monotonic clock: judged on this host only",
                (unsigned long long)s->mono);
+    /* A timestamp further ahead than the fleet's stored validity: some client
+     * writes a longer one, and a wire takeover that loses the race to it would
+     * shorten it unless lockbridge's wire clients know (docs/legacy-protocol.md). */
+    if (s->gate.ttl_ms > 0 && s->ahead_max_ms > s->gate.ttl_ms + 1000)
+        reason(v, NULL, -1, "a timestamp runs %lld ms ahead, more than the namespace's "
+               "validity %lld ms: a client writes a longer one; give lockbridge's wire "
+               "clients --fleet-max-ttl-ms %lld and `mode config --ttl-ms` that value",
+               (long long)s->ahead_max_ms, (long long)s->gate.ttl_ms, (long long)s->ahead_max_ms);
     if (s->census_invalid)
         reason(v, NULL, -1, "%llu census field(s) that are not census entries",
                (unsigned long long)s->census_invalid);

@@ -338,6 +338,20 @@ static void test_a_timestamp_that_appears_while_watching_is_a_writer(void **stat
     }
 }
 
+/* ---- Mixed validities are said ------------------------------------------------------- */
+/* A timestamp 15 minutes ahead beside a namespace whose stored validity is
+ * 30 s: some client writes a longer validity, and lockbridge's wire clients
+ * must know it (--fleet-max-ttl-ms) or a lost takeover race shortens it. */
+static void test_status_says_when_a_timestamp_outruns_the_stored_validity(void **state) {
+    (void)state;
+    set_ts("gv:l1", wall_ms() + 900000);
+    expect_exit(tool("mode", "config", "--ns", "gv", "--match", "gv:*", "--ttl-ms", "30000",
+                     NULL), 0);
+    expect_exit(tool("status", "--ns", "gv", NULL), 0);
+    expect_out("--fleet-max-ttl-ms");
+    lbt_cmd_ok(conn, "DEL gv:l1 {gv}:lb-gate");
+}
+
 /* ---- A control key holding a wrong value says how to fix it ------------------------- */
 static void test_a_wrong_control_key_value_is_named_with_its_fix(void **state) {
     (void)state;
@@ -385,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_a_static_timestamp_is_not_a_writer),
         cmocka_unit_test(test_a_timestamp_that_appears_while_watching_is_a_writer),
         cmocka_unit_test(test_a_wrong_control_key_value_is_named_with_its_fix),
+        cmocka_unit_test(test_status_says_when_a_timestamp_outruns_the_stored_validity),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

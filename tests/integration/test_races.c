@@ -465,6 +465,71 @@ static void test_exploration_of_migration_fleets(void **state) {
     }
 }
 
+/* ---- Explorations that must find a known hole of issue 12 ------------------------
+ * Each is a search (exhaustive to its depth from its starting state) whose
+ * expected outcome is one flag: expect_counterexample = 1 while the hole is
+ * open (the search must find it, which proves it can), 0 once the fix lands
+ * (the same search must then find none). */
+typedef struct hole_search {
+    const char *name;
+    int hole;
+    int expect_counterexample; /* flip to 0 when the hole is fixed */
+    const char *kinds[LBR_MAX_CLIENTS];
+    int64_t ttl_ms[LBR_MAX_CLIENTS];    /* per client; 0: 1500 */
+    int64_t offset_ms[LBR_MAX_CLIENTS]; /* per client clock offset */
+    const char *codec;
+    const char *prefix; /* the state the search starts from */
+    int depth;
+    const char *violation; /* substring of the report expected while open */
+} hole_search;
+
+static const hole_search hole_searches[] = {
+    /* Hole 8, open: the fix (a wire takeover value that ends no earlier than the
+     * fleet's longest validity) sets this to 0. A lockbridge wire client with a
+     * short validity loses a GETSET race to L1 with a long one and writes its
+     * earlier expiry over L1's live lock. Clock offsets stay within the margin. */
+    {"hole 8: a short-validity wire loser shortens L1's lock", 8, 1,
+     {"lb-wire", "L1", "lb-wire"}, {1500, 9000, 1500}, {0, 0, -100}, "ms",
+     "A:SETNX A! +3600", 6, "overwrote B's valid lock with an earlier"},
+};
+
+static void test_exploration_finds_open_holes(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof hole_searches / sizeof hole_searches[0]; i++) {
+        const hole_search *h = &hole_searches[i];
+        lbr_explore_config cfg;
+        lbr_explore_result res;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.world.port = server.port;
+        cfg.world.conn = lbt_redis_connect(&server);
+        assert_non_null(cfg.world.conn);
+        cfg.world.key = "race:explore";
+        cfg.world.ttl_ms = 1500;
+        cfg.world.bound_midop_pauses = 1;
+        cfg.world.midop_pause_max_ms = 0;
+        lb_codec_parse(&cfg.world.codec, h->codec);
+        memcpy(cfg.world.kinds, h->kinds, sizeof cfg.world.kinds);
+        memcpy(cfg.world.client_ttl_ms, h->ttl_ms, sizeof cfg.world.client_ttl_ms);
+        memcpy(cfg.world.client_offset_ms, h->offset_ms, sizeof cfg.world.client_offset_ms);
+        cfg.prefix = h->prefix;
+        cfg.depth = h->depth;
+        int rc = lbr_explore(&cfg, &res);
+        redisFree(cfg.world.conn);
+        assert_int_equal(rc, 0);
+        printf("  %s (hole %d), depth %d from '%s': %ld schedules (%ld outside the model)%s%s\n",
+               h->name, h->hole, h->depth, h->prefix, res.schedules, res.pruned,
+               res.violation ? "\n    counterexample: " : ", none found",
+               res.violation ? res.counterexample : "");
+        if (res.violation) printf("    report: %s\n", res.report);
+        if (h->expect_counterexample && !res.violation)
+            fail_msg("%s: the search no longer finds hole %d (fixed? flip its flag)", h->name,
+                     h->hole);
+        if (!h->expect_counterexample && res.violation) fail_msg("%s", res.report);
+        if (res.violation && h->violation && !strstr(res.report, h->violation))
+            fail_msg("%s: expected a report of '%s'", h->name, h->violation);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -494,6 +559,7 @@ int main(void) {
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_migration_races),
         cmocka_unit_test(test_exploration_of_migration_fleets),
+        cmocka_unit_test(test_exploration_finds_open_holes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

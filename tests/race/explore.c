@@ -31,9 +31,11 @@ static int replay(explorer *e) {
         snprintf(finish + len, sizeof finish - len, " %c.", 'A' + i);
     }
     /* The closing jump passes any expiry in any codec unit (seconds round up). */
-    if (live < 0) snprintf(full, sizeof full, "%s", e->sched);
-    else snprintf(full, sizeof full, "%s%s +%lld %c?", e->sched, finish,
-                  (long long)e->cfg->world.ttl_ms * 2 + 2000, 'A' + live);
+    const char *pre = e->cfg->prefix ? e->cfg->prefix : "";
+    const char *sep = pre[0] && e->sched[0] ? " " : "";
+    if (live < 0) snprintf(full, sizeof full, "%s%s%s", pre, sep, e->sched);
+    else snprintf(full, sizeof full, "%s%s%s%s +%lld %c?", pre, sep, e->sched, finish,
+                  (long long)lbr_max_ttl_ms(&e->cfg->world) * 2 + 2000, 'A' + live);
     lbr_world *w = lbr_world_new(&e->cfg->world);
     if (!w) return -1;
     int rc = lbr_run(w, full);
@@ -116,6 +118,11 @@ int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out) {
     e.out = out;
     while (e.n < LBR_MAX_CLIENTS && cfg->world.kinds[e.n]) e.n++;
     if (e.n == 0 || cfg->depth < 0) return -1;
+    /* Clients the prefix crashed take no part in the search. */
+    for (const char *p = cfg->prefix; p && *p; p++)
+        if (p[0] >= 'A' && p[0] < 'A' + e.n && p[1] == '!' &&
+            (p == cfg->prefix || p[-1] == ' '))
+            e.crashed |= 1 << (p[0] - 'A');
     int rc = try_events(&e, cfg->depth);
     if (rc == 0) rc = dfs(&e, cfg->depth, 1);
     return rc < 0 ? -1 : 0;

@@ -56,8 +56,12 @@ typedef struct lbr_world_config {
     redisContext *conn;    /* optional: a connection to borrow instead of port */
     const char *key;       /* the lock key (flushed at start) */
     lb_codec codec;        /* the fleet's value codec */
-    int64_t ttl_ms;        /* every client's lock validity */
+    int64_t ttl_ms;        /* every client's lock validity, ms */
     const char *kinds[LBR_MAX_CLIENTS]; /* client A, B, ...; NULL ends the list */
+    /* Per-client validity, ms (0: ttl_ms), and clock offset from true time, ms:
+     * a mixed fleet (a wire client with 30 s beside L1 with 15 min). */
+    int64_t client_ttl_ms[LBR_MAX_CLIENTS];
+    int64_t client_offset_ms[LBR_MAX_CLIENTS];
     int liveness_steps;    /* "A?" must acquire within this many steps (default 12) */
     /* Models the wire protocol's assumption that a client is not paused in the
      * middle of an operation (between its GET and GETSET, or GET and DEL) for
@@ -106,6 +110,10 @@ int lbr_acquisitions(const lbr_world *w);
  * finish its operation, a jump past every expiry and a liveness check. Stops at the first violation and keeps its schedule. */
 typedef struct lbr_explore_config {
     lbr_world_config world;
+    /* Optional schedule run before every searched one (the state the search
+     * starts from, e.g. "A:SETNX A! +3600": a crashed holder's lock, expired);
+     * its crashes count against max_crashes' clients, not its budget. */
+    const char *prefix;
     int depth;
     int max_crashes;
     int max_jumps;
@@ -122,5 +130,8 @@ typedef struct lbr_explore_result {
 } lbr_explore_result;
 
 int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out);
+
+/* The longest validity of the world's clients, ms. */
+int64_t lbr_max_ttl_ms(const lbr_world_config *cfg);
 
 #endif

@@ -176,8 +176,9 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
-        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, 0};
-        lbr_part_config pc = {cfg->key, cfg->codec, cfg->ttl_ms, &c->clock};
+        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n]};
+        int64_t ttl = cfg->client_ttl_ms[w->n] > 0 ? cfg->client_ttl_ms[w->n] : cfg->ttl_ms;
+        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
     }
@@ -450,6 +451,13 @@ int lbr_run(lbr_world *w, const char *schedule) {
         if (rc != LBR_OK) return rc;
     }
     return LBR_OK;
+}
+
+int64_t lbr_max_ttl_ms(const lbr_world_config *cfg) {
+    int64_t max = cfg->ttl_ms;
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
+        if (cfg->client_ttl_ms[i] > max) max = cfg->client_ttl_ms[i];
+    return max;
 }
 
 int lbr_clients(const lbr_world *w) { return w ? w->n : 0; }

@@ -491,6 +491,12 @@ static const hole_search hole_searches[] = {
     {"hole 8: a short-validity wire loser shortens L1's lock", 8, 1,
      {"lb-wire", "L1", "lb-wire"}, {1500, 9000, 1500}, {0, 0, -100}, "ms",
      "A:SETNX A! +3600", 6, "overwrote B's valid lock with an earlier"},
+    /* Hole 5, open: the fix (a follower that has seen a mode keeps it when the
+     * control key vanishes, and reports it) sets this to 0. The namespace is
+     * modern and a follower configured legacy has read it; the key is deleted. */
+    {"hole 5: a vanished control key moves a legacy-configured follower two stages", 5, 1,
+     {"switch-compat-modern", "lb-follow-legacy", "vanish-mode"}, {0}, {0}, "ms",
+     "A:mode_set B:migrate_touch", 4, "moved two stages at once: modern -> legacy"},
 };
 
 static void test_exploration_finds_open_holes(void **state) {
@@ -513,6 +519,8 @@ static void test_exploration_finds_open_holes(void **state) {
         memcpy(cfg.world.client_offset_ms, h->offset_ms, sizeof cfg.world.client_offset_ms);
         cfg.prefix = h->prefix;
         cfg.depth = h->depth;
+        cfg.max_crashes = 0;
+        cfg.max_jumps = 0;
         int rc = lbr_explore(&cfg, &res);
         redisFree(cfg.world.conn);
         assert_int_equal(rc, 0);

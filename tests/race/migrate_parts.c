@@ -136,7 +136,39 @@ static lbr_part *switch_part(const char *kind, const lbr_part_config *cfg, lb_mo
     return &s->part;
 }
 
+/* A control key that vanishes (deleted, evicted): every step DELs it. */
+static int vanish_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    switcher *s = (switcher *)(void *)m;
+    (void)now;
+    (void)r;
+    if (s->state == 0) {
+        lb__cmd_reset(&m->cmd);
+        lb__cmd_argz(&m->cmd, "DEL");
+        lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
+        s->state = 1;
+        return LB_STEP_SEND;
+    }
+    return LB_OK;
+}
+
+static lb_machine *vanish_acq(lbr_part *p) {
+    switcher *s = SWITCHER(p);
+    lb__machine_begin(&s->m, vanish_step);
+    s->state = 0;
+    return &s->m;
+}
+
+/* The mode a follower acts in now, -1 for any other participant. */
+int lbr_part_mode(const lbr_part *p) {
+    return p->destroy == m_destroy ? (int)lb_mlock_mode(MPART(p)->lock) : -1;
+}
+
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
+    if (strcmp(kind, "vanish-mode") == 0) {
+        lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
+        if (p) p->acquire = p->release = vanish_acq;
+        return p;
+    }
     if (strcmp(kind, "lb-compat") == 0) return mlock_part(kind, cfg, LB_MODE_COMPAT, 0);
     if (strcmp(kind, "lb-migrate-modern") == 0) return mlock_part(kind, cfg, LB_MODE_MODERN, 0);
     if (strcmp(kind, "lb-follow-legacy") == 0) return mlock_part(kind, cfg, LB_MODE_LEGACY, 1);
@@ -145,5 +177,6 @@ lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
         return switch_part(kind, cfg, LB_MODE_COMPAT, LB_MODE_LEGACY);
     if (strcmp(kind, "switch-compat-modern") == 0)
         return switch_part(kind, cfg, LB_MODE_MODERN, LB_MODE_COMPAT);
+    if (strcmp(kind, "lb-follow-modern") == 0) return mlock_part(kind, cfg, LB_MODE_MODERN, 1);
     return NULL;
 }

@@ -45,6 +45,10 @@ typedef struct lbr_part_config {
  * every step sets the namespace's mode, alternately the first and the second;
  * it never holds the lock). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
+/* The mode a migration follower acts in now (an lb_mode), -1 for any other
+ * participant. "vanish-mode" is a pseudo-client whose every step DELs the
+ * namespace's control key; "lb-follow-modern" follows it from modern. */
+int lbr_part_mode(const lbr_part *p);
 
 /* ---- The world ------------------------------------------------------------------ */
 #define LBR_MAX_CLIENTS 4

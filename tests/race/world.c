@@ -111,6 +111,7 @@ typedef struct client {
     int releasing;
     int crashed;
     int64_t last_step_us; /* true time of its last step */
+    int mode;             /* a follower's mode after its last step, -1: none yet or not a follower */
 } client;
 
 struct lbr_world {
@@ -181,6 +182,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
         lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
+        c->mode = -1; /* its configured mode is no stage it has acted in yet */
     }
     return w;
 fail:
@@ -318,6 +320,17 @@ static int send_and_feed(lbr_world *w, client *c, int idx) {
     return LBR_OK;
 }
 
+/* A follower never moves two stages (legacy <-> modern) at once: between
+ * them, legacy-format and token writers would share the namespace. */
+static int check_stages(lbr_world *w, int idx) {
+    client *c = &w->cl[idx];
+    int was = c->mode;
+    c->mode = lbr_part_mode(c->part);
+    if (was < 0 || c->mode < 0 || (was - c->mode != 2 && c->mode - was != 2)) return LBR_OK;
+    return violate(w, "%c moved two stages at once: %s -> %s", 'A' + idx,
+                   lb_mode_name((lb_mode)was), lb_mode_name((lb_mode)c->mode));
+}
+
 static int do_step(lbr_world *w, int idx, const char *want) {
     client *c = &w->cl[idx];
     if (c->crashed) return LBR_BAD_SCHEDULE;
@@ -339,6 +352,7 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     if (rc != LBR_OK) return rc;
     int has = observe(w, after, sizeof after, &alen);
     rc = check_write(w, idx, before, blen, had, after, alen, has);
+    if (rc == LBR_OK) rc = check_stages(w, idx);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
 

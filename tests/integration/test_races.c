@@ -497,6 +497,11 @@ static const hole_search hole_searches[] = {
     {"hole 5: a vanished control key moves a legacy-configured follower two stages", 5, 1,
      {"switch-compat-modern", "lb-follow-legacy", "vanish-mode"}, {0}, {0}, "ms",
      "A:mode_set B:migrate_touch", 4, "moved two stages at once: modern -> legacy"},
+    /* Hole 1, open: the fix (evidence of a legacy writer survives sweep for
+     * the gate's window) sets this to 0. The operator runs the real tool. */
+    {"hole 1: sweep erases the gate's evidence of a live legacy lock", 1, 1,
+     {"operator", "L1"}, {0, 600000}, {0}, "ms", "B:SETNX", 3,
+     "the gate let modern in while B"},
 };
 
 static void test_exploration_finds_open_holes(void **state) {

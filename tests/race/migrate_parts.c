@@ -2,6 +2,7 @@
  * fixed in compat or modern, followers of a namespace's control key (the lock
  * key names the namespace), and a pseudo-client whose every step switches the
  * namespace's mode, so a switch lands at every point of an exploration. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,9 @@ typedef struct switcher {
     lb_mode modes[2]; /* set in turn: modes[0], modes[1], modes[0], ... */
     int sets;
     int state;
+    char key[128]; /* the operator's: the lock key, which names the namespace */
+    int port;
+    int last_rc;
 } switcher;
 
 #define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
@@ -158,12 +162,49 @@ static lb_machine *vanish_acq(lbr_part *p) {
     return &s->m;
 }
 
+/* The operator: each step runs the real tool against the world's server, in
+ * turn `mode set compat`, `sweep`, `mode set modern` (a refused gate changes
+ * nothing), then sends a PING so that the step is a command like any other. */
+static int operator_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    switcher *s = (switcher *)(void *)m;
+    (void)now;
+    (void)r;
+    if (s->state != 0) return LB_OK;
+    char args[512], cmd[1024];
+    const char *tool = getenv("LB_RACE_TOOL") ? getenv("LB_RACE_TOOL") : "build/lockbridge";
+    if (s->sets % 3 == 1) snprintf(args, sizeof args, "sweep --match %s", s->key);
+    else snprintf(args, sizeof args, "mode set %s --ns %s --match %s --observe-ms 0",
+                  s->sets % 3 ? "modern" : "compat", s->key, s->key);
+    snprintf(cmd, sizeof cmd, "%s -p %d %s >/dev/null 2>&1", tool, s->port, args);
+    s->last_rc = system(cmd);
+    s->sets++;
+    lb__cmd_reset(&m->cmd);
+    lb__cmd_argz(&m->cmd, "PING");
+    s->state = 1;
+    return LB_STEP_SEND;
+}
+
+static lb_machine *operator_acq(lbr_part *p) {
+    switcher *s = SWITCHER(p);
+    lb__machine_begin(&s->m, operator_step);
+    s->state = 0;
+    return &s->m;
+}
+
 /* The mode a follower acts in now, -1 for any other participant. */
 int lbr_part_mode(const lbr_part *p) {
     return p->destroy == m_destroy ? (int)lb_mlock_mode(MPART(p)->lock) : -1;
 }
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
+    if (strcmp(kind, "operator") == 0) {
+        lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
+        if (!p) return NULL;
+        SWITCHER(p)->port = cfg->port;
+        snprintf(SWITCHER(p)->key, sizeof SWITCHER(p)->key, "%s", cfg->key);
+        p->acquire = p->release = operator_acq;
+        return p;
+    }
     if (strcmp(kind, "vanish-mode") == 0) {
         lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
         if (p) p->acquire = p->release = vanish_acq;

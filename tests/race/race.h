@@ -31,6 +31,7 @@ typedef struct lbr_part_config {
     lb_codec codec;
     int64_t ttl_ms;
     const lb_clock *clock; /* the world's clock for this client */
+    int port;              /* the world's redis-server (the operator's tool uses it) */
 } lbr_part_config;
 
 /* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
@@ -49,6 +50,9 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
  * namespace's control key; "lb-follow-modern" follows it from modern. */
 int lbr_part_mode(const lbr_part *p);
+/* "operator" runs the lockbridge tool (LB_RACE_TOOL, default build/lockbridge)
+ * against the world's server, one action a step: mode set compat, sweep, mode
+ * set modern, in turn. */
 
 /* ---- The world ------------------------------------------------------------------ */
 #define LBR_MAX_CLIENTS 4

@@ -179,7 +179,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
         c->w = w;
         c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n]};
         int64_t ttl = cfg->client_ttl_ms[w->n] > 0 ? cfg->client_ttl_ms[w->n] : cfg->ttl_ms;
-        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock};
+        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->port};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
         c->mode = -1; /* its configured mode is no stage it has acted in yet */
@@ -331,6 +331,28 @@ static int check_stages(lbr_world *w, int idx) {
                    lb_mode_name((lb_mode)was), lb_mode_name((lb_mode)c->mode));
 }
 
+/* A client writing the legacy format (timestamps without a Redis TTL). */
+static int legacy_writer(const char *kind) {
+    return kind[0] == 'L' || kind[0] == 'R' || strcmp(kind, "lb-wire") == 0 ||
+           strcmp(kind, "lb-scripted") == 0;
+}
+
+/* The gate never lets modern in while a legacy-format writer holds a lock. */
+static int check_gate(lbr_world *w, int idx) {
+    lb_ns_keys nk;
+    if (strcmp(w->cl[idx].part->kind, "operator") != 0 ||
+        lb_ns_keys_init(&nk, w->cfg.key, strlen(w->cfg.key)) != LB_OK)
+        return LBR_OK;
+    redisReply *r = redisCommand(w->c, "GET %s", nk.mode);
+    int modern = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "modern") == 0;
+    if (r) freeReplyObject(r);
+    for (int i = 0; modern && i < w->n; i++)
+        if (legacy_writer(w->cl[i].part->kind) && holds_validly(&w->cl[i]))
+            return violate(w, "the gate let modern in while %c (%s) holds a legacy lock",
+                           'A' + i, w->cl[i].part->kind);
+    return LBR_OK;
+}
+
 static int do_step(lbr_world *w, int idx, const char *want) {
     client *c = &w->cl[idx];
     if (c->crashed) return LBR_BAD_SCHEDULE;
@@ -353,6 +375,7 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     int has = observe(w, after, sizeof after, &alen);
     rc = check_write(w, idx, before, blen, had, after, alen, has);
     if (rc == LBR_OK) rc = check_stages(w, idx);
+    if (rc == LBR_OK) rc = check_gate(w, idx);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
 

@@ -502,6 +502,11 @@ static const hole_search hole_searches[] = {
     {"hole 1: sweep erases the gate's evidence of a live legacy lock", 1, 1,
      {"operator", "L1"}, {0, 600000}, {0}, "ms", "B:SETNX", 3,
      "the gate let modern in while B"},
+    /* Hole 4, open: the fix (compat -> legacy refused while live tokens or live
+     * modern census entries exist) sets this to 0. */
+    {"hole 4: mode set legacy goes back past a follower holding a token", 4, 1,
+     {"operator-back", "lb-follow-compat"}, {0}, {0}, "ms",
+     "A A B:migrate_touch B:migrate_acquire", 2, "the gate let legacy in while B"},
 };
 
 static void test_exploration_finds_open_holes(void **state) {

@@ -86,6 +86,7 @@ typedef struct switcher {
     char key[128]; /* the operator's: the lock key, which names the namespace */
     int port;
     int last_rc;
+    int back; /* the operator steps forward then back */
 } switcher;
 
 #define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
@@ -172,7 +173,12 @@ static int operator_step(lb_machine *m, const redisReply *r, const lb_now *now) 
     if (s->state != 0) return LB_OK;
     char args[512], cmd[1024];
     const char *tool = getenv("LB_RACE_TOOL") ? getenv("LB_RACE_TOOL") : "build/lockbridge";
-    if (s->sets % 3 == 1) snprintf(args, sizeof args, "sweep --match %s", s->key);
+    /* "operator-back": compat, modern, then back: compat, legacy. */
+    static const char *const back[] = {"compat", "modern", "compat", "legacy"};
+    if (s->back)
+        snprintf(args, sizeof args, "mode set %s --ns %s --match %s --observe-ms 0",
+                 back[s->sets % 4], s->key, s->key);
+    else if (s->sets % 3 == 1) snprintf(args, sizeof args, "sweep --match %s", s->key);
     else snprintf(args, sizeof args, "mode set %s --ns %s --match %s --observe-ms 0",
                   s->sets % 3 ? "modern" : "compat", s->key, s->key);
     snprintf(cmd, sizeof cmd, "%s -p %d %s >/dev/null 2>&1", tool, s->port, args);
@@ -197,9 +203,10 @@ int lbr_part_mode(const lbr_part *p) {
 }
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
-    if (strcmp(kind, "operator") == 0) {
+    if (strcmp(kind, "operator") == 0 || strcmp(kind, "operator-back") == 0) {
         lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
         if (!p) return NULL;
+        SWITCHER(p)->back = strcmp(kind, "operator-back") == 0;
         SWITCHER(p)->port = cfg->port;
         snprintf(SWITCHER(p)->key, sizeof SWITCHER(p)->key, "%s", cfg->key);
         p->acquire = p->release = operator_acq;

@@ -340,12 +340,17 @@ static int legacy_writer(const char *kind) {
 /* The gate never lets modern in while a legacy-format writer holds a lock. */
 static int check_gate(lbr_world *w, int idx) {
     lb_ns_keys nk;
-    if (strcmp(w->cl[idx].part->kind, "operator") != 0 ||
+    if (strncmp(w->cl[idx].part->kind, "operator", 8) != 0 ||
         lb_ns_keys_init(&nk, w->cfg.key, strlen(w->cfg.key)) != LB_OK)
         return LBR_OK;
     redisReply *r = redisCommand(w->c, "GET %s", nk.mode);
     int modern = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "modern") == 0;
+    int legacy = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "legacy") == 0;
     if (r) freeReplyObject(r);
+    for (int i = 0; legacy && i < w->n; i++)
+        if (lbr_part_mode(w->cl[i].part) == LB_MODE_MODERN && holds_validly(&w->cl[i]))
+            return violate(w, "the gate let legacy in while %c holds a token (last read modern)",
+                           'A' + i);
     for (int i = 0; modern && i < w->n; i++)
         if (legacy_writer(w->cl[i].part->kind) && holds_validly(&w->cl[i]))
             return violate(w, "the gate let modern in while %c (%s) holds a legacy lock",

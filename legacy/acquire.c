@@ -29,12 +29,15 @@ static int make_pending(lb_legacy_lock *l, const lb_now *now) {
 }
 
 /* The value a wire GETSET writes. If it loses the race, it has replaced the
- * winner's value; written with the fleet's longest validity, it ends no
- * earlier than the winner's, so the overwrite never shortens a live lock. */
+ * winner's value; written with the fleet's longest validity plus the clock
+ * skew the fleet allows (the release margin), it ends no earlier than the
+ * winner's even when our clock runs a little behind the winner's, so the
+ * overwrite never shortens a live lock. */
 static int make_takeover_pending(lb_legacy_lock *l, const lb_now *now) {
-    int64_t ttl = l->opts.ttl_ms;
-    if (l->opts.variant == LB_LEGACY_WIRE && l->opts.fleet_max_ttl_ms > ttl)
-        ttl = l->opts.fleet_max_ttl_ms;
+    int64_t ttl = l->opts.ttl_ms, fleet = l->opts.fleet_max_ttl_ms;
+    if (l->opts.variant == LB_LEGACY_WIRE && fleet > 0 &&
+        !lb__add64(fleet, l->opts.release_margin_ms, &fleet) && fleet > ttl)
+        ttl = fleet;
     return make_pending_for(l, now, ttl);
 }
 

@@ -113,10 +113,11 @@ typedef struct lb_legacy_options {
     const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
     /* Wire takeovers: the longest validity any client of the fleet writes, ms
      * (0: ttl_ms). A GETSET that loses a takeover race has already written its
-     * value over the winner's; written with now + this, it never ends before
-     * the winner's (L1's 15 minutes beside a 30 s lockbridge client), so no
-     * one takes the winner's live lock over early. A lock taken this way is
-     * held, by every client's reading of the key, until that later instant. */
+     * value over the winner's; written with now + this + release_margin_ms
+     * (the clock skew the fleet allows), it never ends before the winner's
+     * (L1's 15 minutes beside a 30 s lockbridge client), so no one takes the
+     * winner's live lock over early. A lock taken this way is held, by every
+     * client's reading of the key, until that later instant. */
     int64_t fleet_max_ttl_ms;
 } lb_legacy_options;
 

@@ -350,10 +350,13 @@ static void test_exploration_of_mixed_validities(void **state) {
         lb_codec_parse(&cfg.world.codec, "ms");
         cfg.world.kinds[0] = "L1";
         cfg.world.kinds[1] = "lb-wire";
-        cfg.world.ttls[0] = 900000;
-        cfg.world.ttls[1] = 30000;
+        cfg.world.client_ttl_ms[0] = 900000;
+        cfg.world.client_ttl_ms[1] = 30000;
         cfg.world.ttl_ms = 30000;
         cfg.world.fleet_max_ttl_ms = rows[i].fleet_max_ttl_ms;
+        /* Clocks agree within the release margin (1 s): a loser's value that
+         * ends within it of the winner's is the allowed skew. */
+        cfg.world.skew_tolerance_ms = 1000;
         cfg.world.start_expired = 1;
         cfg.world.bound_midop_pauses = 1;
         cfg.world.midop_pause_max_ms = 1000;
@@ -516,6 +519,97 @@ static void test_exploration_of_migration_fleets(void **state) {
     }
 }
 
+/* ---- Searches for the migration holes of the staged rollout ----------------------
+ * Each is a search (exhaustive to its depth from its starting state) whose
+ * expected outcome is one flag. Each found its hole on the code before the
+ * hole's fix (expect_counterexample was 1 then, and the search proved it can
+ * find it); with the fix, the same search must find none. Hole 8's fix is an
+ * option, so the search runs both ways: with the option off it must still
+ * find the shortened lock. */
+typedef struct hole_search {
+    const char *name;
+    int hole;
+    int expect_counterexample;
+    const char *kinds[LBR_MAX_CLIENTS];
+    int64_t ttl_ms[LBR_MAX_CLIENTS];    /* per client; 0: 1500 */
+    int64_t offset_ms[LBR_MAX_CLIENTS]; /* per client clock offset */
+    const char *codec;
+    const char *prefix; /* the state the search starts from */
+    int depth;
+    const char *violation; /* substring of the report expected when found */
+    int64_t fleet_max_ttl_ms; /* lockbridge's legacy clients' option */
+} hole_search;
+
+static const hole_search hole_searches[] = {
+    /* Hole 8: a lockbridge wire client with a short validity loses a GETSET
+     * race to L1 with a long one and writes its earlier expiry over L1's live
+     * lock. Clock offsets stay within the margin. Closed by fleet_max_ttl_ms
+     * (the fleet's longest validity: L1's); without it, still found. */
+    {"hole 8: a short-validity wire loser shortens L1's lock (fleet_max_ttl_ms 0)", 8, 1,
+     {"lb-wire", "L1", "lb-wire"}, {1500, 9000, 1500}, {0, 0, -100}, "ms",
+     "A:SETNX A! +3600", 6, "overwrote B's valid lock with an earlier", 0},
+    {"hole 8: the same fleet with fleet_max_ttl_ms at L1's validity", 8, 0,
+     {"lb-wire", "L1", "lb-wire"}, {1500, 9000, 1500}, {0, 0, -100}, "ms",
+     "A:SETNX A! +3600", 6, NULL, 9000},
+    /* Hole 5, fixed (a follower that has seen a mode keeps it when the control
+     * key vanishes): the namespace is modern, a follower configured legacy has
+     * read it, the key is deleted. Before the fix: "moved two stages at once:
+     * modern -> legacy" after 15 schedules. */
+    {"hole 5: a vanished control key moves a legacy-configured follower two stages", 5, 0,
+     {"switch-compat-modern", "lb-follow-legacy", "vanish-mode"}, {0}, {0}, "ms",
+     "A:mode_set B:migrate_touch", 4, NULL, 0},
+    /* Hole 1, fixed (evidence of a legacy writer survives sweep): the operator
+     * runs the real tool: mode set compat, sweep --expire-live, mode set modern.
+     * Before the fix: "the gate let modern in while B" at the first schedule. */
+    {"hole 1: sweep erases the gate's evidence of a live legacy lock", 1, 0,
+     {"operator", "L1"}, {0, 600000}, {0}, "ms", "B:SETNX", 3, NULL, 0},
+    /* Hole 4, fixed (compat -> legacy refused while live tokens or modern
+     * census entries exist). Before: "the gate let legacy in while B". */
+    {"hole 4: mode set legacy goes back past a follower holding a token", 4, 0,
+     {"operator-back", "lb-follow-compat"}, {0}, {0}, "ms",
+     "A A B:migrate_touch B:migrate_acquire", 2, NULL, 0},
+};
+
+static void test_exploration_finds_open_holes(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof hole_searches / sizeof hole_searches[0]; i++) {
+        const hole_search *h = &hole_searches[i];
+        lbr_explore_config cfg;
+        lbr_explore_result res;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.world.port = server.port;
+        cfg.world.conn = lbt_redis_connect(&server);
+        assert_non_null(cfg.world.conn);
+        cfg.world.key = "race:explore";
+        cfg.world.ttl_ms = 1500;
+        cfg.world.bound_midop_pauses = 1;
+        cfg.world.midop_pause_max_ms = 0;
+        lb_codec_parse(&cfg.world.codec, h->codec);
+        memcpy(cfg.world.kinds, h->kinds, sizeof cfg.world.kinds);
+        memcpy(cfg.world.client_ttl_ms, h->ttl_ms, sizeof cfg.world.client_ttl_ms);
+        memcpy(cfg.world.client_offset_ms, h->offset_ms, sizeof cfg.world.client_offset_ms);
+        cfg.world.fleet_max_ttl_ms = h->fleet_max_ttl_ms;
+        cfg.world.skew_tolerance_ms = h->fleet_max_ttl_ms ? 1000 : 0; /* the release margin */
+        cfg.prefix = h->prefix;
+        cfg.depth = h->depth;
+        cfg.max_crashes = 0;
+        cfg.max_jumps = 0;
+        int rc = lbr_explore(&cfg, &res);
+        redisFree(cfg.world.conn);
+        assert_int_equal(rc, 0);
+        printf("  %s (hole %d), depth %d from '%s': %ld schedules (%ld outside the model)%s%s\n",
+               h->name, h->hole, h->depth, h->prefix, res.schedules, res.pruned,
+               res.violation ? "\n    counterexample: " : ", none found",
+               res.violation ? res.counterexample : "");
+        if (res.violation) printf("    report: %s\n", res.report);
+        if (h->expect_counterexample && !res.violation)
+            fail_msg("%s: the search no longer finds hole %d", h->name, h->hole);
+        if (!h->expect_counterexample && res.violation) fail_msg("%s", res.report);
+        if (res.violation && h->violation && !strstr(res.report, h->violation))
+            fail_msg("%s: expected a report of '%s'", h->name, h->violation);
+    }
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -546,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_exploration_of_mixed_validities),
         cmocka_unit_test(test_migration_races),
         cmocka_unit_test(test_exploration_of_migration_fleets),
+        cmocka_unit_test(test_exploration_finds_open_holes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

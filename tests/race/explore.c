@@ -14,13 +14,11 @@ typedef struct explorer {
     char sched[1024];
 } explorer;
 
-/* The longest validity of the world's clients, ms: the closing jump passes it. */
-static int64_t longest_ttl(const lbr_world_config *w) {
-    int64_t ttl = w->ttl_ms;
-    for (int i = 0; i < LBR_MAX_CLIENTS; i++)
-        if (w->ttls[i] > ttl) ttl = w->ttls[i];
-    if (w->fleet_max_ttl_ms > ttl) ttl = w->fleet_max_ttl_ms;
-    return ttl;
+/* Pseudo-clients never hold the lock: the mode switch, the operator running
+ * the tool, the step that deletes the control key. No liveness is asked of them. */
+static int is_pseudo(const char *kind) {
+    return strncmp(kind, "switch-", 7) == 0 || strncmp(kind, "operator", 8) == 0 ||
+           strcmp(kind, "vanish-mode") == 0;
 }
 
 /* Replays one complete schedule and closes it with a liveness check by the
@@ -35,14 +33,18 @@ static int replay(explorer *e) {
     for (int i = 0; i < e->n; i++) has_lb |= strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0;
     for (int i = 0; i < e->n; i++) {
         if (e->crashed & (1 << i)) continue;
-        if (live < 0 && (!has_lb || strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0)) live = i;
+        if (live < 0 && !is_pseudo(e->cfg->world.kinds[i]) &&
+            (!has_lb || strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0))
+            live = i;
         size_t len = strlen(finish);
         snprintf(finish + len, sizeof finish - len, " %c.", 'A' + i);
     }
     /* The closing jump passes any expiry in any codec unit (seconds round up). */
-    if (live < 0) snprintf(full, sizeof full, "%s", e->sched);
-    else snprintf(full, sizeof full, "%s%s +%lld %c?", e->sched, finish,
-                  (long long)longest_ttl(&e->cfg->world) * 2 + 2000, 'A' + live);
+    const char *pre = e->cfg->prefix ? e->cfg->prefix : "";
+    const char *sep = pre[0] && e->sched[0] ? " " : "";
+    if (live < 0) snprintf(full, sizeof full, "%s%s%s", pre, sep, e->sched);
+    else snprintf(full, sizeof full, "%s%s%s%s +%lld %c?", pre, sep, e->sched, finish,
+                  (long long)lbr_max_ttl_ms(&e->cfg->world) * 2 + 2000, 'A' + live);
     lbr_world *w = lbr_world_new(&e->cfg->world);
     if (!w) return -1;
     int rc = lbr_run(w, full);
@@ -125,6 +127,11 @@ int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out) {
     e.out = out;
     while (e.n < LBR_MAX_CLIENTS && cfg->world.kinds[e.n]) e.n++;
     if (e.n == 0 || cfg->depth < 0) return -1;
+    /* Clients the prefix crashed take no part in the search. */
+    for (const char *p = cfg->prefix; p && *p; p++)
+        if (p[0] >= 'A' && p[0] < 'A' + e.n && p[1] == '!' &&
+            (p == cfg->prefix || p[-1] == ' '))
+            e.crashed |= 1 << (p[0] - 'A');
     int rc = try_events(&e, cfg->depth);
     if (rc == 0) rc = dfs(&e, cfg->depth, 1);
     return rc < 0 ? -1 : 0;

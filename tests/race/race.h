@@ -32,6 +32,7 @@ typedef struct lbr_part_config {
     int64_t ttl_ms;
     const lb_clock *clock; /* the world's clock for this client */
     int64_t fleet_max_ttl_ms; /* lockbridge legacy clients' lb_legacy_options field */
+    int port;              /* the world's redis-server (the operator's tool uses it) */
 } lbr_part_config;
 
 /* Creates a participant of `kind`: "lb-wire", "lb-scripted" (lockbridge legacy),
@@ -46,6 +47,13 @@ typedef struct lbr_part_config {
  * every step sets the namespace's mode, alternately the first and the second;
  * it never holds the lock). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
+/* The mode a migration follower acts in now (an lb_mode), -1 for any other
+ * participant. "vanish-mode" is a pseudo-client whose every step DELs the
+ * namespace's control key; "lb-follow-modern" follows it from modern. */
+int lbr_part_mode(const lbr_part *p);
+/* "operator" runs the lockbridge tool (LB_RACE_TOOL, default build/lockbridge)
+ * against the world's server, one action a step: mode set compat, sweep, mode
+ * set modern, in turn. */
 
 /* ---- The world ------------------------------------------------------------------ */
 #define LBR_MAX_CLIENTS 4
@@ -57,15 +65,20 @@ typedef struct lbr_world_config {
     redisContext *conn;    /* optional: a connection to borrow instead of port */
     const char *key;       /* the lock key (flushed at start) */
     lb_codec codec;        /* the fleet's value codec */
-    int64_t ttl_ms;        /* every client's lock validity */
-    /* Fleets whose clients write different validities: client i's, when not 0
-     * (L1's 15 minutes beside a 30 s lockbridge client). */
-    int64_t ttls[LBR_MAX_CLIENTS];
+    int64_t ttl_ms;        /* every client's lock validity, ms */
     int64_t fleet_max_ttl_ms; /* given to lockbridge's legacy clients (0: none) */
     /* 1: the key starts holding a timestamp that expired a second before the
      * world's start (a crashed holder's lock), so takeovers need no crash. */
     int start_expired;
+    /* An overwrite that ends earlier than the value it replaced by no more
+     * than this is within the clock skew the fleet allows (the release
+     * margin): counted apart, not a violation. 0: none tolerated. */
+    int64_t skew_tolerance_ms;
     const char *kinds[LBR_MAX_CLIENTS]; /* client A, B, ...; NULL ends the list */
+    /* Per-client validity, ms (0: ttl_ms), and clock offset from true time, ms:
+     * a mixed fleet (a wire client with 30 s beside L1 with 15 min). */
+    int64_t client_ttl_ms[LBR_MAX_CLIENTS];
+    int64_t client_offset_ms[LBR_MAX_CLIENTS];
     int liveness_steps;    /* "A?" must acquire within this many steps (default 12) */
     /* Models the wire protocol's assumption that a client is not paused in the
      * middle of an operation (between its GET and GETSET, or GET and DEL) for
@@ -114,6 +127,10 @@ int lbr_acquisitions(const lbr_world *w);
  * finish its operation, a jump past every expiry and a liveness check. Stops at the first violation and keeps its schedule. */
 typedef struct lbr_explore_config {
     lbr_world_config world;
+    /* Optional schedule run before every searched one (the state the search
+     * starts from, e.g. "A:SETNX A! +3600": a crashed holder's lock, expired);
+     * its crashes count against max_crashes' clients, not its budget. */
+    const char *prefix;
     int depth;
     int max_crashes;
     int max_jumps;
@@ -130,5 +147,8 @@ typedef struct lbr_explore_result {
 } lbr_explore_result;
 
 int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out);
+
+/* The longest validity of the world's clients, ms. */
+int64_t lbr_max_ttl_ms(const lbr_world_config *cfg);
 
 #endif

@@ -112,6 +112,7 @@ typedef struct client {
     int releasing;
     int crashed;
     int64_t last_step_us; /* true time of its last step */
+    int mode;             /* a follower's mode after its last step, -1: none yet or not a follower */
 } client;
 
 struct lbr_world {
@@ -192,11 +193,13 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
-        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, 0};
-        int64_t ttl = cfg->ttls[w->n] > 0 ? cfg->ttls[w->n] : cfg->ttl_ms;
-        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms};
+        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n]};
+        int64_t ttl = cfg->client_ttl_ms[w->n] > 0 ? cfg->client_ttl_ms[w->n] : cfg->ttl_ms;
+        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms,
+                              cfg->port};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
+        c->mode = -1; /* its configured mode is no stage it has acted in yet */
     }
     return w;
 fail:
@@ -258,7 +261,19 @@ static int check_exclusion(lbr_world *w) {
 }
 
 /* No client deletes, or replaces with an earlier expiry, a valid lock it did not
- * write. A later expiry (the GETSET loser's overwrite) is counted apart. */
+ * write. A later expiry (the GETSET loser's overwrite) is counted apart, and so
+ * is one earlier by no more than skew_tolerance_ms: timestamp locks hold only
+ * while clocks agree within the margin, and a loser whose clock runs that much
+ * behind writes that much earlier. */
+/* The skew tolerance in the codec's units. */
+static int64_t tolerance(const lbr_world *w) {
+    int64_t units = 0;
+    if (w->cfg.skew_tolerance_ms <= 0 ||
+        lb_codec_ms_to_units(&w->cfg.codec, w->cfg.skew_tolerance_ms, &units) != LB_OK)
+        return 0;
+    return units;
+}
+
 static int check_write(lbr_world *w, int idx, const char *before, size_t blen, int had,
                        const char *after, size_t alen, int has) {
     if (!had || (has && alen == blen && memcmp(before, after, blen) == 0)) return LBR_OK;
@@ -267,7 +282,7 @@ static int check_write(lbr_world *w, int idx, const char *before, size_t blen, i
     if (!has) return violate(w, "%c deleted %c's valid lock", 'A' + idx, 'A' + owner);
     int64_t tb, ta;
     if (lb_codec_decode(&w->cfg.codec, before, blen, &tb) != LB_OK ||
-        lb_codec_decode(&w->cfg.codec, after, alen, &ta) != LB_OK || ta < tb)
+        lb_codec_decode(&w->cfg.codec, after, alen, &ta) != LB_OK || ta < tb - tolerance(w))
         return violate(w, "%c overwrote %c's valid lock with an earlier or foreign value",
                        'A' + idx, 'A' + owner);
     w->overwrites++;
@@ -334,6 +349,44 @@ static int send_and_feed(lbr_world *w, client *c, int idx) {
     return LBR_OK;
 }
 
+/* A follower never moves two stages (legacy <-> modern) at once: between
+ * them, legacy-format and token writers would share the namespace. */
+static int check_stages(lbr_world *w, int idx) {
+    client *c = &w->cl[idx];
+    int was = c->mode;
+    c->mode = lbr_part_mode(c->part);
+    if (was < 0 || c->mode < 0 || (was - c->mode != 2 && c->mode - was != 2)) return LBR_OK;
+    return violate(w, "%c moved two stages at once: %s -> %s", 'A' + idx,
+                   lb_mode_name((lb_mode)was), lb_mode_name((lb_mode)c->mode));
+}
+
+/* A client writing the legacy format (timestamps without a Redis TTL). */
+static int legacy_writer(const char *kind) {
+    return kind[0] == 'L' || kind[0] == 'R' || strcmp(kind, "lb-wire") == 0 ||
+           strcmp(kind, "lb-scripted") == 0;
+}
+
+/* The gate never lets modern in while a legacy-format writer holds a lock. */
+static int check_gate(lbr_world *w, int idx) {
+    lb_ns_keys nk;
+    if (strncmp(w->cl[idx].part->kind, "operator", 8) != 0 ||
+        lb_ns_keys_init(&nk, w->cfg.key, strlen(w->cfg.key)) != LB_OK)
+        return LBR_OK;
+    redisReply *r = redisCommand(w->c, "GET %s", nk.mode);
+    int modern = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "modern") == 0;
+    int legacy = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, "legacy") == 0;
+    if (r) freeReplyObject(r);
+    for (int i = 0; legacy && i < w->n; i++)
+        if (lbr_part_mode(w->cl[i].part) == LB_MODE_MODERN && holds_validly(&w->cl[i]))
+            return violate(w, "the gate let legacy in while %c holds a token (last read modern)",
+                           'A' + i);
+    for (int i = 0; modern && i < w->n; i++)
+        if (legacy_writer(w->cl[i].part->kind) && holds_validly(&w->cl[i]))
+            return violate(w, "the gate let modern in while %c (%s) holds a legacy lock",
+                           'A' + i, w->cl[i].part->kind);
+    return LBR_OK;
+}
+
 static int do_step(lbr_world *w, int idx, const char *want) {
     client *c = &w->cl[idx];
     if (c->crashed) return LBR_BAD_SCHEDULE;
@@ -355,6 +408,8 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     if (rc != LBR_OK) return rc;
     int has = observe(w, after, sizeof after, &alen);
     rc = check_write(w, idx, before, blen, had, after, alen, has);
+    if (rc == LBR_OK) rc = check_stages(w, idx);
+    if (rc == LBR_OK) rc = check_gate(w, idx);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
 
@@ -467,6 +522,14 @@ int lbr_run(lbr_world *w, const char *schedule) {
         if (rc != LBR_OK) return rc;
     }
     return LBR_OK;
+}
+
+int64_t lbr_max_ttl_ms(const lbr_world_config *cfg) {
+    int64_t max = cfg->ttl_ms;
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
+        if (cfg->client_ttl_ms[i] > max) max = cfg->client_ttl_ms[i];
+    if (cfg->fleet_max_ttl_ms > max) max = cfg->fleet_max_ttl_ms;
+    return max;
 }
 
 int lbr_clients(const lbr_world *w) { return w ? w->n : 0; }

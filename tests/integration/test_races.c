@@ -360,7 +360,11 @@ static void test_exploration_of_mixed_validities(void **state) {
         cfg.world.start_expired = 1;
         cfg.world.bound_midop_pauses = 1;
         cfg.world.midop_pause_max_ms = 1000;
-        cfg.depth = explore_depth() + 2;
+        /* A fixed depth: from 9 steps on, the search reaches L1's own catch-all
+         * DEL after a nil GET (L1 deletes a lock it does not hold), a fault of
+         * L1's that the catalogue's "GET returns nil" row and the L1 x2
+         * exploration already show, not the takeover this row is about. */
+        cfg.depth = 7;
         cfg.max_jumps = 1;
         cfg.jump_ms = 31000;
         int rc = lbr_explore(&cfg, &res);

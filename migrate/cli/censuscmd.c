@@ -115,6 +115,18 @@ static int prune(const lb__cli_args *a, redisContext *c, const char *ns, int64_t
     return LB__CLI_EXIT_OK;
 }
 
+typedef struct census_run {
+    int list;
+    int64_t stale_ms;
+} census_run;
+
+static int on_ns(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                 redisContext *nc, const char *ns, void *ud) {
+    const census_run *r = ud;
+    (void)t, (void)c;
+    return r->list ? list(a, nc, ns, r->stale_ms) : prune(a, nc, ns, r->stale_ms);
+}
+
 static int run(const lb__cli_args *a) {
     const char *ns, *v;
     int64_t stale_ms = STALE_MS_DEFAULT;
@@ -126,22 +138,8 @@ static int run(const lb__cli_args *a) {
     if ((v = lb__cli_opt(a, opts, "--stale-ms")) &&
         lb__cli_int(a, "--stale-ms", v, 1, LB__CLI_MS_MAX, &stale_ms) != 0)
         return LB__CLI_EXIT_USAGE;
-    char err[512];
-    lb__cli_topo t;
-    redisContext *nc, *c = lb__cli_connect(&a->conn, err, sizeof err);
-    if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
-    if (lb__cli_topo_read(&t, c, &a->conn, err, sizeof err) != 0) {
-        redisFree(c);
-        return lb__cli_error(a, NULL, LB_EREDIS, err);
-    }
-    int code;
-    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)))
-        code = lb__cli_error(a, NULL, LB_EIO, err);
-    else code = is_list ? list(a, nc, ns, stale_ms) : prune(a, nc, ns, stale_ms);
-    lb__cli_ns_done(nc, c);
-    lb__cli_topo_clear(&t);
-    redisFree(c);
-    return code;
+    census_run r = {is_list, stale_ms};
+    return lb__cli_on_ns(a, ns, on_ns, &r);
 }
 
 const lb__cli_command lb__cli_cmd_census = {

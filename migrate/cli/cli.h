@@ -283,6 +283,12 @@ redisContext *lb__cli_connect_key(const lb__cli_topo *t, redisContext *c, const 
                                   size_t keylen, char *err, size_t cap);
 /* Gives back a connection from lb__cli_connect_ns or lb__cli_connect_key. */
 void lb__cli_ns_done(redisContext *ns_c, redisContext *c);
+/* Connects as the command line says, reads the topology, reaches the primary
+ * of namespace ns's keys (nc; c itself on a single server) and calls fn; its
+ * exit code, or that of the connection error. Everything is closed after. */
+typedef int (*lb__cli_ns_fn)(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                             redisContext *nc, const char *ns, void *ud);
+int lb__cli_on_ns(const lb__cli_args *a, const char *ns, lb__cli_ns_fn fn, void *ud);
 /* Called after a server's scan finished, on its connection (0 or -1 with `err`). */
 typedef int (*lb__cli_after_fn)(redisContext *c, void *ud, char *err, size_t cap);
 /* Scans (as lb__cli_scan) the server of `c`, or every primary of the cluster,

@@ -468,6 +468,20 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
     return LB__CLI_EXIT_OK;
 }
 
+typedef struct mode_run {
+    int verb; /* 0 get, 1 config, 2 set */
+    lb_mode to;
+    checks *k;
+} mode_run;
+
+static int on_ns(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                 redisContext *nc, const char *ns, void *ud) {
+    const mode_run *r = ud;
+    if (r->verb == 0) return get(a, nc, ns);
+    if (r->verb == 1) return configure(a, nc, ns);
+    return set(a, t, c, nc, ns, r->to, r->k);
+}
+
 static int run(const lb__cli_args *a) {
     const char *ns;
     checks k;
@@ -493,24 +507,8 @@ static int run(const lb__cli_args *a) {
         return lb__cli_usage(a, "unknown mode \"%s\" (legacy, compat or modern)", shown);
     }
     if (is_set && checks_read(a, &k) != 0) return LB__CLI_EXIT_USAGE;
-    char err[512];
-    lb__cli_topo t;
-    redisContext *nc, *c = lb__cli_connect(&a->conn, err, sizeof err);
-    if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
-    if (lb__cli_topo_read(&t, c, &a->conn, err, sizeof err) != 0) {
-        redisFree(c);
-        return lb__cli_error(a, NULL, LB_EREDIS, err);
-    }
-    int code;
-    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)))
-        code = lb__cli_error(a, NULL, LB_EIO, err);
-    else if (is_get) code = get(a, nc, ns);
-    else if (is_config) code = configure(a, nc, ns);
-    else code = set(a, &t, c, nc, ns, to, &k);
-    lb__cli_ns_done(nc, c);
-    lb__cli_topo_clear(&t);
-    redisFree(c);
-    return code;
+    mode_run r = {is_get ? 0 : is_config ? 1 : 2, to, &k};
+    return lb__cli_on_ns(a, ns, on_ns, &r);
 }
 
 const lb__cli_command lb__cli_cmd_mode = {

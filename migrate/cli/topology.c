@@ -158,6 +158,25 @@ void lb__cli_ns_done(redisContext *ns_c, redisContext *c) {
     if (ns_c && ns_c != c) redisFree(ns_c);
 }
 
+int lb__cli_on_ns(const lb__cli_args *a, const char *ns, lb__cli_ns_fn fn, void *ud) {
+    char err[512];
+    lb__cli_topo t;
+    redisContext *nc, *c = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!c) return lb__cli_error(a, NULL, LB_EIO, err);
+    if (lb__cli_topo_read(&t, c, &a->conn, err, sizeof err) != 0) {
+        redisFree(c);
+        return lb__cli_error(a, NULL, LB_EREDIS, err);
+    }
+    int code;
+    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)))
+        code = lb__cli_error(a, NULL, LB_EIO, err);
+    else code = fn(a, &t, c, nc, ns, ud);
+    lb__cli_ns_done(nc, c);
+    lb__cli_topo_clear(&t);
+    redisFree(c);
+    return code;
+}
+
 /* On a cluster every primary is connected in turn, and an unreachable one ends
  * the whole scan: the counts of a partial scan would read as a verdict. */
 int lb__cli_scan_each(const lb__cli_topo *t, redisContext *c, const lb__cli_scanopts *o,

@@ -3,6 +3,7 @@
  * MOVED and ASK and waiting out TRYAGAIN and CLUSTERDOWN. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 
 #include <hiredis/hiredis.h>
@@ -364,44 +365,37 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
     }
 }
 
-/* Checks that the slot's owner runs scripts before the operation's first
- * command, as the single-server drivers do (see lb__probe_reply). Returns
- * LB_STEP_SEND to go on, or the failure that ends the operation. */
-static int probe(lb_cluster *cl, unsigned slot, lb_machine *m) {
-    for (int second = 0; second < 2; second++) {
-        lb_cmd cmd;
-        cmd.argc = 3;
-        lb__probe_cmd(second, cmd.argv, cmd.argvlen);
-        redisReply *reply = route(cl, slot, &cmd);
-        int rc = lb__probe_reply(m, reply, second);
-        if (reply) freeReplyObject(reply);
-        if (rc != LB_STEP_SEND) return rc == LB_OK ? LB_STEP_SEND : rc;
+/* The key a command addresses: a script's first key, or the first argument
+ * of any other command (a channel for PUBLISH, where any node will do). 0 for
+ * a command without one. */
+static int command_key(const lb_cmd *cmd, const char **key, size_t *len) {
+    int script = cmd->argc >= 3 && cmd->argvlen[0] >= 4 &&
+                 (strncasecmp(cmd->argv[0], "EVAL", 4) == 0);
+    if (script) {
+        if (cmd->argvlen[2] != 1 || cmd->argv[2][0] < '1' || cmd->argv[2][0] > '9' ||
+            cmd->argc < 4)
+            return 0;
+        *key = cmd->argv[3], *len = cmd->argvlen[3];
+        return *len > 0;
     }
-    return LB_EPROTO; /* not reached: a NOSCRIPT after EVAL is already a failure */
+    if (cmd->argc < 2 || cmd->argvlen[1] == 0) return 0;
+    *key = cmd->argv[1], *len = cmd->argvlen[1];
+    return 1;
 }
 
-int lb_cluster_run(lb_cluster *cl, const char *key, size_t keylen, lb_machine *m,
-                   const lb_clock *clock) {
-    if (!cl || !key || keylen == 0 || !m) return LB_EINVAL;
-    unsigned slot = lb_cluster_keyslot(key, keylen);
-    lb_now now = lb_clock_now(clock);
-    int rc = lb_machine_step(m, NULL, &now);
-    if (rc == LB_STEP_SEND && lb__probe_due(m)) rc = probe(cl, slot, m);
-    while (rc == LB_STEP_SEND) {
-        cl->errstr[0] = '\0';
-        redisReply *reply = route(cl, slot, lb_machine_command(m));
-        now = lb_clock_now(clock);
-        rc = lb_machine_step(m, reply, &now);
-        if (reply) freeReplyObject(reply);
-        else if (rc == LB_EIO && cl->errstr[0]) {
-            /* Keep the machine's account of what may have happened, and add
-             * where the cluster failed. */
-            char mine[LB__ERRSTR_CAP];
-            memcpy(mine, m->errstr, sizeof mine);
-            lb__fail(m, LB_EIO, "%s [%s]", mine, cl->errstr);
-        }
+/* Each command goes to the owner of its own key's slot, so one operation may
+ * touch keys of several slots (a namespace's control key, then the lock) as
+ * long as each command's keys share one. A command without a key (the script
+ * check) goes where the command it precedes goes. */
+redisReply *lb__cluster_send(lb_cluster *cl, const lb_cmd *cmd, const lb_cmd *route_by) {
+    const char *key;
+    size_t len;
+    cl->errstr[0] = '\0';
+    if (!command_key(route_by, &key, &len) && !command_key(cmd, &key, &len)) {
+        set_err(cl, "a command without a key cannot be routed");
+        return NULL;
     }
-    return rc;
+    return route(cl, lb_cluster_keyslot(key, len), cmd);
 }
 
 void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {

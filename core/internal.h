@@ -51,6 +51,13 @@ void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys)
  * arguments) for its first (EVALSHA) or second (EVAL after NOSCRIPT) try;
  * lb__probe_reply returns LB_OK (scripts run), LB_STEP_SEND (send the EVAL)
  * or a failure that ends the operation before its first command is sent. */
+/* What a target's run loop sends through (core/target.c): the drivers. */
+struct lb_cluster;
+struct lb_sentinel;
+struct redisReply *lb__cluster_send(struct lb_cluster *cl, const lb_cmd *cmd,
+                                    const lb_cmd *route_by);
+struct redisReply *lb__sentinel_send(struct lb_sentinel *s, const lb_cmd *cmd);
+
 extern const lb_script lb__script_probe;
 int lb__probe_due(const lb_machine *m);
 void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]);
@@ -92,5 +99,86 @@ int lb__token(char out[LB__TOKEN_CAP]);
 /* Seeds for jitter: fresh bits from the OS random source, falling back to the clock. */
 uint64_t lb__random_seed(void);
 uint64_t lb__xorshift(uint64_t *state);
+
+/* ---- Waiting ------------------------------------------------------------------
+ * The back-off of every blocking acquire (core/backoff.c): uniform in
+ * [min_ms, cap_ms], cap_ms doubling after each sleep up to max_ms, and never
+ * longer than bound_ms + 1 when bound_ms >= 0 (the holder's remaining
+ * validity: an expiry is seen 1 ms after it, sooner than min_ms if need be). */
+typedef struct lb__backoff {
+    int64_t min_ms, max_ms, cap_ms;
+    uint64_t *rng;
+} lb__backoff;
+void lb__backoff_init(lb__backoff *b, int64_t min_ms, int64_t max_ms, uint64_t *rng);
+int64_t lb__backoff_next(lb__backoff *b, int64_t bound_ms);
+
+#define LB__INBOX_PREFIX_MAX 64 /* bytes */
+/* The waiter (core/waiter.c) as the blocking acquires use it. A thread
+ * watches a channel for the length of one wait; a fair wait registers its
+ * token in `rec` so that a hand-off message reaches it alone. */
+struct lb_waiter;
+typedef struct lb__wchan lb__wchan;
+typedef struct lb__wrec {
+    struct lb__wrec *next;
+    char token[LB__TOKEN_CAP]; /* "" when not fair */
+    int handed;                /* set by the waiter's thread under its lock */
+    int64_t fence;             /* from the message; -1 when it had none */
+} lb__wrec;
+/* READY: subscribed; QUIET: subscribed since the peek, and nothing the wait
+ * could have missed was read since; PENDING: SUBSCRIBE on its way; DOWN. */
+enum { LB__WATCH_READY, LB__WATCH_QUIET, LB__WATCH_PENDING, LB__WATCH_DOWN };
+/* EVENT: a subscription confirmed (a release may have passed unheard);
+ * RELEASE: a release message (and maybe a confirmation) read. */
+enum { LB__WAKE_TIMEOUT, LB__WAKE_EVENT, LB__WAKE_RELEASE, LB__WAKE_HANDED };
+/* What a channel stood at before an attempt. */
+typedef struct lb__wpeek {
+    int on;             /* subscribed */
+    uint64_t gen;       /* event count */
+    uint64_t unclaimed; /* hand-offs that named no watching wait */
+    uint64_t inbox_unclaimed; /* the same, read on the waiter's inbox */
+} lb__wpeek;
+void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek *p);
+/* NULL when out of memory (the wait then backs off without waking). *gen is
+ * the channel's event count; *ready one of LB__WATCH_*, judged against
+ * `since` (may be NULL). */
+lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
+                            const lb__wpeek *since, uint64_t *gen, int *ready);
+/* Sleeps until the event count differs from *gen (updated; not when deaf),
+ * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*. */
+int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms,
+                    int deaf);
+uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
+/* Whether the channel's subscription is confirmed: no message can pass
+ * unheard until an event (a drop is followed by one when it is back). */
+int lb__waiter_listening(struct lb_waiter *w, lb__wchan *c);
+void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
+/* A blocking acquire through a waiter (core/wait_loop.c): the caller sets
+ * everything above `ch`; lb__wait_run peeks, attempts, watches the channel
+ * when busy, and sleeps between attempts until one ends the wait. */
+typedef struct lb__wait {
+    struct lb_waiter *w;    /* NULL: back-off only */
+    const char *channel;    /* the lock's release channel */
+    size_t channellen;
+    lb__wrec *rec;          /* a fair wait's token record, or NULL */
+    int64_t deadline;       /* monotonic ms (lb__deadline_ms) */
+    int deaf_after_loss;    /* sleep a step deaf after losing a race to a release */
+    void *ud;
+    int (*attempt)(void *ud);                   /* a status; LB_EBUSY: wait on */
+    int64_t (*sleep_ms)(void *ud, int listening); /* the next sleep, ms */
+    int (*out_of_time)(void *ud);               /* the status at the deadline */
+    int (*handed)(void *ud); /* `rec` was handed the lock: a status, or LB_EBUSY to attempt */
+    lb__wchan *ch;           /* the engine's from here */
+    uint64_t gen;
+    lb__wpeek before;
+} lb__wait;
+int lb__wait_run(lb__wait *s);
+
+/* The waiter's inbox channel, where fair releases hand it locks; the first
+ * call subscribes it. Its length, and *name, once the subscription is
+ * confirmed; 0 and NULL until then (the hand-off then comes on the lock's
+ * channel). The name lives as long as the waiter. */
+size_t lb__waiter_inbox(struct lb_waiter *w, const char **name);
+/* For a wait that is never handed the lock (`handed` of lb__wait). */
+int lb__no_hand_off(void *ud);
 
 #endif

@@ -326,39 +326,9 @@ static redisReply *send_cmd(lb_sentinel *s, const lb_cmd *cmd) {
     }
 }
 
-/* Checks that the primary runs scripts before the operation's first
- * command, as the single-server drivers do (see lb__probe_reply). */
-static int probe(lb_sentinel *s, lb_machine *m) {
-    for (int second = 0; second < 2; second++) {
-        lb_cmd cmd;
-        cmd.argc = 3;
-        lb__probe_cmd(second, cmd.argv, cmd.argvlen);
-        redisReply *reply = send_cmd(s, &cmd);
-        int rc = lb__probe_reply(m, reply, second);
-        if (reply) freeReplyObject(reply);
-        if (rc != LB_STEP_SEND) return rc == LB_OK ? LB_STEP_SEND : rc;
-    }
-    return LB_EPROTO; /* not reached: a NOSCRIPT after EVAL is already a failure */
-}
-
-int lb_sentinel_run(lb_sentinel *s, lb_machine *m, const lb_clock *clock) {
-    if (!s || !m) return LB_EINVAL;
-    lb_now now = lb_clock_now(clock);
-    int rc = lb_machine_step(m, NULL, &now);
-    if (rc == LB_STEP_SEND && lb__probe_due(m)) rc = probe(s, m);
-    while (rc == LB_STEP_SEND) {
-        s->errstr[0] = '\0';
-        redisReply *reply = send_cmd(s, lb_machine_command(m));
-        now = lb_clock_now(clock);
-        rc = lb_machine_step(m, reply, &now);
-        if (reply) freeReplyObject(reply);
-        else if (rc == LB_EIO && s->errstr[0]) {
-            char mine[LB__ERRSTR_CAP];
-            memcpy(mine, m->errstr, sizeof mine);
-            lb__fail(m, LB_EIO, "%s [%s]", mine, s->errstr);
-        }
-    }
-    return rc;
+redisReply *lb__sentinel_send(lb_sentinel *s, const lb_cmd *cmd) {
+    s->errstr[0] = '\0';
+    return send_cmd(s, cmd);
 }
 
 void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {

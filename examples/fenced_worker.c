@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
 
     int rc = lb_watchdog_new(&wd, &wo);
     if (rc == LB_OK) rc = lb_lock_new(&lock, LOCK_KEY, sizeof LOCK_KEY - 1, &o);
-    if (rc == LB_OK) rc = lb_lock_acquire(lock, c, 10000); /* wait up to 10 s */
+    if (rc == LB_OK) rc = lb_lock_acquire(lock, lb_on_conn(c), 10000); /* wait up to 10 s */
     if (rc != LB_OK) {
         fprintf(stderr, "%s: %s\n", lb_err_name(rc), lock ? lb_lock_errstr(lock) : "");
         lb_lock_free(lock);
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
     lb_watchdog_stats_get(wd, &st);
     printf("worked %d ms on a %d ms lock; the watchdog renewed it %llu times\n",
            STEPS * STEP_MS, TTL_MS, (unsigned long long)st.renewals);
-    rc = lb_lock_release(lock, c); /* ends the watch first; LB_ELOST: not ours */
+    rc = lb_lock_release(lock, lb_on_conn(c)); /* ends the watch first; LB_ELOST: not ours */
     printf("release: %s\n", lb_err_name(rc));
     failed |= rc != LB_OK;
 

@@ -28,11 +28,11 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    rc = lb_legacy_acquire(lock, c, 5000);       /* wait up to 5 s */
+    rc = lb_legacy_acquire(lock, lb_on_conn(c), 5000);       /* wait up to 5 s */
     if (rc == LB_OK) {
         printf("holding orders:42 until %lld\n", (long long)lb_legacy_expiry(lock));
         /* ... critical section ... */
-        rc = lb_legacy_release(lock, c);         /* LB_ELOST: someone took it over */
+        rc = lb_legacy_release(lock, lb_on_conn(c));         /* LB_ELOST: someone took it over */
     }
     if (rc != LB_OK)
         fprintf(stderr, "%s: %s\n", lb_err_name(rc), lb_legacy_errstr(lock));

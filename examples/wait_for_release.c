@@ -29,13 +29,13 @@ static void sleep_ms(long ms) {
 /* Takes the lock, holds it hold_ms, releases it (the release script publishes
  * on {jobs:42}:released, which wakes the waiters). */
 static int hold(redisContext *c, lb_lock *lock, long hold_ms) {
-    int rc = lb_lock_acquire(lock, c, 10000);
+    int rc = lb_lock_acquire(lock, lb_on_conn(c), 10000);
     if (rc != LB_OK) return rc;
     printf("holder: holding %s for %ld ms\n", LOCK_KEY, hold_ms);
     fflush(stdout);
     sleep_ms(hold_ms);
     printf("holder: releasing\n");
-    return lb_lock_release(lock, c);
+    return lb_lock_release(lock, lb_on_conn(c));
 }
 
 /* Waits for the lock through a waiter: one subscriber connection per process,
@@ -48,7 +48,7 @@ static int wait_for(redisContext *c, lb_lock *lock, int port) {
     int rc = lb_waiter_new(&w, &wo);
     if (rc != LB_OK) return rc;
     double t0 = now_ms();
-    rc = lb_lock_acquire_wait(lock, c, w, 60000); /* up to a minute */
+    rc = lb_lock_acquire_wait(lock, lb_on_conn(c), w, 60000); /* up to a minute */
     if (rc == LB_OK) {
         lb_waiter_stats st;
         lb_waiter_get_stats(w, &st);
@@ -57,7 +57,7 @@ static int wait_for(redisContext *c, lb_lock *lock, int port) {
                LOCK_KEY, now_ms() - t0, (unsigned long long)st.messages,
                (unsigned long long)lb_lock_commands(lock));
         /* ... critical section ... */
-        rc = lb_lock_release(lock, c);
+        rc = lb_lock_release(lock, lb_on_conn(c));
     }
     lb_waiter_free(w); /* no wait is running any more */
     return rc;

@@ -78,28 +78,27 @@ int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char 
 }
 
 /* Runs the handle's current operation and keeps the machine's error detail. */
-static int run(lb_legacy_lock *l, struct redisContext *c, lb_machine *m) {
-    if (!c) return LB_EINVAL;
+static int run(lb_legacy_lock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE;
-    int rc = lb_sync_run(c, m, l->opts.clock);
+    int rc = lb_target_run(t, m, l->opts.clock);
     l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
 
-int lb_legacy_try_acquire(lb_legacy_lock *l, struct redisContext *c) {
+int lb_legacy_try_acquire(lb_legacy_lock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_legacy_try_acquire_machine(l));
+    return run(l, t, lb_legacy_try_acquire_machine(l));
 }
 
-int lb_legacy_release(lb_legacy_lock *l, struct redisContext *c) {
+int lb_legacy_release(lb_legacy_lock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_legacy_release_machine(l));
+    return run(l, t, lb_legacy_release_machine(l));
 }
 
-int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms) {
+int lb_legacy_extend(lb_legacy_lock *l, lb_target t, int64_t ttl_ms) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_legacy_extend_machine(l, ttl_ms));
+    return run(l, t, lb_legacy_extend_machine(l, ttl_ms));
 }
 
 int lb_legacy_held(const lb_legacy_lock *l) { return l ? l->held : 0; }

@@ -23,7 +23,6 @@ extern const lb_script lb__script_census_prune;
 enum { LB__OP_ACQUIRE, LB__OP_RELEASE, LB__OP_EXTEND, LB__OP_REFRESH };
 
 /* The next sleep of a blocking acquire, ms (migrate/mlock.c). */
-int64_t lb__mlock_next_sleep(lb_mlock *l, int64_t *cap);
 
 /* The mode-following lock. One operation runs at a time on `m`; in legacy
  * mode `m` forwards to the embedded legacy lock's machine (`sub`). */

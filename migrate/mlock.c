@@ -140,62 +140,36 @@ void lb_mlock_free(lb_mlock *l) {
     lb__free(a, l);
 }
 
-static int run(lb_mlock *l, struct redisContext *c, lb_machine *m) {
-    if (!c) return LB_EINVAL;
+static int run(lb_mlock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
-    int rc = lb_sync_run(c, m, l->opts.clock);
+    int rc = lb_target_run(t, m, l->opts.clock);
     l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
 
-int lb_mlock_try_acquire(lb_mlock *l, struct redisContext *c) {
+int lb_mlock_try_acquire(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_mlock_try_acquire_machine(l));
+    return run(l, t, lb_mlock_try_acquire_machine(l));
 }
 
-int lb_mlock_release(lb_mlock *l, struct redisContext *c) {
+int lb_mlock_release(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_mlock_release_machine(l));
+    return run(l, t, lb_mlock_release_machine(l));
 }
 
-int lb_mlock_extend(lb_mlock *l, struct redisContext *c, int64_t ttl_ms) {
+int lb_mlock_extend(lb_mlock *l, lb_target t, int64_t ttl_ms) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_mlock_extend_machine(l, ttl_ms));
+    return run(l, t, lb_mlock_extend_machine(l, ttl_ms));
 }
 
-int lb_mlock_refresh(lb_mlock *l, struct redisContext *c) {
+int lb_mlock_refresh(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, c, lb_mlock_refresh_machine(l));
+    return run(l, t, lb_mlock_refresh_machine(l));
 }
 
 void lb_mlock_notify(lb_mlock *l) {
     if (l) atomic_store(&l->notified, 1);
-}
-
-/* The next sleep: uniform in [min, cap], cap doubling up to backoff_max_ms,
- * and never past the holder's remaining validity (a crashed holder's lock is
- * taken over promptly; a released one is seen on the next attempt). */
-int64_t lb__mlock_next_sleep(lb_mlock *l, int64_t *cap) {
-    int64_t lo = l->opts.backoff_min_ms, span = *cap - lo + 1;
-    int64_t ms = lo + (int64_t)(lb__xorshift(&l->rng) % (uint64_t)span);
-    if (*cap < l->opts.backoff_max_ms)
-        *cap = *cap * 2 > l->opts.backoff_max_ms ? l->opts.backoff_max_ms : *cap * 2;
-    if (l->holder_ms >= 0 && l->holder_ms < ms - 1) ms = l->holder_ms + 1 < lo ? lo : l->holder_ms + 1;
-    return ms;
-}
-
-int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms) {
-    if (!l || !c || wait_ms < 0) return LB_EINVAL;
-    int64_t deadline = lb__deadline_ms(wait_ms), cap = l->opts.backoff_min_ms;
-    for (;;) {
-        int rc = lb_mlock_try_acquire(l, c);
-        if (rc != LB_EBUSY && rc != LB_EFOREIGN) return rc;
-        int64_t left = deadline == INT64_MAX ? INT64_MAX : deadline - lb__mono_ms();
-        if (left <= 0) return rc == LB_EFOREIGN ? LB_EFOREIGN : LB_ETIMEDOUT;
-        int64_t ms = lb__mlock_next_sleep(l, &cap);
-        lb__sleep_ms(ms < left ? ms : left);
-    }
 }
 
 lb_mode lb_mlock_mode(const lb_mlock *l) { return l ? l->mode : LB_MODE_LEGACY; }

@@ -1,28 +1,17 @@
-/* Blocking acquire that wakes on release: attempts on the caller's connection,
- * sleeps on the waiter between them, bounded by a jittered back-off and the
+/* Blocking acquire of the token lock, polling or waking on release: attempts on
+ * the target, sleeps (on the waiter, when given) between them, bounded by a jittered back-off and the
  * holder's remaining TTL; in fair mode it keeps its place in the queue. */
 #include <string.h>
 
 #include "lockbridge/wait.h"
 #include "modern/internal.h"
 
-/* Uniform in [min, cap], cap doubling to backoff_max_ms; no longer than the
- * holder's TTL (+1 ms) when known, so an expiry or a bare DEL (no message)
- * costs at most that. */
-static int64_t next_sleep(lb_lock *l, int64_t *cap) {
-    int64_t lo = l->opts.backoff_min_ms;
-    int64_t ms = lo + (int64_t)(lb__xorshift(&l->rng) % (uint64_t)(*cap - lo + 1));
-    *cap = *cap > l->opts.backoff_max_ms / 2 ? l->opts.backoff_max_ms : *cap * 2;
-    if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;
-    return ms;
-}
-
 typedef struct wait_state {
     lb_lock *l;
-    struct redisContext *c;
+    lb_target t;
     lb_waiter *w;
     lb__wrec rec;
-    int64_t cap; /* the back-off's current bound, ms */
+    lb__backoff backoff;
 } wait_state;
 
 /* An attempt; a fair one names the waiter's inbox once it is listening, so
@@ -34,7 +23,7 @@ static int attempt(void *ud) {
         size_t len = lb__waiter_inbox(s->w, &inbox);
         lb__fair_set_inbox(s->l, inbox, len);
     }
-    return lb_lock_try_acquire(s->l, s->c);
+    return lb_lock_try_acquire(s->l, s->t);
 }
 
 /* A fair waiter queued and listening needs no attempt until its hand-off
@@ -47,7 +36,7 @@ static int attempt(void *ud) {
 static int64_t sleep_ms(void *ud, int listening) {
     wait_state *s = ud;
     lb_lock *l = s->l;
-    if (!l->fair || !listening) return next_sleep(l, &s->cap);
+    if (!l->fair || !listening) return lb__backoff_next(&s->backoff, l->holder_ttl_ms);
     int64_t ms = lb__fair_lease_ms(l) / 3;
     if (ms < l->opts.backoff_max_ms) ms = l->opts.backoff_max_ms;
     if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;
@@ -60,7 +49,7 @@ static int give_up(void *ud) {
     wait_state *s = ud;
     if (!s->l->fair) return LB_ETIMEDOUT;
     lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
-    int rc = lb_lock_try_acquire(s->l, s->c);
+    int rc = lb_lock_try_acquire(s->l, s->t);
     return rc == LB_OK ? LB_OK : LB_ETIMEDOUT;
 }
 
@@ -73,15 +62,15 @@ static int handed(void *ud) {
     return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
 }
 
-int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms) {
-    if (!l || !c || wait_ms < 0) return LB_EINVAL;
+int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
+    if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     if (l->held) return LB_ESTATE;
     wait_state s;
     memset(&s, 0, sizeof s);
     s.l = l;
-    s.c = c;
+    s.t = t;
     s.w = w;
-    s.cap = l->opts.backoff_min_ms;
+    lb__backoff_init(&s.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);
     lb__wait run = {.w = w, .channel = l->channel, .channellen = l->channellen,
                     .rec = l->fair ? &s.rec : NULL, .deadline = lb__deadline_ms(wait_ms),
                     .deaf_after_loss = !l->fair, .ud = &s, .attempt = attempt,
@@ -92,4 +81,11 @@ int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64
     int rc = lb__wait_run(&run);
     if (l->fair) lb__fair_end_wait(l);
     return rc;
+}
+
+/* Without a waiter the same loop polls: attempts spaced by the back-off, never
+ * sleeping past the holder's TTL, so an expiry or a release is seen within one
+ * step. A fair lock still keeps its place in the queue. */
+int lb_lock_acquire(lb_lock *l, lb_target t, int64_t wait_ms) {
+    return lb_lock_acquire_wait(l, t, NULL, wait_ms);
 }

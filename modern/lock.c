@@ -77,31 +77,30 @@ void lb_lock_free(lb_lock *l) {
     lb__free(a, l);
 }
 
-static int run(lb_lock *l, struct redisContext *c, lb_machine *m) {
-    if (!c) return LB_EINVAL;
+static int run(lb_lock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
-    int rc = lb_sync_run(c, m, l->opts.clock);
+    int rc = lb_target_run(t, m, l->opts.clock);
     l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
 
-int lb_lock_try_acquire(lb_lock *l, struct redisContext *c) {
-    return l ? run(l, c, lb_lock_try_acquire_machine(l)) : LB_EINVAL;
+int lb_lock_try_acquire(lb_lock *l, lb_target t) {
+    return l ? run(l, t, lb_lock_try_acquire_machine(l)) : LB_EINVAL;
 }
 
-int lb_lock_release(lb_lock *l, struct redisContext *c) {
-    return l ? run(l, c, lb_lock_release_machine(l)) : LB_EINVAL;
+int lb_lock_release(lb_lock *l, lb_target t) {
+    return l ? run(l, t, lb_lock_release_machine(l)) : LB_EINVAL;
 }
 
-int lb_lock_extend(lb_lock *l, struct redisContext *c, int64_t ms, lb_extend_mode mode) {
-    return l ? run(l, c, lb_lock_extend_machine(l, ms, mode)) : LB_EINVAL;
+int lb_lock_extend(lb_lock *l, lb_target t, int64_t ms, lb_extend_mode mode) {
+    return l ? run(l, t, lb_lock_extend_machine(l, ms, mode)) : LB_EINVAL;
 }
 
-int lb_lock_check(lb_lock *l, struct redisContext *c, int64_t *ttl_ms) {
+int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms) {
     if (ttl_ms) *ttl_ms = -1;
     if (!l) return LB_EINVAL;
-    int rc = run(l, c, lb_lock_check_machine(l));
+    int rc = run(l, t, lb_lock_check_machine(l));
     if (rc == LB_OK && ttl_ms) *ttl_ms = l->check_ttl_ms;
     return rc;
 }

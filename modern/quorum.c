@@ -109,7 +109,7 @@ static int release_all(lb_quorum *q) {
         lb_lock *l = q->locks[i];
         l->held = 1; /* the token may be there even if we never heard */
         redisContext *c = usable(q, q->masters[i]);
-        if (c && lb_lock_release(l, c) == LB_OK) still++;
+        if (c && lb_lock_release(l, lb_on_conn(c)) == LB_OK) still++;
         l->held = 0;
     }
     return still;
@@ -124,7 +124,7 @@ int lb_quorum_try_acquire(lb_quorum *q) {
     for (int i = 0; i < q->n; i++) {
         lb__lock_fix_token(q->locks[i], q->token);
         redisContext *c = usable(q, q->masters[i]);
-        int rc = c ? lb_lock_try_acquire(q->locks[i], c) : LB_EIO;
+        int rc = c ? lb_lock_try_acquire(q->locks[i], lb_on_conn(c)) : LB_EIO;
         if (rc == LB_OK) votes++;
         if (rc == LB_OK || rc == LB_EBUSY) answered++;
     }

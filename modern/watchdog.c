@@ -265,7 +265,7 @@ static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
     if (rc == LB_OK && (ms = renewal_ms(w, now_ns(wd))) > 0) {
         redisSetTimeout(wd->c, tv_ms(timeout_ms));
         lb_machine *m = lb_lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
-        rc = lb_sync_run(wd->c, m, wd->opts.clock);
+        rc = lb_target_run(lb_on_conn(wd->c), m, wd->opts.clock);
         if (rc == LB_EIO && wd->c->errstr[0])
             snprintf(detail, sizeof detail, "renewal: %s", wd->c->errstr);
         else

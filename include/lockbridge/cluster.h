@@ -7,8 +7,6 @@
 #include <stdint.h>
 
 #include "lockbridge/core.h"
-#include "lockbridge/legacy.h"
-#include "lockbridge/modern.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,25 +55,6 @@ void lb_cluster_free(lb_cluster *cl);
  * the previous map is kept. */
 int lb_cluster_refresh(lb_cluster *cl);
 
-/* Runs `m` (started from any lock's *_machine function) to completion on the
- * primary that owns `key`'s slot; every key of the machine's commands must
- * hash to that slot, as a lock's companion keys do. Each command is sent to
- * the slot's owner; an answer that says the command did not run there is not
- * shown to the machine but acted on:
- *   MOVED slot addr   the map is read again and the command sent to addr;
- *   ASK slot addr     ASKING, then the command, once, on addr (slot migrating);
- *   TRYAGAIN, CLUSTERDOWN, an unreachable owner
- *                     retried after retry_backoff_ms until retry_ms has passed.
- * Past max_redirects or retry_ms the machine is given the last error reply
- * (it ends with LB_EREDIS) or a transport failure (LB_EIO). A connection lost
- * after a command was sent is never retried, since the command may have run:
- * the machine ends with LB_EIO, and the map is read again before the next
- * command. Before the first acquire of a lock that needs scripts, the script
- * check of lb_sync_run goes to the same primary. Returns the machine's final
- * status. */
-int lb_cluster_run(lb_cluster *cl, const char *key, size_t keylen, lb_machine *m,
-                   const lb_clock *clock);
-
 /* What the handle has done since it was created. */
 typedef struct lb_cluster_stats {
     uint64_t commands;  /* commands sent, ASKING included */
@@ -121,19 +100,6 @@ void lb_cluster_async_free(lb_cluster_async *ca);
  * LB_ESTATE (the machine is already in flight) without calling it. */
 int lb_cluster_async_run(lb_cluster_async *ca, const char *key, size_t keylen, lb_machine *m,
                          const lb_clock *clock, lb_done_fn done, void *ud);
-
-/* ---- The locks on a cluster ----------------------------------------------------
- * The same operations as the single-server calls, routed by the lock's key. */
-int lb_legacy_try_acquire_cluster(lb_legacy_lock *l, lb_cluster *cl);
-int lb_legacy_acquire_cluster(lb_legacy_lock *l, lb_cluster *cl, int64_t wait_ms);
-int lb_legacy_release_cluster(lb_legacy_lock *l, lb_cluster *cl);
-int lb_legacy_extend_cluster(lb_legacy_lock *l, lb_cluster *cl, int64_t ttl_ms);
-
-int lb_lock_try_acquire_cluster(lb_lock *l, lb_cluster *cl);
-int lb_lock_acquire_cluster(lb_lock *l, lb_cluster *cl, int64_t wait_ms);
-int lb_lock_release_cluster(lb_lock *l, lb_cluster *cl);
-int lb_lock_extend_cluster(lb_lock *l, lb_cluster *cl, int64_t ms, lb_extend_mode mode);
-int lb_lock_check_cluster(lb_lock *l, lb_cluster *cl, int64_t *ttl_ms);
 
 #ifdef __cplusplus
 }

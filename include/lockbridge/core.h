@@ -12,6 +12,9 @@
 extern "C" {
 #endif
 
+/* A token is 128 bits from the OS random source, written as 32 hex digits. */
+#define LB_TOKEN_LEN 32
+
 struct redisReply;
 struct redisContext;
 
@@ -76,11 +79,39 @@ const char *lb_machine_errstr(const lb_machine *m);
 /* Commands this machine has emitted since its operation started. */
 unsigned lb_machine_commands(const lb_machine *m);
 
-/* ---- Synchronous driver -----------------------------------------------------
- * Runs `m` to completion on a blocking hiredis context, sampling `clock` before
- * every step. Returns the machine's final status; LB_EIO if the connection
- * failed (the context's errstr says why). */
-int lb_sync_run(struct redisContext *c, lb_machine *m, const lb_clock *clock);
+/* ---- Targets ------------------------------------------------------------------
+ * A target says where a lock's commands go: one blocking hiredis connection, a
+ * Redis Cluster (each command to the primary that owns its key's slot,
+ * following MOVED and ASK; see cluster.h) or the primary a set of sentinels
+ * names (see sentinel.h). It is a small value that borrows its handle, made
+ * where it is used: lb_lock_acquire(l, lb_on_conn(c), 1000). Every blocking
+ * operation of every lock kind takes one. */
+struct lb_cluster;
+struct lb_sentinel;
+
+typedef enum lb_target_kind {
+    LB_TARGET_NONE = 0,
+    LB_TARGET_CONN,    /* handle: a struct redisContext * */
+    LB_TARGET_CLUSTER, /* handle: an lb_cluster * */
+    LB_TARGET_SENTINEL /* handle: an lb_sentinel * */
+} lb_target_kind;
+
+typedef struct lb_target {
+    lb_target_kind kind;
+    void *handle;
+} lb_target;
+
+/* A target on `c`, `cl` or `s` (NULL gives an LB_TARGET_NONE target, which
+ * every operation refuses with LB_EINVAL). */
+lb_target lb_on_conn(struct redisContext *c);
+lb_target lb_on_cluster(struct lb_cluster *cl);
+lb_target lb_on_sentinel(struct lb_sentinel *s);
+
+/* Runs `m` to completion on `t`, sampling `clock` before every step. Before an
+ * operation whose machine needs scripts, the server its first command goes to
+ * is checked once for running them. Returns the machine's final status; LB_EIO
+ * if a connection failed (lb_machine_errstr says what is known and where). */
+int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock);
 
 /* ---- Asynchronous driver ----------------------------------------------------
  * Runs `m` on a redisAsyncContext attached to any hiredis event-loop adapter:

@@ -136,20 +136,20 @@ void lb_legacy_lock_free(lb_legacy_lock *l);
 
 /* One attempt: LB_OK (held), LB_EBUSY, LB_EFOREIGN (the value is not ours to
  * judge: it is left alone), LB_EWRONGTYPE, LB_EREDIS, LB_EIO, LB_EPROTO. */
-int lb_legacy_try_acquire(lb_legacy_lock *l, struct redisContext *c);
+int lb_legacy_try_acquire(lb_legacy_lock *l, lb_target t);
 /* Attempts until `wait_ms` has passed, sleeping a jittered back-off bounded by
  * the holder's remaining validity. A foreign value is treated as held: the
  * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT. */
-int lb_legacy_acquire(lb_legacy_lock *l, struct redisContext *c, int64_t wait_ms);
+int lb_legacy_acquire(lb_legacy_lock *l, lb_target t, int64_t wait_ms);
 /* LB_OK when our value was deleted; LB_ELOST when the key no longer held it
  * (nothing deleted); LB_EEXPIRED when the wire variant refused to delete a lock
  * this close to its expiry (it is left to expire). The handle is not held after. */
-int lb_legacy_release(lb_legacy_lock *l, struct redisContext *c);
+int lb_legacy_release(lb_legacy_lock *l, lb_target t);
 /* Scripted variant only: writes a new expiry now + ttl_ms if the key still
  * holds our value. Refused (LB_EEXPIRED, nothing sent, the lock left to
  * expire) once our clock is within release_margin_ms of its expiry: a
  * contender whose clock runs a little ahead may already be taking it over. */
-int lb_legacy_extend(lb_legacy_lock *l, struct redisContext *c, int64_t ttl_ms);
+int lb_legacy_extend(lb_legacy_lock *l, lb_target t, int64_t ttl_ms);
 
 /* Step machines for callers that do their own I/O. Each starts an operation on
  * the handle (one at a time) and returns its machine; drive it with

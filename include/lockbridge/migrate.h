@@ -242,30 +242,30 @@ void lb_mlock_free(lb_mlock *l);
  * LB_OK (held), LB_EBUSY (held by another: lb_mlock_observed says by what),
  * LB_EFOREIGN (an unknown value or an INCR counter: left alone),
  * LB_EWRONGTYPE, LB_EREDIS, LB_EIO, LB_EPROTO. */
-int lb_mlock_try_acquire(lb_mlock *l, struct redisContext *c);
+int lb_mlock_try_acquire(lb_mlock *l, lb_target t);
 /* Attempts until `wait_ms` passes (INT64_MAX: no limit), sleeping a jittered
  * back-off bounded by the holder's remaining validity: LB_ETIMEDOUT, or
  * LB_EFOREIGN if the last attempt met a value left alone. */
-int lb_mlock_acquire(lb_mlock *l, struct redisContext *c, int64_t wait_ms);
+int lb_mlock_acquire(lb_mlock *l, lb_target t, int64_t wait_ms);
 /* As lb_mlock_acquire, and wakes at once when a compat or modern holder's
  * release is published on the key's channel, through a waiter of the token
  * lock (lockbridge/wait.h; NULL: back-off only). A legacy holder's DEL
  * publishes nothing: its end is found within the back-off bound. */
 struct lb_waiter;
-int lb_mlock_acquire_wait(lb_mlock *l, struct redisContext *c, struct lb_waiter *w,
+int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, struct lb_waiter *w,
                           int64_t wait_ms);
 /* Releases in the mode the lock was acquired in, deleting only our own value:
  * LB_OK, LB_ELOST (not ours any more: nothing deleted), LB_EEXPIRED (expired by
  * our clock, or too close to it on the wire: left to expire). Not held after. */
-int lb_mlock_release(lb_mlock *l, struct redisContext *c);
+int lb_mlock_release(lb_mlock *l, lb_target t);
 /* Extends a held lock to `ttl_ms` from now, in the mode it was acquired in:
  * compat rewrites timestamp and TTL together, modern the TTL, legacy needs the
  * scripted variant. LB_ELOST, LB_EEXPIRED as for release; a compat or legacy
  * lock within release_margin_ms of its timestamp is not extended (LB_EEXPIRED,
  * left to lapse): a legacy contender may already be taking it over. */
-int lb_mlock_extend(lb_mlock *l, struct redisContext *c, int64_t ttl_ms);
+int lb_mlock_extend(lb_mlock *l, lb_target t, int64_t ttl_ms);
 /* Re-reads the control key now (and refreshes the census entry). */
-int lb_mlock_refresh(lb_mlock *l, struct redisContext *c);
+int lb_mlock_refresh(lb_mlock *l, lb_target t);
 /* Makes the next operation re-read the control key first: call it when a
  * message arrives on the mode channel. Safe from any thread. */
 void lb_mlock_notify(lb_mlock *l);

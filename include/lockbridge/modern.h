@@ -8,13 +8,11 @@
 #include <stdint.h>
 
 #include "lockbridge/core.h"
+#include "lockbridge/wait.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A token is 128 bits from the OS random source, written as 32 hex digits. */
-#define LB_TOKEN_LEN 32
 
 typedef struct lb_lock_options {
     int64_t ttl_ms;         /* Redis TTL of the lock, milliseconds */
@@ -51,20 +49,20 @@ void lb_lock_free(lb_lock *l);
 
 /* One attempt with a fresh token: LB_OK (held), LB_EBUSY (held by another:
  * lb_lock_holder_ttl tells for how long), LB_EWRONGTYPE, LB_EREDIS, LB_EIO. */
-int lb_lock_try_acquire(lb_lock *l, struct redisContext *c);
+int lb_lock_try_acquire(lb_lock *l, lb_target t);
 /* Attempts until `wait_ms` passes, sleeping a jittered back-off bounded by the
  * holder's remaining TTL. LB_ETIMEDOUT at the deadline. */
-int lb_lock_acquire(lb_lock *l, struct redisContext *c, int64_t wait_ms);
+int lb_lock_acquire(lb_lock *l, lb_target t, int64_t wait_ms);
 /* Deletes the lock if it still holds our token. LB_ELOST if it did not (it
  * expired, or was taken after expiry: nothing is deleted). */
-int lb_lock_release(lb_lock *l, struct redisContext *c);
+int lb_lock_release(lb_lock *l, lb_target t);
 /* Extends the TTL if the key still holds our token: to `ms` from now
  * (LB_EXTEND_REPLACE) or by `ms` more (LB_EXTEND_ADD). LB_ELOST otherwise. */
 typedef enum lb_extend_mode { LB_EXTEND_REPLACE = 0, LB_EXTEND_ADD } lb_extend_mode;
-int lb_lock_extend(lb_lock *l, struct redisContext *c, int64_t ms, lb_extend_mode mode);
+int lb_lock_extend(lb_lock *l, lb_target t, int64_t ms, lb_extend_mode mode);
 /* Asks Redis whether the key still holds our token, and its remaining TTL:
  * LB_OK with *ttl_ms set (-1 when unknown) if it does, LB_ELOST if not. */
-int lb_lock_check(lb_lock *l, struct redisContext *c, int64_t *ttl_ms);
+int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms);
 
 /* Deletes the key whatever it holds: for operators clearing a stuck lock. */
 int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
@@ -138,6 +136,22 @@ int64_t lb_quorum_validity_ms(const lb_quorum *q);
 int lb_quorum_votes(const lb_quorum *q);
 int lb_quorum_held(const lb_quorum *q);
 const char *lb_quorum_token(const lb_quorum *q);
+
+/* ---- Waiting through a waiter (wait.h) ---------------------------------------- */
+/* Acquires `l` on connection `c`, waiting up to `wait_ms` (INT64_MAX: as long
+ * as it takes). Between attempts it sleeps the lock's jittered back-off, never
+ * longer than the holder's remaining TTL, and wakes at once when the holder's
+ * release is published on the lock's channel (w may be NULL: back-off only).
+ * A wait whose attempt after a release failed (another client was first)
+ * sleeps its next back-off step deaf to releases. A fair lock
+ * (lb_lock_options.fair) queues, keeps its place by its attempts, and may be
+ * handed the lock by a release, told on the waiter's inbox, without another
+ * command. No
+ * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT, or an
+ * attempt's error (LB_EWRONGTYPE, LB_EIO...). A
+ * fair waiter that times out leaves the queue; if a hand-off reached it at
+ * that moment it returns LB_OK instead. */
+int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms);
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,6 @@
 #include <stdint.h>
 
 #include "lockbridge/core.h"
-#include "lockbridge/legacy.h"
-#include "lockbridge/modern.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,16 +62,6 @@ struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 /* Forgets the primary: the next command asks the sentinels again. */
 void lb_sentinel_forget(lb_sentinel *s);
 
-/* Runs `m` to completion on the primary. A command answered READONLY (the
- * server was demoted, so it did not run) or that found no primary reachable
- * is sent again to the primary the sentinels name, until retry_ms has passed.
- * A connection lost after a command was sent is not retried (it may have
- * run): the machine ends with LB_EIO and the next command finds the primary
- * again. Before the first acquire of a lock that needs scripts, the script
- * check of lb_sync_run goes to the primary. Returns the machine's final
- * status. */
-int lb_sentinel_run(lb_sentinel *s, lb_machine *m, const lb_clock *clock);
-
 typedef struct lb_sentinel_stats {
     uint64_t resolves;  /* times the sentinels were asked */
     uint64_t switches;  /* times the primary's address changed */
@@ -86,18 +74,6 @@ void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
  * is known, LB_EINVAL for a short buffer. buf is reset on entry. */
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap);
 const char *lb_sentinel_errstr(const lb_sentinel *s);
-
-/* ---- The locks behind Sentinel -------------------------------------------------- */
-int lb_legacy_try_acquire_sentinel(lb_legacy_lock *l, lb_sentinel *s);
-int lb_legacy_acquire_sentinel(lb_legacy_lock *l, lb_sentinel *s, int64_t wait_ms);
-int lb_legacy_release_sentinel(lb_legacy_lock *l, lb_sentinel *s);
-int lb_legacy_extend_sentinel(lb_legacy_lock *l, lb_sentinel *s, int64_t ttl_ms);
-
-int lb_lock_try_acquire_sentinel(lb_lock *l, lb_sentinel *s);
-int lb_lock_acquire_sentinel(lb_lock *l, lb_sentinel *s, int64_t wait_ms);
-int lb_lock_release_sentinel(lb_lock *l, lb_sentinel *s);
-int lb_lock_extend_sentinel(lb_lock *l, lb_sentinel *s, int64_t ms, lb_extend_mode mode);
-int lb_lock_check_sentinel(lb_lock *l, lb_sentinel *s, int64_t *ttl_ms);
 
 #ifdef __cplusplus
 }

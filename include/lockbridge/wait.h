@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "lockbridge/core.h"
-#include "lockbridge/modern.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,20 +66,6 @@ typedef struct lb_waiter_stats {
 /* A snapshot of the waiter's counters; *out is zeroed when w is NULL. */
 void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out);
 
-/* Acquires `l` on connection `c`, waiting up to `wait_ms` (INT64_MAX: as long
- * as it takes). Between attempts it sleeps the lock's jittered back-off, never
- * longer than the holder's remaining TTL, and wakes at once when the holder's
- * release is published on the lock's channel (w may be NULL: back-off only).
- * A wait whose attempt after a release failed (another client was first)
- * sleeps its next back-off step deaf to releases. A fair lock
- * (lb_lock_options.fair) queues, keeps its place by its attempts, and may be
- * handed the lock by a release, told on the waiter's inbox, without another
- * command. No
- * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT, or an
- * attempt's error (LB_EWRONGTYPE, LB_EIO...). A
- * fair waiter that times out leaves the queue; if a hand-off reached it at
- * that moment it returns LB_OK instead. */
-int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms);
 
 #ifdef __cplusplus
 }

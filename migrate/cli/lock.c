@@ -143,24 +143,24 @@ static int watch(lb__cli_lock *l, redisContext *c) {
     lb_watch_options_init(&o);
     int rc = lb_watchdog_watch(l->lo->wd, l->modern, &o);
     if (rc == LB_OK) return LB_OK;
-    lb_lock_release(l->modern, c);
+    lb_lock_release(l->modern, lb_on_conn(c));
     return rc;
 }
 
 int lb__cli_lock_acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms) {
-    if (l->legacy) return lb_legacy_acquire(l->legacy, c, wait_ms);
-    if (l->mlock) return lb_mlock_acquire(l->mlock, c, wait_ms);
-    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, c, l->lo->waiter, wait_ms)
-                           : lb_lock_acquire(l->modern, c, wait_ms);
+    if (l->legacy) return lb_legacy_acquire(l->legacy, lb_on_conn(c), wait_ms);
+    if (l->mlock) return lb_mlock_acquire(l->mlock, lb_on_conn(c), wait_ms);
+    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, lb_on_conn(c), l->lo->waiter, wait_ms)
+                           : lb_lock_acquire(l->modern, lb_on_conn(c), wait_ms);
     if (rc == LB_OK) l->fence = lb_lock_fence(l->modern);
     if (rc == LB_OK && l->lo->wd) rc = watch(l, c);
     return rc;
 }
 
 int lb__cli_lock_release(lb__cli_lock *l, redisContext *c) {
-    if (l->legacy) return lb_legacy_release(l->legacy, c);
-    if (l->mlock) return lb_mlock_release(l->mlock, c);
-    return lb_lock_release(l->modern, c);
+    if (l->legacy) return lb_legacy_release(l->legacy, lb_on_conn(c));
+    if (l->mlock) return lb_mlock_release(l->mlock, lb_on_conn(c));
+    return lb_lock_release(l->modern, lb_on_conn(c));
 }
 
 int lb__cli_lock_watched(const lb__cli_lock *l) { return l->modern && l->lo->wd; }

@@ -93,17 +93,17 @@ static int acquire(worker *w) {
     int64_t left_ms = (run->end_ns - bench_mono_ns()) / 1000000;
     if (left_ms < 0) left_ms = 0;
     switch (run->s) {
-    case S_MODERN_POLL: return lb_lock_acquire(w->modern, w->c, left_ms);
+    case S_MODERN_POLL: return lb_lock_acquire(w->modern, lb_on_conn(w->c), left_ms);
     case S_MODERN_WAKE:
     case S_MODERN_FAIR:
-    case S_MODERN_FAIR_NOYIELD: return lb_lock_acquire_wait(w->modern, w->c, w->waiter, left_ms);
-    case S_COMPAT: return lb_mlock_acquire(w->mlock, w->c, left_ms);
+    case S_MODERN_FAIR_NOYIELD: return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
+    case S_COMPAT: return lb_mlock_acquire(w->mlock, lb_on_conn(w->c), left_ms);
     case S_LEGACY_WIRE:
-    case S_LEGACY_SCRIPTED: return lb_legacy_acquire(w->legacy, w->c, left_ms);
+    case S_LEGACY_SCRIPTED: return lb_legacy_acquire(w->legacy, lb_on_conn(w->c), left_ms);
     case S_FIXED_SLEEP: break;
     }
     for (;;) {
-        int rc = lb_legacy_try_acquire(w->legacy, w->c);
+        int rc = lb_legacy_try_acquire(w->legacy, lb_on_conn(w->c));
         if (rc != LB_EBUSY) return rc;
         if (bench_mono_ns() >= run->end_ns) return LB_ETIMEDOUT;
         bench_sleep_ms(FIXED_SLEEP_MS);
@@ -111,8 +111,8 @@ static int acquire(worker *w) {
 }
 
 static int release(worker *w) {
-    if (w->mlock) return lb_mlock_release(w->mlock, w->c);
-    return w->modern ? lb_lock_release(w->modern, w->c) : lb_legacy_release(w->legacy, w->c);
+    if (w->mlock) return lb_mlock_release(w->mlock, lb_on_conn(w->c));
+    return w->modern ? lb_lock_release(w->modern, lb_on_conn(w->c)) : lb_legacy_release(w->legacy, lb_on_conn(w->c));
 }
 
 /* The protected work: counter = GET + 1, written back with SET. Under a

@@ -44,12 +44,12 @@ static void test_legacy_locks_work_as_the_restricted_user(void **state) {
         lb_legacy_lock *a, *b;
         assert_int_equal(lb_legacy_lock_new(&a, "locks:legacy", 12, &o), LB_OK);
         assert_int_equal(lb_legacy_lock_new(&b, "locks:legacy", 12, &o), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(a, locker), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(b, locker), LB_EBUSY);
-        if (v) assert_int_equal(lb_legacy_extend(a, locker, 60000), LB_OK);
-        assert_int_equal(lb_legacy_release(a, locker), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(b, locker), LB_OK);
-        assert_int_equal(lb_legacy_release(b, locker), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(locker)), LB_EBUSY);
+        if (v) assert_int_equal(lb_legacy_extend(a, lb_on_conn(locker), 60000), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_legacy_release(b, lb_on_conn(locker)), LB_OK);
         lb_legacy_lock_free(a);
         lb_legacy_lock_free(b);
     }
@@ -65,15 +65,15 @@ static void test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_u
         lb_lock *a, *b;
         assert_int_equal(lb_lock_new(&a, "locks:token", 11, &o), LB_OK);
         assert_int_equal(lb_lock_new(&b, "locks:token", 11, &o), LB_OK);
-        assert_int_equal(lb_lock_try_acquire(a, locker), LB_OK);
-        assert_int_equal(lb_lock_try_acquire(b, locker), LB_EBUSY);
+        assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(locker)), LB_EBUSY);
         int64_t ttl;
-        assert_int_equal(lb_lock_extend(a, locker, 60000, LB_EXTEND_ADD), LB_OK);
-        assert_int_equal(lb_lock_check(a, locker, &ttl), LB_OK);
-        assert_int_equal(lb_lock_release(a, locker), LB_OK);
-        assert_int_equal(lb_lock_try_acquire(b, locker), LB_OK);
+        assert_int_equal(lb_lock_extend(a, lb_on_conn(locker), 60000, LB_EXTEND_ADD), LB_OK);
+        assert_int_equal(lb_lock_check(a, lb_on_conn(locker), &ttl), LB_OK);
+        assert_int_equal(lb_lock_release(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(locker)), LB_OK);
         if (o.fencing) assert_true(lb_lock_fence(b) > lb_lock_fence(a));
-        assert_int_equal(lb_lock_release(b, locker), LB_OK);
+        assert_int_equal(lb_lock_release(b, lb_on_conn(locker)), LB_OK);
         lb_lock_free(a);
         lb_lock_free(b);
     }
@@ -88,12 +88,12 @@ static void test_compat_and_modern_modes_work_as_the_restricted_user(void **stat
         lb_mlock *a, *b;
         assert_int_equal(lb_mlock_new(&a, "locks:mig", 9, &o), LB_OK);
         assert_int_equal(lb_mlock_new(&b, "locks:mig", 9, &o), LB_OK);
-        assert_int_equal(lb_mlock_try_acquire(a, locker), LB_OK);
-        assert_int_equal(lb_mlock_try_acquire(b, locker), LB_EBUSY);
-        assert_int_equal(lb_mlock_extend(a, locker, 60000), LB_OK);
-        assert_int_equal(lb_mlock_release(a, locker), LB_OK);
-        assert_int_equal(lb_mlock_try_acquire(b, locker), LB_OK);
-        assert_int_equal(lb_mlock_release(b, locker), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(b, lb_on_conn(locker)), LB_EBUSY);
+        assert_int_equal(lb_mlock_extend(a, lb_on_conn(locker), 60000), LB_OK);
+        assert_int_equal(lb_mlock_release(a, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(b, lb_on_conn(locker)), LB_OK);
+        assert_int_equal(lb_mlock_release(b, lb_on_conn(locker)), LB_OK);
         lb_mlock_free(a);
         lb_mlock_free(b);
     }
@@ -107,10 +107,10 @@ static void test_a_key_outside_the_pattern_is_refused_cleanly(void **state) {
     lb_legacy_lock *g;
     assert_int_equal(lb_lock_new(&t, "other:token", 11, NULL), LB_OK);
     assert_int_equal(lb_legacy_lock_new(&g, "other:legacy", 12, NULL), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(t, locker), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(locker)), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(t), "NOPERM"));
     assert_false(lb_lock_held(t));
-    assert_int_equal(lb_legacy_try_acquire(g, locker), LB_EREDIS);
+    assert_int_equal(lb_legacy_try_acquire(g, lb_on_conn(locker)), LB_EREDIS);
     assert_false(lb_legacy_held(g));
     redisContext *admin = lbt_redis_connect(&server);
     assert_non_null(admin);
@@ -159,15 +159,15 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     assert_non_null(admin);
     lb_lock *t;
     assert_int_equal(lb_lock_new(&t, "locks:nochan", 12, NULL), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(t, nochan), LB_OK);
-    assert_int_equal(lb_lock_release(t, nochan), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(nochan)), LB_OK);
+    assert_int_equal(lb_lock_release(t, lb_on_conn(nochan)), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(t), "publish"));
     assert_true(lb_lock_held(t));
     redisReply *r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
     assert_string_equal(r->str, lb_lock_token(t));
     freeReplyObject(r);
-    assert_int_equal(lb_lock_release(t, locker), LB_OK);
+    assert_int_equal(lb_lock_release(t, lb_on_conn(locker)), LB_OK);
 
     /* The same for a fair lock (its release publishes "released"). */
     lb_lock_options fo;
@@ -175,14 +175,14 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     fo.fair = 1;
     lb_lock *f;
     assert_int_equal(lb_lock_new(&f, "locks:nochan", 12, &fo), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(f, nochan), LB_OK);
-    assert_int_equal(lb_lock_release(f, nochan), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(f, lb_on_conn(nochan)), LB_OK);
+    assert_int_equal(lb_lock_release(f, lb_on_conn(nochan)), LB_EREDIS);
     assert_true(lb_lock_held(f));
     r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
     assert_string_equal(r->str, lb_lock_token(f));
     freeReplyObject(r);
-    assert_int_equal(lb_lock_release(f, locker), LB_OK);
+    assert_int_equal(lb_lock_release(f, lb_on_conn(locker)), LB_OK);
     lb_lock_free(f);
 
     lb_mlock_options o;
@@ -190,18 +190,18 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     o.mode = LB_MODE_COMPAT;
     lb_mlock *m;
     assert_int_equal(lb_mlock_new(&m, "locks:nochan", 12, &o), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(m, nochan), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(m, lb_on_conn(nochan)), LB_OK);
     r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
     char value[256];
     snprintf(value, sizeof value, "%s", r->str);
     freeReplyObject(r);
-    assert_int_equal(lb_mlock_release(m, nochan), LB_EREDIS);
+    assert_int_equal(lb_mlock_release(m, lb_on_conn(nochan)), LB_EREDIS);
     r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
     assert_string_equal(r->str, value);
     freeReplyObject(r);
-    assert_int_equal(lb_mlock_release(m, locker), LB_OK);
+    assert_int_equal(lb_mlock_release(m, lb_on_conn(locker)), LB_OK);
 
     /* A mode change refused its announcement is not made either. */
     assert_int_equal(lb_mode_set(nochan, "locks:ns", 8, LB_MODE_COMPAT, NULL, NULL), LB_EREDIS);

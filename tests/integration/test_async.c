@@ -221,18 +221,18 @@ static void test_no_operation_starts_while_one_is_in_flight(void **state) {
     assert_null(lb_lock_release_machine(m));
     assert_null(lb_lock_extend_machine(m, 1000, LB_EXTEND_ADD));
     assert_null(lb_lock_check_machine(m));
-    assert_int_equal(lb_lock_release(m, c), LB_ESTATE);
+    assert_int_equal(lb_lock_release(m, lb_on_conn(c)), LB_ESTATE);
     assert_null(lb_legacy_try_acquire_machine(g));
     assert_null(lb_legacy_release_machine(g));
     assert_null(lb_legacy_extend_machine(g, 1000));
-    assert_int_equal(lb_legacy_release(g, c), LB_ESTATE);
+    assert_int_equal(lb_legacy_release(g, lb_on_conn(c)), LB_ESTATE);
     while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
     assert_int_equal(vm.status, LB_OK);
     assert_int_equal(vg.status, LB_OK);
     assert_true(lb_lock_held(m) && lb_legacy_held(g));
     /* Once it has ended, the handle takes operations again. */
-    assert_int_equal(lb_lock_release(m, c), LB_OK);
-    assert_int_equal(lb_legacy_release(g, c), LB_OK);
+    assert_int_equal(lb_lock_release(m, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_release(g, lb_on_conn(c)), LB_OK);
     lb_lock_free(m);
     lb_legacy_lock_free(g);
     redisFree(c);

@@ -60,7 +60,7 @@ static int64_t wall_ms(void) {
 static lb_legacy_lock *library_holder(const char *key) {
     lb_legacy_lock *l = NULL;
     assert_int_equal(lb_legacy_lock_new(&l, key, strlen(key), NULL), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(l, lb_on_conn(conn)), LB_OK);
     return l;
 }
 
@@ -154,7 +154,7 @@ static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) 
         assert_string_equal(lbt_get(conn, "cli:held"), theirs);
         lbt_lines_free(&l);
     }
-    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    assert_int_equal(lb_legacy_release(other, lb_on_conn(conn)), LB_OK);
     lb_legacy_lock_free(other);
 }
 
@@ -286,7 +286,7 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
     assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
     assert_string_equal(lbt_str_of(l.line[0], "reason"), "interrupted");
     assert_string_equal(lbt_get(conn, "cli:waiting"), theirs);
-    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    assert_int_equal(lb_legacy_release(other, lb_on_conn(conn)), LB_OK);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
 }
@@ -321,7 +321,7 @@ static void test_clock_offset_makes_a_late_client_take_over(void **state) {
     lbt_parse(&proc, &l);
     assert_int_equal(l.n, 2);
     assert_true(lbt_num_of(l.line[0], "expiry") >= (double)(before + 3600000 + 30000));
-    assert_int_equal(lb_legacy_release(other, conn), LB_ELOST);
+    assert_int_equal(lb_legacy_release(other, lb_on_conn(conn)), LB_ELOST);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
 }
@@ -531,7 +531,7 @@ static void test_select_chooses_the_database(void **state) {
     assert_int_equal(lbt_run(&proc, in_db3), 2);
     assert_int_equal(lbt_run(&proc, in_db0), 0);
     lbt_cmd_ok(conn, "SELECT 3");
-    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    assert_int_equal(lb_legacy_release(other, lb_on_conn(conn)), LB_OK);
     lbt_cmd_ok(conn, "SELECT 0");
     lb_legacy_lock_free(other);
 }
@@ -759,7 +759,7 @@ static void test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it(void **state
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(l.line[0], "holder_ttl_ms")));
     assert_string_equal(lbt_get(conn, "cli:legacyheld"), theirs);
     assert_int_equal(lbt_int(conn, "PTTL %s", "cli:legacyheld"), -1);
-    assert_int_equal(lb_legacy_release(other, conn), LB_OK);
+    assert_int_equal(lb_legacy_release(other, lb_on_conn(conn)), LB_OK);
     lb_legacy_lock_free(other);
     lbt_lines_free(&l);
 }
@@ -1242,7 +1242,7 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_overridden(v
     assert_string_equal(lbt_str_of(cJSON_GetArrayItem(skipped, 0), "check"), "legacy-writers");
     assert_string_equal(lbt_get(conn, "{cli:m}:lb-mode"), "modern");
     cJSON_Delete(o);
-    assert_int_equal(lb_legacy_release(legacy, conn), LB_OK);
+    assert_int_equal(lb_legacy_release(legacy, lb_on_conn(conn)), LB_OK);
     lb_legacy_lock_free(legacy);
     /* Stepping back: allowed, with the tokens still held and their PTTL. */
     lbt_cmd_ok(conn, "SET %s %s PX 40000", "cli:m:tok", "0123456789abcdef0123456789abcdef");

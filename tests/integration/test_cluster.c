@@ -235,7 +235,7 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
     for (int i = 0; i < N; i++) {
         snprintf(keys[i], sizeof keys[i], "many:%d", i);
         locks[i] = new_lock(keys[i], 10000, i % 2);
-        assert_int_equal(lb_lock_try_acquire_cluster(locks[i], cl), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(locks[i], lb_on_cluster(cl)), LB_OK);
         unsigned s = lb_cluster_keyslot(keys[i], strlen(keys[i]));
         distinct += !seen[s];
         seen[s] = 1;
@@ -252,17 +252,17 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
     lb_cluster *other = new_cluster();
     for (int i = 0; i < N; i += 7) {
         lb_lock *b = new_lock(keys[i], 10000, i % 2);
-        assert_int_equal(lb_lock_try_acquire_cluster(b, other), LB_EBUSY);
+        assert_int_equal(lb_lock_try_acquire(b, lb_on_cluster(other)), LB_EBUSY);
         assert_true(lb_lock_holder_ttl(b) > 0);
         lb_lock_free(b);
     }
     uint64_t lock_commands = 0;
     for (int i = 0; i < N; i++) {
         int64_t ttl;
-        assert_int_equal(lb_lock_check_cluster(locks[i], cl, &ttl), LB_OK);
+        assert_int_equal(lb_lock_check(locks[i], lb_on_cluster(cl), &ttl), LB_OK);
         assert_true(ttl > 0);
-        assert_int_equal(lb_lock_extend_cluster(locks[i], cl, 20000, LB_EXTEND_REPLACE), LB_OK);
-        assert_int_equal(lb_lock_release_cluster(locks[i], cl), LB_OK);
+        assert_int_equal(lb_lock_extend(locks[i], lb_on_cluster(cl), 20000, LB_EXTEND_REPLACE), LB_OK);
+        assert_int_equal(lb_lock_release(locks[i], lb_on_cluster(cl)), LB_OK);
         assert_string_equal(value_on(owner_of(keys[i]), keys[i]), "");
         lock_commands += lb_lock_commands(locks[i]);
         lb_lock_free(locks[i]);
@@ -289,14 +289,14 @@ static void test_legacy_locks_of_both_variants_work_across_slots(void **state) {
         snprintf(key, sizeof key, "legacy:%d", i);
         lb_legacy_variant v = i % 2 ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
         lb_legacy_lock *a = new_legacy(key, v), *b = new_legacy(key, v);
-        assert_int_equal(lb_legacy_acquire_cluster(a, cl, 1000), LB_OK);
+        assert_int_equal(lb_legacy_acquire(a, lb_on_cluster(cl), 1000), LB_OK);
         size_t len;
         assert_string_equal(value_on(owner_of(key), key), lb_legacy_value(a, &len));
-        assert_int_equal(lb_legacy_try_acquire_cluster(b, other), LB_EBUSY);
-        if (v == LB_LEGACY_SCRIPTED) assert_int_equal(lb_legacy_extend_cluster(a, cl, 20000), LB_OK);
-        assert_int_equal(lb_legacy_release_cluster(a, cl), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire_cluster(b, other), LB_OK);
-        assert_int_equal(lb_legacy_release_cluster(b, other), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_cluster(other)), LB_EBUSY);
+        if (v == LB_LEGACY_SCRIPTED) assert_int_equal(lb_legacy_extend(a, lb_on_cluster(cl), 20000), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_cluster(cl)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_cluster(other)), LB_OK);
+        assert_int_equal(lb_legacy_release(b, lb_on_cluster(other)), LB_OK);
         lb_legacy_lock_free(a);
         lb_legacy_lock_free(b);
     }
@@ -306,32 +306,43 @@ static void test_legacy_locks_of_both_variants_work_across_slots(void **state) {
 
 /* lb_cluster_run routes by the key it is given; a command naming a key of
  * another primary's slot is still delivered, by following the MOVED. */
-static void test_a_command_routed_by_the_wrong_key_arrives_through_moved(void **state) {
+/* Each command goes to the owner of its own key: a mode-following lock reads
+ * its namespace's control key and census (one slot) and writes the lock (another
+ * slot, another primary) in one operation, with no redirection. */
+static void test_a_mode_following_lock_runs_with_its_namespace_on_another_primary(void **state) {
     (void)state;
-    const char *key = "wrong:route";
-    char other[32];
-    int owner = owner_of(key), n = 0;
-    do snprintf(other, sizeof other, "elsewhere:%d", n++);
-    while (owner_of(other) == owner);
+    const char *ns = "routed-ns", *key = "routed:lock";
+    lb_ns_keys k;
+    assert_int_equal(lb_ns_keys_init(&k, ns, strlen(ns)), LB_OK);
+    const char *mode_key = k.mode, *census_key = k.census;
+    int ns_owner = owner_of(mode_key);
+    assert_int_not_equal(ns_owner, owner_of(key)); /* the test's premise */
+    ok_on_node(ns_owner, "SET %s %s", mode_key, "modern");
     lb_cluster *cl = new_cluster();
-    lb_lock *l = new_lock(key, 10000, 0);
-    assert_int_equal(lb_cluster_run(cl, other, strlen(other), lb_lock_try_acquire_machine(l), NULL),
-                     LB_OK);
-    assert_string_equal(value_on(owner, key), lb_lock_token(l));
+    lb_mlock_options o;
+    lb_mlock_options_init(&o);
+    o.ns = ns;
+    o.follow = 1;
+    o.mode = LB_MODE_LEGACY;
+    lb_mlock *l = NULL;
+    assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
+    assert_int_equal(lb_mlock_acquire(l, lb_on_cluster(cl), 2000), LB_OK);
+    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
+    assert_string_equal(value_on(owner_of(key), key), lb_mlock_value(l, NULL));
+    redisReply *r = on_node(ns_owner, "HLEN %s", census_key);
+    assert_int_equal(r->integer, 1); /* its census entry, on the namespace's primary */
+    freeReplyObject(r);
+    assert_int_equal(lb_mlock_release(l, lb_on_cluster(cl)), LB_OK);
+    assert_string_equal(value_on(owner_of(key), key), "");
     lb_cluster_stats st;
     lb_cluster_stats_get(cl, &st);
-    assert_int_equal(st.moved, 1);
-    /* The map is not bent: the routing key's slot keeps its own owner. */
-    char addr[64], want[64];
-    snprintf(want, sizeof want, "127.0.0.1:%d", cluster.node[owner_of(other)].port);
-    assert_true(lb_cluster_slot_owner(cl, lb_cluster_keyslot(other, strlen(other)), addr,
-                                      sizeof addr) > 0);
-    assert_string_equal(addr, want);
-    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK);
-    assert_int_equal(lb_cluster_run(NULL, key, 1, lb_lock_check_machine(l), NULL), LB_EINVAL);
-    assert_int_equal(lb_cluster_run(cl, key, 0, lb_lock_check_machine(l), NULL), LB_EINVAL);
-    lb_lock_free(l);
+    assert_int_equal(st.moved, 0);
+    assert_int_equal(st.ask, 0);
+    /* A target without a handle is refused. */
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_cluster(NULL)), LB_EINVAL);
+    lb_mlock_free(l);
     lb_cluster_free(cl);
+    ok_on_node(ns_owner, "DEL %s %s", mode_key, census_key);
 }
 
 /* ---- slot migration ------------------------------------------------------------ */
@@ -381,13 +392,13 @@ static void test_slot_migration_is_followed_through_ask_then_moved(void **state)
     lb_lock *held = new_lock(held_key, 20000, 0);
     lb_lock *fresh = new_lock("{mig:held}:fresh", 20000, 0);
     lb_legacy_lock *legacy = new_legacy("{mig:held}:legacy", LB_LEGACY_WIRE);
-    assert_int_equal(lb_lock_try_acquire_cluster(held, cl), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(held, lb_on_cluster(cl)), LB_OK);
 
     begin_migration(slot, from, to);
     /* Keys absent from the source are created on the target, through ASK. */
-    int rc = lb_lock_try_acquire_cluster(fresh, cl);
+    int rc = lb_lock_try_acquire(fresh, lb_on_cluster(cl));
     if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_errstr(fresh));
-    assert_int_equal(lb_legacy_try_acquire_cluster(legacy, cl), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(legacy, lb_on_cluster(cl)), LB_OK);
     lb_cluster_stats st;
     lb_cluster_stats_get(cl, &st);
     assert_true(st.ask >= 2);
@@ -396,21 +407,21 @@ static void test_slot_migration_is_followed_through_ask_then_moved(void **state)
     assert_string_equal(value_on(from, "{mig:held}:fresh"), "");
     /* A lock still on the source is acted on there, with no redirection. */
     uint64_t asked = st.ask;
-    assert_int_equal(lb_lock_check_cluster(held, cl, NULL), LB_OK);
+    assert_int_equal(lb_lock_check(held, lb_on_cluster(cl), NULL), LB_OK);
     lb_cluster_stats_get(cl, &st);
     assert_int_equal(st.ask, asked);
 
     /* The held lock moves: its release is redirected by ASK and succeeds. */
     migrate_key(from, to, held_key);
     assert_string_equal(value_on(to, held_key), lb_lock_token(held));
-    assert_int_equal(lb_lock_release_cluster(held, cl), LB_OK);
+    assert_int_equal(lb_lock_release(held, lb_on_cluster(cl)), LB_OK);
     assert_string_equal(value_on(to, held_key), "");
-    assert_int_equal(lb_lock_try_acquire_cluster(held, cl), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(held, lb_on_cluster(cl)), LB_OK);
 
     end_migration(slot, to);
     /* The source now answers MOVED: the map is read again and the lock
      * released on its new owner. */
-    assert_int_equal(lb_lock_release_cluster(held, cl), LB_OK);
+    assert_int_equal(lb_lock_release(held, lb_on_cluster(cl)), LB_OK);
     assert_string_equal(value_on(to, held_key), "");
     lb_cluster_stats_get(cl, &st);
     assert_true(st.moved >= 1);
@@ -418,8 +429,8 @@ static void test_slot_migration_is_followed_through_ask_then_moved(void **state)
     snprintf(want, sizeof want, "127.0.0.1:%d", cluster.node[to].port);
     assert_true(lb_cluster_slot_owner(cl, slot, addr, sizeof addr) > 0);
     assert_string_equal(addr, want);
-    assert_int_equal(lb_lock_release_cluster(fresh, cl), LB_OK);
-    assert_int_equal(lb_legacy_release_cluster(legacy, cl), LB_OK);
+    assert_int_equal(lb_lock_release(fresh, lb_on_cluster(cl)), LB_OK);
+    assert_int_equal(lb_legacy_release(legacy, lb_on_cluster(cl)), LB_OK);
     lb_lock_free(held);
     lb_lock_free(fresh);
     lb_legacy_lock_free(legacy);
@@ -438,14 +449,14 @@ static void test_tryagain_is_retried_then_reported_and_nothing_is_written(void *
     int from = owner_of(key), to = other_primary(from);
     lb_cluster *cl = new_cluster_retry(300);
     lb_lock *l = new_lock(key, 20000, 1);
-    assert_int_equal(lb_lock_try_acquire_cluster(l, cl), LB_OK);
-    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK); /* the counter stays */
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_OK); /* the counter stays */
     begin_migration(slot, from, to);
     for (int moved = 0; moved < 2; moved++) {
         /* First with the counter on the source, then on the target. */
         lb_cluster_stats before, after;
         lb_cluster_stats_get(cl, &before);
-        int rc = lb_lock_try_acquire_cluster(l, cl);
+        int rc = lb_lock_try_acquire(l, lb_on_cluster(cl));
         assert_int_equal(rc, LB_EREDIS);
         assert_non_null(strstr(lb_lock_errstr(l), "TRYAGAIN"));
         assert_false(lb_lock_held(l));
@@ -456,10 +467,10 @@ static void test_tryagain_is_retried_then_reported_and_nothing_is_written(void *
         if (!moved) migrate_key(from, to, "{try:again}:fence");
     }
     end_migration(slot, to);
-    assert_int_equal(lb_lock_try_acquire_cluster(l, cl), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
     assert_int_equal(lb_lock_fence(l), 2);
     assert_string_equal(value_on(to, key), lb_lock_token(l));
-    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_OK);
     lb_lock_free(l);
     lb_cluster_free(cl);
 }
@@ -480,7 +491,7 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
         freeReplyObject(r);
     }
     lb_lock *l = new_lock(key, 10000, 0);
-    assert_int_equal(lb_lock_try_acquire_cluster(l, quick), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(quick)), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(l), "CLUSTERDOWN"));
     lb_cluster_stats st;
     lb_cluster_stats_get(quick, &st);
@@ -501,7 +512,7 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
         lb_cluster_free(patient);
         _exit(ok ? 0 : 1);
     }
-    int rc = lb_lock_try_acquire_cluster(l, patient);
+    int rc = lb_lock_try_acquire(l, lb_on_cluster(patient));
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -509,7 +520,7 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
     lb_cluster_stats_get(patient, &st);
     assert_true(st.retries >= 1);
     assert_string_equal(value_on(owner, key), lb_lock_token(l));
-    assert_int_equal(lb_lock_release_cluster(l, patient), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_cluster(patient)), LB_OK);
     assert_int_equal(lbt_cluster_wait_ok(&cluster, 10000), 0);
     lb_lock_free(l);
     lb_cluster_free(quick);
@@ -555,8 +566,8 @@ static void test_auth_is_sent_on_every_connection(void **state) {
     int locked = -1, released = -1;
     if (rc_right == LB_OK) {
         lb_lock *l = new_lock("auth:1", 10000, 1);
-        locked = lb_lock_try_acquire_cluster(l, cl);
-        released = lb_lock_release_cluster(l, cl);
+        locked = lb_lock_try_acquire(l, lb_on_cluster(cl));
+        released = lb_lock_release(l, lb_on_cluster(cl));
         lb_lock_free(l);
         lb_cluster_free(cl);
     }
@@ -733,7 +744,7 @@ static void test_a_primary_that_refuses_scripts_refuses_the_acquire(void **state
     freeReplyObject(r);
     lb_cluster *cl = new_cluster();
     lb_lock *l = new_lock(key, 10000, 0);
-    int sync_rc = lb_lock_try_acquire_cluster(l, cl);
+    int sync_rc = lb_lock_try_acquire(l, lb_on_cluster(cl));
     char sync_err[160];
     snprintf(sync_err, sizeof sync_err, "%s", lb_lock_errstr(l));
     aloop lp;
@@ -745,8 +756,8 @@ static void test_a_primary_that_refuses_scripts_refuses_the_acquire(void **state
     assert_non_null(strstr(sync_err, "scripts"));
     assert_int_equal(async_rc, LB_EREDIS);
     assert_string_equal(value_on(owner, key), "");
-    assert_int_equal(lb_lock_try_acquire_cluster(l, cl), LB_OK);
-    assert_int_equal(lb_lock_release_cluster(l, cl), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_OK);
     lb_lock_free(l);
     aloop_close(&lp);
     lb_cluster_free(cl);
@@ -808,7 +819,7 @@ static uint64_t next_rand(contend *r) {
 }
 
 static void release(contend *r, int c, int k) {
-    int rc = lb_lock_release_cluster(r->lock[c][k], r->cl[c]);
+    int rc = lb_lock_release(r->lock[c][k], lb_on_cluster(r->cl[c]));
     if (rc == LB_OK) r->released++;
     else if (rc == LB_ELOST) r->lost++;
     else r->release_failed++; /* unknown: the handle stays held, retried later */
@@ -831,7 +842,7 @@ static int contend_step(contend *r) {
         release(r, c, k);
         return 1;
     }
-    int rc = lb_lock_try_acquire_cluster(l, r->cl[c]);
+    int rc = lb_lock_try_acquire(l, lb_on_cluster(r->cl[c]));
     r->attempts++;
     if (rc == LB_OK) {
         r->acquired++;
@@ -988,7 +999,7 @@ int main(void) {
         cmocka_unit_test(test_bad_seeds_are_refused_and_dead_seeds_are_an_io_error),
         cmocka_unit_test(test_locks_on_keys_in_many_slots_land_on_their_owners),
         cmocka_unit_test(test_legacy_locks_of_both_variants_work_across_slots),
-        cmocka_unit_test(test_a_command_routed_by_the_wrong_key_arrives_through_moved),
+        cmocka_unit_test(test_a_mode_following_lock_runs_with_its_namespace_on_another_primary),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),

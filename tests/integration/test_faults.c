@@ -165,28 +165,28 @@ static void test_restart_without_persistence_loses_locks_and_says_so(void **stat
     lb_lock *a = new_lock("f:rs:m", 20000, 1), *b = new_lock("f:rs:m", 20000, 1);
     lb_legacy_lock *la = new_legacy("f:rs:l", 20000, LB_LEGACY_WIRE);
     lb_legacy_lock *lb = new_legacy("f:rs:l", 20000, LB_LEGACY_WIRE);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
     int64_t fence_before = lb_lock_fence(a);
 
     assert_int_equal(lbt_redis_restart(r, NULL), 0);
-    assert_int_equal(lb_lock_release(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
     assert_true(lb_lock_held(a));
     ca = reopen(ca, r->port, 2000);
     redisContext *cb = connect_port(r->port, 2000);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_OK);
     /* The fencing counter went with the data: it restarts, so numbers repeat.
      * Fencing needs persistence to mean anything across a restart. */
     assert_true(lb_lock_fence(b) <= fence_before);
 
-    assert_int_equal(lb_lock_release(a, ca), LB_ELOST);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
     assert_false(lb_lock_held(a));
-    assert_int_equal(lb_legacy_release(la, ca), LB_ELOST);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
     assert_string_equal(value_at(r->port, "f:rs:m"), lb_lock_token(b));
     assert_string_equal(value_at(r->port, "f:rs:l"), legacy_value(lb));
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
 }
@@ -202,24 +202,24 @@ static void test_restart_with_appendonly_keeps_locks_held(void **state) {
     lb_lock *a = new_lock("f:aof:m", 20000, 1), *b = new_lock("f:aof:m", 20000, 1);
     lb_legacy_lock *la = new_legacy("f:aof:l", 20000, LB_LEGACY_SCRIPTED);
     lb_legacy_lock *lb = new_legacy("f:aof:l", 20000, LB_LEGACY_SCRIPTED);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
     int64_t fence_a = lb_lock_fence(a);
 
     assert_int_equal(lbt_redis_restart(r, aof), 0);
     redisContext *cb = connect_port(r->port, 2000);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_true(lb_lock_holder_ttl(b) > 0 && lb_lock_holder_ttl(b) <= 20000);
-    assert_int_equal(lb_legacy_try_acquire(lb, cb), LB_EBUSY);
+    assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_EBUSY);
     assert_false(lb_lock_held(b));
     assert_false(lb_legacy_held(lb));
 
     ca = reopen(ca, r->port, 2000);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_release(la, ca), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_OK);
     assert_true(lb_lock_fence(b) > fence_a);
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
 }
@@ -239,27 +239,27 @@ static void test_stopped_server_past_the_ttl_hands_the_lock_on(void **state) {
     lb_lock *a = new_lock("f:stop:m", 300, 0), *b = new_lock("f:stop:m", 300, 0);
     lb_legacy_lock *la = new_legacy("f:stop:l", 300, LB_LEGACY_WIRE);
     lb_legacy_lock *lb = new_legacy("f:stop:l", 300, LB_LEGACY_WIRE);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
 
     lbt_redis_pause(r, 1);
-    assert_int_equal(lb_lock_extend(a, ca, 300, LB_EXTEND_REPLACE), LB_EIO);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 300, LB_EXTEND_REPLACE), LB_EIO);
     assert_true(lb_lock_held(a)); /* unknown: the extend may yet run */
     sleep_ms(500);
     lbt_redis_pause(r, 0);
 
     cb = connect_port(r->port, 2000);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_OK);
     ca = reopen(ca, r->port, 2000);
     int64_t ttl;
-    assert_int_equal(lb_lock_check(a, ca, &ttl), LB_ELOST);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(ca), &ttl), LB_ELOST);
     assert_false(lb_lock_held(a));
-    assert_int_equal(lb_legacy_release(la, ca), LB_ELOST);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
     assert_string_equal(value_at(r->port, "f:stop:m"), lb_lock_token(b));
     assert_string_equal(value_at(r->port, "f:stop:l"), legacy_value(lb));
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
 }
@@ -275,14 +275,14 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     lbt_redis *r = start_server(NULL);
     redisContext *ca = connect_port(r->port, 150), *cb = connect_port(r->port, 150);
     lb_lock *a = new_lock("f:pause", 400, 0), *b = new_lock("f:pause", 400, 0);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
 
     redisContext *admin = connect_port(r->port, 5000);
     lbt_cmd_ok(admin, "CLIENT PAUSE 700 WRITE");
     redisFree(admin);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EIO);
     assert_false(lb_lock_held(b));
-    assert_int_equal(lb_lock_release(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
     assert_true(lb_lock_held(a));
     redisFree(cb);
     redisFree(ca);
@@ -291,14 +291,14 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     ca = connect_port(r->port, 2000);
     cb = connect_port(r->port, 2000);
     const char *now = value_at(r->port, "f:pause");
-    int rc = lb_lock_release(a, ca);
+    int rc = lb_lock_release(a, lb_on_conn(ca));
     if (strcmp(now, lb_lock_token(a)) == 0 || now[0] == '\0')
         assert_true(rc == LB_OK || rc == LB_ELOST);
     else
         fail_msg("the key holds neither the holder's token nor nothing: %s", now);
     assert_false(lb_lock_held(a));
-    assert_int_equal(lb_lock_acquire(b, cb, 2000), LB_OK);
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 2000), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, NULL, NULL, ca, cb);
 }
@@ -317,23 +317,23 @@ static void test_debug_sleep_lands_a_timed_out_write_that_lapses(void **state) {
 
     /* A first acquire checks that the server runs scripts: done before the
      * sleep, so the command that times out is the SET itself. */
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
     int done = 0;
     assert_int_equal(redisAppendCommand(sleeper, "DEBUG SLEEP 0.4"), REDIS_OK);
     while (!done) assert_int_equal(redisBufferWrite(sleeper, &done), REDIS_OK);
     sleep_ms(50);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_held(a));
     void *reply = NULL;
     assert_int_equal(redisGetReply(sleeper, &reply), REDIS_OK); /* awake */
     freeReplyObject(reply);
 
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_token(a));
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
     assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_token(b));
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, NULL, NULL, ca, cb);
     redisFree(sleeper);
@@ -368,24 +368,24 @@ static void test_acquire_reply_lost_is_not_a_grant_and_lapses(void **state) {
 
     /* As in any first acquire, the handle checks once that scripts run: done
      * here, so the reply dropped below is the SET's. */
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
     lbt_proxy_drop_next_reply(px);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_held(a));
     assert_string_equal(value_at(px_server->port, "f:lost-acq:m"), lb_lock_token(a));
     ca = reopen(ca, port, 150);
     lbt_proxy_drop_next_reply(px);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_EIO);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_legacy_held(la));
     assert_string_not_equal(value_at(px_server->port, "f:lost-acq:l"), "");
 
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
-    assert_int_equal(lb_legacy_try_acquire(lb, cb), LB_EBUSY);
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
-    assert_int_equal(lb_legacy_acquire(lb, cb, 3000), LB_OK);
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
+    assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_EBUSY);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
+    assert_int_equal(lb_legacy_acquire(lb, lb_on_conn(cb), 3000), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
 }
@@ -405,26 +405,26 @@ static void test_release_reply_lost_then_retry_reports_lost(void **state) {
      * script's, not a NOSCRIPT (after which nothing would have run). */
     for (int round = 0; round < 2; round++) {
         if (round) {
-            assert_int_equal(lb_lock_release(a, ca), LB_OK);
-            assert_int_equal(lb_legacy_release(la, ca), LB_OK);
+            assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
+            assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_OK);
         }
-        assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
     }
 
     lbt_proxy_drop_next_reply(px);
-    assert_int_equal(lb_lock_release(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
     assert_true(lb_lock_held(a));
     assert_string_equal(value_at(px_server->port, "f:lost-rel:m"), "");
     ca = reopen(ca, port, 150);
     lbt_proxy_drop_next_reply(px);
-    assert_int_equal(lb_legacy_release(la, ca), LB_EIO);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_legacy_held(la));
     assert_string_equal(value_at(px_server->port, "f:lost-rel:l"), "");
 
     ca = reopen(ca, port, 150);
-    assert_int_equal(lb_lock_release(a, ca), LB_ELOST);
-    assert_int_equal(lb_legacy_release(la, ca), LB_ESTATE);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ESTATE);
     assert_false(lb_lock_held(a));
     assert_false(lb_legacy_held(la));
 
@@ -443,32 +443,32 @@ static void test_cut_connection_before_and_after_the_command(void **state) {
     int port = lbt_proxy_port(px);
     redisContext *ca = connect_port(port, 1000), *cb = connect_port(px_server->port, 2000);
     lb_lock *a = new_lock("f:cut", 1000, 1), *b = new_lock("f:cut", 1000, 1);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     int64_t fence_a = lb_lock_fence(a);
 
     lbt_proxy_cut_next(px, 0);
-    assert_int_equal(lb_lock_release(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
     assert_true(lb_lock_held(a));
     assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_token(a));
     ca = reopen(ca, port, 1000);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
 
     lbt_proxy_cut_next(px, 1);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_held(a));
     assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_token(a));
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
     assert_true(lb_lock_fence(b) > fence_a + 1);
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     /* A cut with nothing in flight shows at the next command. */
     ca = reopen(ca, port, 1000);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     lbt_proxy_cut(px);
-    assert_int_equal(lb_lock_release(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
     ca = reopen(ca, port, 1000);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
 
     free_all(a, b, NULL, NULL, ca, cb);
 }
@@ -484,22 +484,22 @@ static void test_delay_below_and_beyond_the_timeout(void **state) {
     lb_legacy_lock *la = new_legacy("f:delay:l", 2000, LB_LEGACY_WIRE);
 
     lbt_proxy_delay(px, 40);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_lock_extend(a, ca, 1500, LB_EXTEND_REPLACE), LB_OK);
-    assert_int_equal(lb_lock_release(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
-    assert_int_equal(lb_legacy_release(la, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 1500, LB_EXTEND_REPLACE), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_OK);
 
     lbt_proxy_delay(px, 400);
     redisFree(ca);
     ca = connect_port(port, 150);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_held(a));
     sleep_ms(500);
     assert_string_equal(value_at(px_server->port, "f:delay"), lb_lock_token(a));
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, NULL, ca, cb);
 }
@@ -515,27 +515,27 @@ static void test_blackhole_is_a_timeout_then_lost(void **state) {
     lb_lock *a = new_lock("f:hole", 1000, 0), *b = new_lock("f:hole", 1000, 0);
     lb_legacy_lock *la = new_legacy("f:hole:l", 1000, LB_LEGACY_SCRIPTED);
     lb_legacy_lock *lb = new_legacy("f:hole:l", 1000, LB_LEGACY_SCRIPTED);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(la, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
 
     lbt_proxy_blackhole(px, 1);
-    assert_int_equal(lb_lock_extend(a, ca, 5000, LB_EXTEND_REPLACE), LB_EIO);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 5000, LB_EXTEND_REPLACE), LB_EIO);
     assert_true(lb_lock_held(a));
     ca = reopen(ca, port, 150);
-    assert_int_equal(lb_legacy_extend(la, ca, 5000), LB_EIO);
+    assert_int_equal(lb_legacy_extend(la, lb_on_conn(ca), 5000), LB_EIO);
     assert_true(lb_legacy_held(la));
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
-    assert_int_equal(lb_legacy_acquire(lb, cb, 3000), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
+    assert_int_equal(lb_legacy_acquire(lb, lb_on_conn(cb), 3000), LB_OK);
     lbt_proxy_blackhole(px, 0);
 
     ca = reopen(ca, port, 2000);
-    assert_int_equal(lb_lock_release(a, ca), LB_ELOST);
-    assert_int_equal(lb_legacy_release(la, ca), LB_ELOST);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
+    assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
     assert_string_equal(value_at(px_server->port, "f:hole"), lb_lock_token(b));
     assert_string_equal(value_at(px_server->port, "f:hole:l"), legacy_value(lb));
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
-    assert_int_equal(lb_legacy_release(lb, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
+    assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
 }
@@ -611,7 +611,7 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     redisContext *ca = connect_port(px_server->port, 2000), *cb = connect_port(px_server->port, 2000);
     lb_lock *a = new_lock("f:wd", 300, 0), *b = new_lock("f:wd", 300, 0);
     lb_watchdog *wd = watchdog_via(port);
-    assert_int_equal(lb_lock_try_acquire(a, ca), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_watchdog_watch(wd, a, NULL), LB_OK);
     /* The watchdog's connection must be through the proxy before it is cut. */
     for (int i = 0; i < 500 && lbt_proxy_accepted(px) < 1; i++) sleep_ms(10);
@@ -621,7 +621,7 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     sleep_ms(1000); /* more than three TTLs */
     int reason = 0;
     assert_int_equal(lb_watchdog_check(wd, a, NULL, &reason), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(b, cb), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(a));
     lb_watchdog_stats st;
     assert_int_equal(lb_watchdog_stats_get(wd, &st), LB_OK);
@@ -630,10 +630,10 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     lbt_proxy_blackhole(px, 1);
     assert_int_equal(wait_lost(wd, a, &reason), LB_ELOST);
     assert_int_equal(reason, LB_WATCH_UNREACHABLE);
-    assert_int_equal(lb_lock_acquire(b, cb, 3000), LB_OK);
-    assert_int_equal(lb_lock_release(a, ca), LB_ELOST);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
     assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(b));
-    assert_int_equal(lb_lock_release(b, cb), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     lb_watchdog_free(wd);
     free_all(a, b, NULL, NULL, ca, cb);
@@ -656,14 +656,14 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
 
     lb_legacy_lock *w = new_legacy("f:noeval:w", 5000, LB_LEGACY_WIRE);
     lb_legacy_lock *w2 = new_legacy("f:noeval:w", 5000, LB_LEGACY_WIRE);
-    assert_int_equal(lb_legacy_try_acquire(w, c), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(w2, c), LB_EBUSY);
-    assert_int_equal(lb_legacy_release(w, c), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(w2, c), LB_OK);
-    assert_int_equal(lb_legacy_release(w2, c), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(w, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(w2, lb_on_conn(c)), LB_EBUSY);
+    assert_int_equal(lb_legacy_release(w, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(w2, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_release(w2, lb_on_conn(c)), LB_OK);
 
     lb_legacy_lock *s = new_legacy("f:noeval:s", 5000, LB_LEGACY_SCRIPTED);
-    assert_int_equal(lb_legacy_try_acquire(s, c), LB_EREDIS);
+    assert_int_equal(lb_legacy_try_acquire(s, lb_on_conn(c)), LB_EREDIS);
     assert_false(lb_legacy_held(s));
     assert_non_null(strstr(lb_legacy_errstr(s), "script"));
     assert_string_equal(value_at(r->port, "f:noeval:s"), "");
@@ -678,7 +678,7 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
     mo.ttl_ms = 5000;
     lb_mlock *ml = NULL;
     assert_int_equal(lb_mlock_new(&ml, "f:noeval:ml", 11, &mo), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(ml, c), LB_EREDIS);
+    assert_int_equal(lb_mlock_try_acquire(ml, lb_on_conn(c)), LB_EREDIS);
     assert_false(lb_mlock_held(ml));
     assert_non_null(strstr(lb_mlock_errstr(ml), "script"));
     assert_string_equal(value_at(r->port, "f:noeval:ml"), "");
@@ -686,7 +686,7 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
 
     for (int fencing = 0; fencing <= 1; fencing++) {
         lb_lock *m = new_lock("f:noeval:m", 5000, fencing);
-        assert_int_equal(lb_lock_try_acquire(m, c), LB_EREDIS);
+        assert_int_equal(lb_lock_try_acquire(m, lb_on_conn(c)), LB_EREDIS);
         assert_false(lb_lock_held(m));
         assert_non_null(strstr(lb_lock_errstr(m), "script"));
         assert_string_equal(value_at(r->port, "f:noeval:m"), "");
@@ -756,36 +756,36 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
     lb_legacy_lock *lw = new_legacy("f:oom:lw", 10000, LB_LEGACY_WIRE);
     lb_legacy_lock *ls = new_legacy("f:oom:ls", 10000, LB_LEGACY_SCRIPTED);
     lb_legacy_lock *ln = new_legacy("f:oom:ln", 10000, LB_LEGACY_WIRE);
-    assert_int_equal(lb_lock_try_acquire(a, c), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(lw, c), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(ls, c), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(lw, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(ls, lb_on_conn(c)), LB_OK);
 
     lbt_cmd_ok(c, "CONFIG SET maxmemory 1");
-    assert_int_equal(lb_lock_try_acquire(b, c), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(c)), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(b), "OOM"));
-    assert_int_equal(lb_lock_try_acquire(bf, c), LB_EREDIS);
-    assert_int_equal(lb_legacy_try_acquire(ln, c), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(bf, lb_on_conn(c)), LB_EREDIS);
+    assert_int_equal(lb_legacy_try_acquire(ln, lb_on_conn(c)), LB_EREDIS);
     assert_false(lb_lock_held(b) || lb_lock_held(bf) || lb_legacy_held(ln));
     assert_string_equal(value_at(r->port, "f:oom:b"), "");
     assert_string_equal(value_at(r->port, "f:oom:ln"), "");
 
-    assert_int_equal(lb_lock_extend(a, c, 10000, LB_EXTEND_REPLACE), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(c), 10000, LB_EXTEND_REPLACE), LB_OK);
     char before[64];
     snprintf(before, sizeof before, "%s", legacy_value(ls));
-    assert_int_equal(lb_legacy_extend(ls, c, 20000), LB_EREDIS);
+    assert_int_equal(lb_legacy_extend(ls, lb_on_conn(c), 20000), LB_EREDIS);
     assert_true(lb_legacy_held(ls));
     assert_string_equal(value_at(r->port, "f:oom:ls"), before);
 
-    assert_int_equal(lb_lock_release(a, c), LB_OK);
-    assert_int_equal(lb_legacy_release(lw, c), LB_OK);
-    assert_int_equal(lb_legacy_release(ls, c), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_release(lw, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_release(ls, lb_on_conn(c)), LB_OK);
     assert_string_equal(value_at(r->port, "f:oom:a"), "");
     assert_string_equal(value_at(r->port, "f:oom:lw"), "");
     assert_string_equal(value_at(r->port, "f:oom:ls"), "");
 
     lbt_cmd_ok(c, "CONFIG SET maxmemory 0");
-    assert_int_equal(lb_lock_try_acquire(b, c), LB_OK);
-    assert_int_equal(lb_lock_release(b, c), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(c)), LB_OK);
 
     lb_lock_free(a);
     lb_lock_free(b);
@@ -823,24 +823,24 @@ static void test_read_only_replica_refuses_every_write(void **state) {
 
     redisContext *cm = connect_port(master->port, 2000), *cr = connect_port(replica->port, 2000);
     lb_lock *a = new_lock("f:ro", 10000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, cm), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(cm)), LB_OK);
     assert_int_equal(lbt_int(cm, "WAIT 1 2000"), 1);
 
     lb_lock *b = new_lock("f:ro:free", 10000, 0), *bf = new_lock("f:ro:free", 10000, 1);
     lb_legacy_lock *lw = new_legacy("f:ro:free", 10000, LB_LEGACY_WIRE);
     lb_legacy_lock *ls = new_legacy("f:ro:free", 10000, LB_LEGACY_SCRIPTED);
-    assert_int_equal(lb_lock_try_acquire(b, cr), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cr)), LB_EREDIS);
     assert_non_null(strstr(lb_lock_errstr(b), "READONLY"));
-    assert_int_equal(lb_lock_try_acquire(bf, cr), LB_EREDIS);
-    assert_int_equal(lb_legacy_try_acquire(lw, cr), LB_EREDIS);
+    assert_int_equal(lb_lock_try_acquire(bf, lb_on_conn(cr)), LB_EREDIS);
+    assert_int_equal(lb_legacy_try_acquire(lw, lb_on_conn(cr)), LB_EREDIS);
     assert_non_null(strstr(lb_legacy_errstr(lw), "READONLY"));
-    assert_int_equal(lb_legacy_try_acquire(ls, cr), LB_EREDIS);
+    assert_int_equal(lb_legacy_try_acquire(ls, lb_on_conn(cr)), LB_EREDIS);
     assert_false(lb_lock_held(b) || lb_lock_held(bf) || lb_legacy_held(lw) || lb_legacy_held(ls));
 
-    assert_int_equal(lb_lock_release(a, cr), LB_EREDIS);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(cr)), LB_EREDIS);
     assert_true(lb_lock_held(a));
     assert_string_equal(value_at(master->port, "f:ro"), lb_lock_token(a));
-    assert_int_equal(lb_lock_release(a, cm), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(cm)), LB_OK);
 
     free_all(a, b, lw, ls, cm, cr);
     lb_lock_free(bf);
@@ -892,11 +892,11 @@ static void test_every_allocation_failure_along_token_lock_operations(void **sta
             assert_int_equal(rc, LB_OK);
             int created = f.calls;
             int64_t ttl;
-            assert_int_equal(lb_lock_try_acquire(l, c), LB_OK);
-            assert_int_equal(lb_lock_extend(l, c, 5000, LB_EXTEND_REPLACE), LB_OK);
-            assert_int_equal(lb_lock_extend(l, c, 1000, LB_EXTEND_ADD), LB_OK);
-            assert_int_equal(lb_lock_check(l, c, &ttl), LB_OK);
-            assert_int_equal(lb_lock_release(l, c), LB_OK);
+            assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(c)), LB_OK);
+            assert_int_equal(lb_lock_extend(l, lb_on_conn(c), 5000, LB_EXTEND_REPLACE), LB_OK);
+            assert_int_equal(lb_lock_extend(l, lb_on_conn(c), 1000, LB_EXTEND_ADD), LB_OK);
+            assert_int_equal(lb_lock_check(l, lb_on_conn(c), &ttl), LB_OK);
+            assert_int_equal(lb_lock_release(l, lb_on_conn(c)), LB_OK);
             assert_int_equal(f.calls, created); /* operations allocate nothing */
             lb_lock_free(l);
             assert_int_equal(f.live, 0);

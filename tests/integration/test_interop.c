@@ -528,7 +528,7 @@ static void test_unsupported_incr_lock_is_outside_the_window_and_left_alone(void
     long long before = lbt_get_int(key);
     assert_true(before > 1 && lbt_pttl(key) > 0);
     lb_legacy_lock *l = lbt_legacy(key, 30000);
-    int acq = lb_legacy_try_acquire(l, conn);
+    int acq = lb_legacy_try_acquire(l, lb_on_conn(conn));
     long long pttl = lbt_pttl(key);
     printf("interop unsupported L1-INCR held (value %lld): lockbridge try_acquire=%s, "
            "pttl after=%lld\n", before, lb_err_name(acq), pttl);
@@ -549,14 +549,14 @@ static void test_unsupported_incr_locker_bumps_a_timestamp_and_the_lock_is_lost(
     const char *key = "interop:unsupported:incr-bumps";
     char out[64];
     lb_legacy_lock *l = lbt_legacy(key, 60000);
-    assert_int_equal(lb_legacy_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(l, lb_on_conn(conn)), LB_OK);
     long long written = lbt_get_int(key);
     int rc = lbt_wait(lbt_java_one("L1-INCR", key, "0", "60000", out, sizeof out));
     lbt_side java;
     lbt_read_side(&java, out, rc, 1);
     assert_true(java.ran);
     long long now = lbt_get_int(key);
-    int rel = lb_legacy_release(l, conn);
+    int rel = lb_legacy_release(l, lb_on_conn(conn));
     printf("interop unsupported L1-INCR beside a lockbridge holder: value %lld -> %lld, "
            "java_acq=%lld, release=%s, pttl=%lld\n", written, now,
            (long long)java.acquisitions, lb_err_name(rel), lbt_pttl(key));
@@ -576,12 +576,12 @@ static void test_unsupported_incr2_locker_deletes_a_live_lock_and_acquires(void 
     const char *key = "interop:unsupported:incr2";
     char out[64];
     lb_legacy_lock *l = lbt_legacy(key, 60000);
-    assert_int_equal(lb_legacy_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(l, lb_on_conn(conn)), LB_OK);
     int rc = lbt_wait(lbt_java_one("L1-INCR2", key, "0", "60000", out, sizeof out));
     lbt_side java;
     lbt_read_side(&java, out, rc, 1);
     assert_true(java.ran);
-    int rel = lb_legacy_release(l, conn);
+    int rel = lb_legacy_release(l, lb_on_conn(conn));
     printf("interop unsupported L1-INCR2 beside a lockbridge holder: java_acq=%lld "
            "disruptions=%lld release=%s\n", (long long)java.acquisitions,
            (long long)java.disruptions, lb_err_name(rel));
@@ -641,12 +641,12 @@ static void test_unsupported_l3_cannot_read_lockbridge_tokens_and_never_acquires
     lb_lock_options_init(&o);
     o.ttl_ms = 60000;
     assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
     int rc = lbt_wait(lbt_java_one("L3", key, "0", "1000000", out, sizeof out));
     lbt_side java;
     lbt_read_side(&java, out, rc, 1);
     assert_true(java.ran);
-    int rel = lb_lock_release(l, conn);
+    int rel = lb_lock_release(l, lb_on_conn(conn));
     printf("interop unsupported L3 beside a lockbridge token: l3_acq=%lld errors=%lld "
            "release=%s\n", (long long)java.acquisitions, (long long)java.acquire_errors,
            lb_err_name(rel));

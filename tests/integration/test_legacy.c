@@ -164,22 +164,22 @@ static void test_acquire_contend_release_for_every_codec_and_variant(void **stat
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_legacy_try_acquire(a, ca), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(ca)), LB_OK);
         assert_true(lb_legacy_held(a));
         assert_key_is_ours(key, a);
-        assert_int_equal(lb_legacy_try_acquire(b, cb), LB_EBUSY);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
         assert_false(lb_legacy_held(b));
         int64_t seen = 0;
         assert_int_equal(lb_legacy_observed_expiry(b, &seen), LB_OK);
         assert_int_equal(seen, lb_legacy_expiry(a));
         assert_key_is_ours(key, a);
-        assert_int_equal(lb_legacy_release(a, ca), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_OK);
         assert_false(lb_legacy_held(a));
         assert_key(key, NULL, 0);
-        assert_int_equal(lb_legacy_release(a, ca), LB_ESTATE);
-        assert_int_equal(lb_legacy_try_acquire(b, cb), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_ESTATE);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(cb)), LB_OK);
         assert_key_is_ours(key, b);
-        assert_int_equal(lb_legacy_release(b, cb), LB_OK);
+        assert_int_equal(lb_legacy_release(b, lb_on_conn(cb)), LB_OK);
         /* SETNX; then GET and DEL on the wire, or the script (EVALSHA, then
          * EVAL, as the cache was flushed). The scripted variant first checks,
          * once, that the server runs scripts (EVALSHA, then EVAL). */
@@ -200,9 +200,9 @@ static void test_a_crashed_holders_expired_lock_is_taken_over(void **state) {
         lbt_key(key, sizeof key, "crash", i);
         lbt_set_expiry(&combos[i], key, -5000, dead, &deadlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         assert_key_is_ours(key, a);
-        assert_int_equal(lb_legacy_release(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
         assert_key(key, NULL, 0);
         lb_legacy_lock_free(a);
     }
@@ -239,7 +239,7 @@ static void test_a_key_deleted_before_the_takeover_is_held(void **state) {
         assert_int_equal(lbt_drive(admin, lb_legacy_try_acquire_machine(a), &h), LB_OK);
         assert_true(lb_legacy_held(a));
         assert_key_is_ours(key, a);
-        assert_int_equal(lb_legacy_release(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
         lb_legacy_lock_free(a);
     }
 }
@@ -313,7 +313,7 @@ static void test_foreign_values_are_reported_and_left_byte_for_byte(void **state
             print_message("%s %s foreign value %zu (%zu bytes)\n", combos[i].codec,
                           variant_name(combos[i].variant), j, v.len);
             lbt_set(key, v.v, v.len);
-            assert_int_equal(lb_legacy_try_acquire(a, admin), LB_EFOREIGN);
+            assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EFOREIGN);
             assert_false(lb_legacy_held(a));
             assert_key(key, v.v, v.len);
             assert_non_null(strstr(lb_legacy_errstr(a), "not in this client's format"));
@@ -334,8 +334,8 @@ static void test_keys_of_other_types_are_wrongtype_and_untouched(void **state) {
         lbt_cmd_ok(admin, "RPUSH %s a b", lkey);
         lb_legacy_lock *h = lbt_lock(&combos[i], hkey, 30000, NULL);
         lb_legacy_lock *l = lbt_lock(&combos[i], lkey, 30000, NULL);
-        assert_int_equal(lb_legacy_try_acquire(h, admin), LB_EWRONGTYPE);
-        assert_int_equal(lb_legacy_try_acquire(l, admin), LB_EWRONGTYPE);
+        assert_int_equal(lb_legacy_try_acquire(h, lb_on_conn(admin)), LB_EWRONGTYPE);
+        assert_int_equal(lb_legacy_try_acquire(l, lb_on_conn(admin)), LB_EWRONGTYPE);
         assert_false(lb_legacy_held(h));
         redisReply *r = redisCommand(admin, "HGETALL %s", hkey);
         assert_non_null(r);
@@ -363,17 +363,17 @@ static void test_release_after_a_takeover_is_lost_and_leaves_the_new_value(void 
         size_t otherlen;
         lbt_key(key, sizeof key, "lost", i);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         lbt_set_expiry(&combos[i], key, 90000, other, &otherlen); /* another client took it */
-        assert_int_equal(lb_legacy_release(a, admin), LB_ELOST);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ELOST);
         assert_false(lb_legacy_held(a));
         assert_key(key, other, otherlen);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_EBUSY);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EBUSY);
         /* Gone altogether: lost as well, and nothing is created. */
         lbt_del(key);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         lbt_del(key);
-        assert_int_equal(lb_legacy_release(a, admin), LB_ELOST);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ELOST);
         assert_key(key, NULL, 0);
         lb_legacy_lock_free(a);
     }
@@ -424,16 +424,16 @@ static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_val
         lbt_del(key);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 10000, &still);
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 10000, &still);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         assert_int_equal(release_losing_the_delete_reply(admin, a), LB_EIO);
         assert_false(lb_legacy_held(a));
-        assert_int_equal(lb_legacy_try_acquire(b, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(admin)), LB_OK);
         size_t la, lb;
         const char *va = lb_legacy_value(a, &la), *vb = lb_legacy_value(b, &lb);
         assert_true(la == lb && memcmp(va, vb, la) == 0); /* the same value */
-        assert_int_equal(lb_legacy_release(a, admin), LB_ESTATE);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ESTATE);
         assert_key_is_ours(key, b);
-        assert_int_equal(lb_legacy_release(b, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(b, lb_on_conn(admin)), LB_OK);
         lb_legacy_lock_free(a);
         lb_legacy_lock_free(b);
     }
@@ -455,16 +455,16 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
         o.clock = &clock;
         lb_legacy_lock *a = NULL;
         assert_int_equal(lb_legacy_lock_new(&a, key, strlen(key), &o), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         clock.offset_ms = 5000; /* about 7 s left: inside the 10 s margin */
         if (combos[i].variant == LB_LEGACY_WIRE) {
-            assert_int_equal(lb_legacy_release(a, admin), LB_EEXPIRED);
+            assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_EEXPIRED);
             assert_false(lb_legacy_held(a));
             assert_key_is_ours(key, a);
             lbt_del(key);
         } else {
             /* Compare-and-delete is atomic: no margin needed. */
-            assert_int_equal(lb_legacy_release(a, admin), LB_OK);
+            assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
             assert_key(key, NULL, 0);
         }
         lb_legacy_lock_free(a);
@@ -494,20 +494,20 @@ static void test_scripted_extend_writes_a_later_expiry(void **state) {
         size_t len;
         lbt_key(key, sizeof key, "extend", i);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         const char *v = lb_legacy_value(a, &len);
         memcpy(before, v, len + 1);
         int64_t old_expiry = lb_legacy_expiry(a);
         if (combos[i].variant == LB_LEGACY_WIRE) {
-            assert_int_equal(lb_legacy_extend(a, admin, 60000), LB_EINVAL);
+            assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_EINVAL);
             assert_key(key, before, len);
         } else {
-            assert_int_equal(lb_legacy_extend(a, admin, 60000), LB_OK);
+            assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_OK);
             assert_true(lb_legacy_expiry(a) > old_expiry);
             assert_string_not_equal(lb_legacy_value(a, NULL), before);
             assert_key_is_ours(key, a);
             lbt_set(key, "x", 1);
-            assert_int_equal(lb_legacy_extend(a, admin, 60000), LB_ELOST);
+            assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_ELOST);
             assert_key(key, "x", 1);
         }
         lbt_del(key);
@@ -535,13 +535,13 @@ static void test_scripted_variant_survives_script_flush(void **state) {
         lbt_set_expiry(&combos[i], key, -5000, dead, &deadlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         assert_key_is_ours(key, a);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_legacy_extend(a, admin, 60000), LB_OK);
+        assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_OK);
         assert_key_is_ours(key, a);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_legacy_release(a, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
         assert_key(key, NULL, 0);
         lb_legacy_lock_free(a);
     }
@@ -558,7 +558,7 @@ static void *release_soon(void *arg) {
     struct timespec ts = {0, 150 * 1000000};
     nanosleep(&ts, NULL);
     redisContext *c = lbt_redis_connect(&server);
-    r->status = c ? lb_legacy_release(r->holder, c) : LB_EIO;
+    r->status = c ? lb_legacy_release(r->holder, lb_on_conn(c)) : LB_EIO;
     if (c) redisFree(c);
     return NULL;
 }
@@ -570,20 +570,20 @@ static void test_blocking_acquire_times_out_then_wins_after_release(void **state
         lbt_key(key, sizeof key, "block", i);
         lb_legacy_lock *holder = lbt_lock(&combos[i], key, 30000, NULL);
         lb_legacy_lock *waiter = lbt_lock(&combos[i], key, 30000, NULL);
-        assert_int_equal(lb_legacy_try_acquire(holder, admin), LB_OK);
-        assert_int_equal(lb_legacy_acquire(waiter, admin, 100), LB_ETIMEDOUT);
+        assert_int_equal(lb_legacy_try_acquire(holder, lb_on_conn(admin)), LB_OK);
+        assert_int_equal(lb_legacy_acquire(waiter, lb_on_conn(admin), 100), LB_ETIMEDOUT);
         assert_key_is_ours(key, holder);
         /* The holder releases from another thread while we wait. */
         releaser r = {holder, 1};
         pthread_t th;
         assert_int_equal(pthread_create(&th, NULL, release_soon, &r), 0);
         /* No time limit (INT64_MAX ms: the deadline saturates, never wraps). */
-        int rc = lb_legacy_acquire(waiter, admin, INT64_MAX);
+        int rc = lb_legacy_acquire(waiter, lb_on_conn(admin), INT64_MAX);
         assert_int_equal(pthread_join(th, NULL), 0);
         assert_int_equal(r.status, LB_OK);
         assert_int_equal(rc, LB_OK);
         assert_key_is_ours(key, waiter);
-        assert_int_equal(lb_legacy_release(waiter, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(waiter, lb_on_conn(admin)), LB_OK);
         lb_legacy_lock_free(holder);
         lb_legacy_lock_free(waiter);
     }
@@ -596,7 +596,7 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
         lbt_key(key, sizeof key, "blockforeign", i);
         lbt_set(key, "{\"uid\":\"u\"}", 11);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
-        assert_int_equal(lb_legacy_acquire(a, admin, 50), LB_EFOREIGN);
+        assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 50), LB_EFOREIGN);
         assert_key(key, "{\"uid\":\"u\"}", 11);
         assert_true(lb_legacy_commands(a) >= 2);
         lbt_del(key);
@@ -614,21 +614,21 @@ static void test_a_skewed_clock_judges_expiry_by_its_own_offset(void **state) {
         lb_legacy_lock *holder = lbt_lock(&combos[i], key, 5000, NULL);
         lb_legacy_lock *behind = lbt_lock(&combos[i], key, 5000, &early);
         lb_legacy_lock *ahead = lbt_lock(&combos[i], key, 5000, &late);
-        assert_int_equal(lb_legacy_try_acquire(holder, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(holder, lb_on_conn(admin)), LB_OK);
         /* 20 s behind: the holder's 5 s lock is far from expiry. */
-        assert_int_equal(lb_legacy_try_acquire(behind, admin), LB_EBUSY);
+        assert_int_equal(lb_legacy_try_acquire(behind, lb_on_conn(admin)), LB_EBUSY);
         assert_key_is_ours(key, holder);
         /* 20 s ahead: it expired 15 s ago. */
-        assert_int_equal(lb_legacy_try_acquire(ahead, admin), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(ahead, lb_on_conn(admin)), LB_OK);
         assert_key_is_ours(key, ahead);
-        assert_int_equal(lb_legacy_release(holder, admin), LB_ELOST);
+        assert_int_equal(lb_legacy_release(holder, lb_on_conn(admin)), LB_ELOST);
         /* The early client's own fresh lock, seen by an unskewed client, is
          * long expired: its skew hands the lock to anyone. */
-        assert_int_equal(lb_legacy_release(ahead, admin), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(behind, admin), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(holder, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(ahead, lb_on_conn(admin)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(behind, lb_on_conn(admin)), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(holder, lb_on_conn(admin)), LB_OK);
         assert_key_is_ours(key, holder);
-        assert_int_equal(lb_legacy_release(holder, admin), LB_OK);
+        assert_int_equal(lb_legacy_release(holder, lb_on_conn(admin)), LB_OK);
         lb_legacy_lock_free(holder);
         lb_legacy_lock_free(behind);
         lb_legacy_lock_free(ahead);
@@ -647,8 +647,8 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         /* Killed before an operation. */
         redisContext *c = lbt_connect();
         kill_client(c);
-        assert_int_equal(lb_legacy_try_acquire(a, c), LB_EIO);
-        assert_int_equal(lb_legacy_acquire(a, c, 100), LB_EIO);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(c)), LB_EIO);
+        assert_int_equal(lb_legacy_acquire(a, lb_on_conn(c), 100), LB_EIO);
         assert_false(lb_legacy_held(a));
         redisFree(c);
 
@@ -667,14 +667,14 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
          * have run, so the handle lets go and the lock (here untouched, the
          * script never ran) lapses at its expiry. */
         c = lbt_connect();
-        assert_int_equal(lb_legacy_try_acquire(a, c), LB_OK);
+        assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(c)), LB_OK);
         kill_client(c);
-        assert_int_equal(lb_legacy_release(a, c), LB_EIO);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(c)), LB_EIO);
         int wire = combos[i].variant == LB_LEGACY_WIRE;
         assert_int_equal(lb_legacy_held(a), wire);
         assert_key_is_ours(key, a);
         redisFree(c);
-        assert_int_equal(lb_legacy_release(a, admin), wire ? LB_OK : LB_ESTATE);
+        assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), wire ? LB_OK : LB_ESTATE);
         lbt_del(key);
         lb_legacy_lock_free(a);
     }
@@ -688,15 +688,15 @@ static void test_a_stopped_server_is_eio(void **state) {
     assert_non_null(c);
     lb_legacy_lock *wire = lbt_lock(&combos[0], "lg:stop", 30000, NULL);
     lb_legacy_lock *scripted = lbt_lock(&combos[1], "lg:stop2", 30000, NULL);
-    assert_int_equal(lb_legacy_try_acquire(wire, c), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(scripted, c), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(wire, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(scripted, lb_on_conn(c)), LB_OK);
     lbt_redis_stop(&other);
-    assert_int_equal(lb_legacy_release(wire, c), LB_EIO);
-    assert_int_equal(lb_legacy_extend(scripted, c, 60000), LB_EIO);
-    assert_int_equal(lb_legacy_release(scripted, c), LB_EIO);
+    assert_int_equal(lb_legacy_release(wire, lb_on_conn(c)), LB_EIO);
+    assert_int_equal(lb_legacy_extend(scripted, lb_on_conn(c), 60000), LB_EIO);
+    assert_int_equal(lb_legacy_release(scripted, lb_on_conn(c)), LB_EIO);
     assert_true(lb_legacy_held(wire));
     lb_legacy_lock *late = lbt_lock(&combos[0], "lg:stop3", 30000, NULL);
-    assert_int_equal(lb_legacy_try_acquire(late, c), LB_EIO);
+    assert_int_equal(lb_legacy_try_acquire(late, lb_on_conn(c)), LB_EIO);
     assert_false(lb_legacy_held(late));
     redisFree(c);
     lb_legacy_lock_free(wire);
@@ -713,15 +713,15 @@ static void test_keys_with_nul_bytes_are_locked_exactly(void **state) {
     lb_legacy_lock *a = NULL, *b = NULL;
     assert_int_equal(lb_legacy_lock_new(&a, key, sizeof key - 1, &o), LB_OK);
     assert_int_equal(lb_legacy_lock_new(&b, sibling, sizeof sibling - 1, &o), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(a, admin), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire(b, admin), LB_OK); /* a different key */
+    assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(admin)), LB_OK); /* a different key */
     redisReply *r = redisCommand(admin, "EXISTS %b %b", key, sizeof key - 1, sibling,
                                  sizeof sibling - 1);
     assert_non_null(r);
     assert_int_equal(r->integer, 2);
     freeReplyObject(r);
-    assert_int_equal(lb_legacy_release(a, admin), LB_OK);
-    assert_int_equal(lb_legacy_release(b, admin), LB_OK);
+    assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_legacy_release(b, lb_on_conn(admin)), LB_OK);
     lb_legacy_lock_free(a);
     lb_legacy_lock_free(b);
 }

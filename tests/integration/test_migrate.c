@@ -318,7 +318,7 @@ static void run_format_case(const format_case *fc, lb_mode mode) {
         else lbt_cmd_ok(admin, "SET %s %b", key, val, len);
     }
     lb_mlock *l = lbt_mlock(key, mode, "ms", 5000, NULL);
-    int rc = lb_mlock_try_acquire(l, admin);
+    int rc = lb_mlock_try_acquire(l, lb_on_conn(admin));
     if (rc != fc->rc)
         fail_msg("%s (%s): expected %s, got %s: %s", fc->name, lb_mode_name(mode),
                  lb_err_name(fc->rc), lb_err_name(rc), lb_mlock_errstr(l));
@@ -326,7 +326,7 @@ static void run_format_case(const format_case *fc, lb_mode mode) {
         assert_key_is_ours(key, l);
         long long pttl = lbt_pttl(key);
         assert_true(pttl > 0 && pttl <= (mode == LB_MODE_COMPAT ? 6000 : 5000));
-        assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+        assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
         assert_key(key, NULL, 0);
     } else if (fc->hash) {
         redisReply *r = redisCommand(admin, "HGET %s f", key);
@@ -372,13 +372,13 @@ static void test_busy_reports_what_holds_the_key(void **state) {
     lbt_del(key);
     lbt_cmd_ok(admin, "SET %s %b", key, v, len);
     lb_mlock *l = lbt_mlock(key, LB_MODE_MODERN, "ms", 5000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EBUSY);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EBUSY);
     const lb_class *c = lb_mlock_observed(l);
     assert_int_equal(c->format, LB_FORMAT_LEGACY);
     assert_true(c->remaining_ms > 15000 && c->remaining_ms <= 20000);
     /* One round trip per attempt when the key is busy. */
     uint64_t before = lb_mlock_commands(l);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EBUSY);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EBUSY);
     assert_int_equal(lb_mlock_commands(l) - before, 1);
     lb_mlock_free(l);
     lbt_del(key);
@@ -475,11 +475,11 @@ static void test_flushed_scripts_are_sent_again(void **state) {
         lb_mlock *l = NULL;
         assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_mlock_extend(l, admin, 9000), LB_OK);
+        assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 9000), LB_OK);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
-        assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+        assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
         assert_key(key, NULL, 0);
         lb_mlock_free(l);
     }
@@ -502,7 +502,7 @@ static void test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_gr
         assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
         lbt_del(key);
         lb_now before = lb_clock_now(NULL);
-        assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
         assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
         size_t len;
         const char *v = lb_mlock_value(l, &len);
@@ -520,12 +520,12 @@ static void test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_gr
         lo_opts.codec = o.codec;
         lb_legacy_lock *legacy = NULL;
         assert_int_equal(lb_legacy_lock_new(&legacy, key, strlen(key), &lo_opts), LB_OK);
-        assert_int_equal(lb_legacy_try_acquire(legacy, admin), LB_EBUSY);
+        assert_int_equal(lb_legacy_try_acquire(legacy, lb_on_conn(admin)), LB_EBUSY);
         int64_t seen;
         assert_int_equal(lb_legacy_observed_expiry(legacy, &seen), LB_OK);
         assert_int_equal(seen, t);
         lb_legacy_lock_free(legacy);
-        assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+        assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
         assert_key(key, NULL, 0);
         lb_mlock_free(l);
     }
@@ -538,12 +538,12 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
     lbt_del(key);
     lb_mlock *l = lbt_mlock(key, LB_MODE_COMPAT, "ms", 3000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     size_t len;
     int64_t t1, t2;
     const char *v = lb_mlock_value(l, &len);
     assert_int_equal(lb_codec_decode(&ms, v, len, &t1), LB_OK);
-    assert_int_equal(lb_mlock_extend(l, admin, 20000), LB_OK);
+    assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_OK);
     assert_key_is_ours(key, l);
     v = lb_mlock_value(l, &len);
     assert_int_equal(lb_codec_decode(&ms, v, len, &t2), LB_OK);
@@ -551,7 +551,7 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     long long pttl = lbt_pttl(key);
     assert_true(pttl > 20000 && pttl <= 21000);
     /* Extending again within the same millisecond still writes a new value. */
-    assert_int_equal(lb_mlock_extend(l, admin, 20000), LB_OK);
+    assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_OK);
     int64_t t3;
     v = lb_mlock_value(l, &len);
     assert_int_equal(lb_codec_decode(&ms, v, len, &t3), LB_OK);
@@ -559,17 +559,17 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     /* Modern: the token stays, the TTL moves. */
     lb_mlock *m = lbt_mlock("mt:extend2", LB_MODE_MODERN, NULL, 3000, NULL);
     lbt_del("mt:extend2");
-    assert_int_equal(lb_mlock_try_acquire(m, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(m, lb_on_conn(admin)), LB_OK);
     char tok[40];
     snprintf(tok, sizeof tok, "%s", lb_mlock_value(m, NULL));
-    assert_int_equal(lb_mlock_extend(m, admin, 20000), LB_OK);
+    assert_int_equal(lb_mlock_extend(m, lb_on_conn(admin), 20000), LB_OK);
     assert_string_equal(lb_mlock_value(m, NULL), tok);
     assert_true(lbt_pttl("mt:extend2") > 19000);
-    assert_int_equal(lb_mlock_extend(m, admin, 0), LB_EINVAL);
-    assert_int_equal(lb_mlock_release(m, admin), LB_OK);
+    assert_int_equal(lb_mlock_extend(m, lb_on_conn(admin), 0), LB_EINVAL);
+    assert_int_equal(lb_mlock_release(m, lb_on_conn(admin)), LB_OK);
     /* A value someone else replaced is not extended. */
     lbt_cmd_ok(admin, "SET %s %s", key, "1999999999999");
-    assert_int_equal(lb_mlock_extend(l, admin, 20000), LB_ELOST);
+    assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_ELOST);
     assert_false(lb_mlock_held(l));
     assert_key(key, "1999999999999", 13);
     assert_int_equal(lbt_pttl(key), -1);
@@ -584,31 +584,31 @@ static void test_release_deletes_only_our_own_value(void **state) {
     lbt_del(key);
     /* Replaced by a legacy takeover (GETSET clears the TTL): lost, left alone. */
     lb_mlock *l = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     lbt_cmd_ok(admin, "GETSET %s %s", key, "1999999999999");
-    assert_int_equal(lb_mlock_release(l, admin), LB_ELOST);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_ELOST);
     assert_key(key, "1999999999999", 13);
-    assert_int_equal(lb_mlock_release(l, admin), LB_ESTATE);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_ESTATE);
     /* Gone already: lost, nothing else deleted. */
     lbt_del(key);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     lbt_del(key);
-    assert_int_equal(lb_mlock_release(l, admin), LB_ELOST);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_ELOST);
     /* Expired by our own clock: a legacy client may hold a byte-equal value,
      * so the key is left to its TTL. */
     lb_clock clock = {NULL, NULL, NULL, 0};
     lb_mlock *k = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, &clock);
-    assert_int_equal(lb_mlock_try_acquire(k, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(k, lb_on_conn(admin)), LB_OK);
     clock.offset_ms = 6000;
-    assert_int_equal(lb_mlock_release(k, admin), LB_EEXPIRED);
+    assert_int_equal(lb_mlock_release(k, lb_on_conn(admin)), LB_EEXPIRED);
     assert_key_is_ours(key, k);
     assert_false(lb_mlock_held(k));
     /* Modern: another client's token is never deleted. */
     lbt_del(key);
     lb_mlock *m = lbt_mlock(key, LB_MODE_MODERN, NULL, 5000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(m, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(m, lb_on_conn(admin)), LB_OK);
     lbt_cmd_ok(admin, "SET %s %s PX 9000", key, "ffffffffffffffffffffffffffffffff");
-    assert_int_equal(lb_mlock_release(m, admin), LB_ELOST);
+    assert_int_equal(lb_mlock_release(m, lb_on_conn(admin)), LB_ELOST);
     assert_key(key, "ffffffffffffffffffffffffffffffff", 32);
     lb_mlock_free(l);
     lb_mlock_free(k);
@@ -627,7 +627,7 @@ typedef struct mjob {
 
 static void *mjob_main(void *ud) {
     mjob *j = ud;
-    j->rc = lb_mlock_acquire_wait(j->l, j->c, j->w, j->wait_ms);
+    j->rc = lb_mlock_acquire_wait(j->l, lb_on_conn(j->c), j->w, j->wait_ms);
     __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -656,7 +656,7 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
         o.mode = (lb_mode)m;
         o.backoff_min_ms = o.backoff_max_ms = 5000;
         assert_int_equal(lb_mlock_new(&b, "mig:wake", 8, &o), LB_OK);
-        assert_int_equal(lb_mlock_try_acquire(a, admin), LB_OK);
+        assert_int_equal(lb_mlock_try_acquire(a, lb_on_conn(admin)), LB_OK);
         mjob j = {.l = b, .c = lbt_redis_connect(&server), .w = w, .wait_ms = 4000};
         assert_non_null(j.c);
         pthread_t th;
@@ -666,13 +666,13 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
             assert_true(i < 2000);
             usleep(5000);
         }
-        assert_int_equal(lb_mlock_release(a, admin), LB_OK);
+        assert_int_equal(lb_mlock_release(a, lb_on_conn(admin)), LB_OK);
         pthread_join(th, NULL);
         assert_int_equal(j.rc, LB_OK);
         assert_true(lb_mlock_held(b));
         assert_key_is_ours("mig:wake", b);
         assert_true(waiter_stats(w).messages >= 1);
-        assert_int_equal(lb_mlock_release(b, j.c), LB_OK);
+        assert_int_equal(lb_mlock_release(b, lb_on_conn(j.c)), LB_OK);
         redisFree(j.c);
         lb_waiter_free(w);
         lb_mlock_free(a);
@@ -685,28 +685,28 @@ static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {
     const char *key = "mt:legacy-mode";
     lbt_del(key);
     lb_mlock *l = lbt_mlock(key, LB_MODE_LEGACY, "ms", 5000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
     assert_int_equal(lbt_pttl(key), -1); /* SETNX: no TTL */
     assert_key_is_ours(key, l);
     /* A compat client sees a live legacy lock. */
     lb_mlock *c = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, NULL);
-    assert_int_equal(lb_mlock_try_acquire(c, admin), LB_EBUSY);
+    assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(admin)), LB_EBUSY);
     assert_int_equal(lb_mlock_observed(c)->format, LB_FORMAT_LEGACY);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(c, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(admin)), LB_OK);
     /* The legacy-mode client meets the compat value as a live timestamp. */
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EBUSY);
-    assert_int_equal(lb_mlock_release(c, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EBUSY);
+    assert_int_equal(lb_mlock_release(c, lb_on_conn(admin)), LB_OK);
     /* ... and a token as a foreign value it leaves alone. */
     lbt_cmd_ok(admin, "SET %s %s PX 9000", key, "0123456789abcdef0123456789abcdef");
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_EFOREIGN);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EFOREIGN);
     assert_key(key, "0123456789abcdef0123456789abcdef", 32);
     /* Legacy extend needs the scripted variant. */
     lbt_del(key);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
-    assert_int_equal(lb_mlock_extend(l, admin, 8000), LB_EINVAL);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 8000), LB_EINVAL);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     lb_mlock_free(l);
     lb_mlock_free(c);
 }
@@ -736,66 +736,66 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     lbt_del(key);
     /* Absent control key: the configured mode. */
     lb_mlock *l = lbt_follower(key, ns, LB_MODE_LEGACY, 3600000);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     /* A set is not seen before the refresh interval without a notification. */
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
     /* The operation in flight ends in its own mode even after a notification. */
     lb_mlock_notify(l);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
     assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
     assert_true(lbt_pttl(key) > 0);
     /* Switched while held: release still speaks the mode it acquired in. */
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_OK);
-    assert_int_equal(lb_mlock_refresh(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_mode(l), LB_MODE_MODERN);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_key(key, NULL, 0);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
     assert_int_equal(strlen(lb_mlock_value(l, NULL)), 32);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     /* A refresh interval of 0 reads before every acquire; a garbage control
      * key keeps the last known mode; so does a deleted one (evicted, lost in a
      * failover): a follower configured legacy that has seen modern never moves
      * two stages because the key vanished, and says the key is missing. */
     lb_mlock *e = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
-    assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "warp");
-    assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_control_key_missing(e), 0);
     lbt_del(k.mode);
-    assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
     assert_int_equal(lb_mlock_control_key_missing(e), 1);
-    assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     /* Written again: read again, no longer missing. */
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "compat");
-    assert_int_equal(lb_mlock_try_acquire(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(e), LB_MODE_COMPAT);
     assert_int_equal(lb_mlock_control_key_missing(e), 0);
-    assert_int_equal(lb_mlock_release(e, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     /* A follower that never read a mode uses its configured one. */
     lbt_del(k.mode);
     lb_mlock *fresh = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
-    assert_int_equal(lb_mlock_try_acquire(fresh, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(fresh, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(fresh), LB_MODE_LEGACY);
     assert_int_equal(lb_mlock_control_key_missing(fresh), 0);
-    assert_int_equal(lb_mlock_release(fresh, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(fresh, lb_on_conn(admin)), LB_OK);
     lb_mlock_free(fresh);
     /* A handle without a namespace cannot refresh or follow. */
     lb_mlock *n = lbt_mlock(key, LB_MODE_COMPAT, NULL, 5000, NULL);
-    assert_int_equal(lb_mlock_refresh(n, admin), LB_EINVAL);
+    assert_int_equal(lb_mlock_refresh(n, lb_on_conn(admin)), LB_EINVAL);
     lb_mlock_options o;
     lb_mlock_options_init(&o);
     o.follow = 1;
@@ -843,7 +843,7 @@ static void test_a_notification_makes_the_next_acquire_reread(void **state) {
     lbt_del(k.mode);
     lbt_del(key);
     lb_mlock *l = lbt_follower(key, ns, LB_MODE_COMPAT, 3600000);
-    assert_int_equal(lb_mlock_refresh(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
     relay r = {l, k.channel, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                LB_MODE_LEGACY};
@@ -863,9 +863,9 @@ static void test_a_notification_makes_the_next_acquire_reread(void **state) {
     assert_int_equal(receivers, 1);
     pthread_join(th, NULL);
     assert_int_equal(r.heard, LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     lb_mlock_free(l);
 }
 
@@ -974,8 +974,8 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
     assert_string_equal(lb_mlock_client_id(l), "billing-7");
     lbt_del(key);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     lb_census_entry *es = NULL;
     size_t n = 0;
     lb_now now = lb_clock_now(NULL);
@@ -995,9 +995,9 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     o.follow = 1;
     o.client_id = "billing-8";
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
-    assert_int_equal(lb_mlock_try_acquire(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_release(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
     assert_true(es[0].valid);
@@ -1005,7 +1005,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     lb_census_free(NULL, es);
     /* A control key in no known form: the entry keeps the mode in use. */
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "\"mode\":\"?\"");
-    assert_int_equal(lb_mlock_refresh(l, admin), LB_OK);
+    assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
     assert_true(es[0].valid);
@@ -1057,7 +1057,7 @@ static int work(worker *wk, redisContext *c) {
     lb_mlock *l = NULL;
     if (lb_mlock_new(&l, wk->key, strlen(wk->key), &o) != LB_OK) return -1;
     for (int i = 0; i < wk->rounds || (wk->until && !atomic_load(wk->until)); i++) {
-        int rc = lb_mlock_acquire(l, c, 20000);
+        int rc = lb_mlock_acquire(l, lb_on_conn(c), 20000);
         if (rc != LB_OK) {
             snprintf(wk->why, sizeof wk->why, "acquire: %s %s", lb_err_name(rc), lb_mlock_errstr(l));
             wk->failures++;
@@ -1070,7 +1070,7 @@ static int work(worker *wk, redisContext *c) {
         r = redisCommand(c, "SET %s %lld", COUNTER, v + 1);
         if (r) freeReplyObject(r);
         wk->done++;
-        rc = lb_mlock_release(l, c);
+        rc = lb_mlock_release(l, lb_on_conn(c));
         if (rc != LB_OK) {
             snprintf(wk->why, sizeof wk->why, "release: %s %s", lb_err_name(rc), lb_mlock_errstr(l));
             wk->failures++;
@@ -1297,7 +1297,7 @@ static void test_the_async_driver_runs_every_mode(void **state) {
     }
     /* While in flight, no other operation may start on the handle. */
     assert_null(lb_mlock_release_machine(a.l[0]));
-    assert_int_equal(lb_mlock_try_acquire(a.l[0], admin), LB_ESTATE);
+    assert_int_equal(lb_mlock_try_acquire(a.l[0], lb_on_conn(admin)), LB_ESTATE);
     while (a.done < 3) event_base_loop(a.base, EVLOOP_ONCE);
     for (int i = 0; i < 3; i++) {
         if (a.status[i][0] != LB_OK || a.status[i][1] != LB_OK)

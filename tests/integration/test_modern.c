@@ -29,20 +29,20 @@ static lb_lock *new_lock(const char *key, int64_t ttl_ms, int fencing) {
 static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:basic", 10000, 0), *b = new_lock("m:basic", 10000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     const char *tok = lb_lock_token(a);
     assert_int_equal(strlen(tok), LB_TOKEN_LEN);
     assert_int_equal(strspn(tok, "0123456789abcdef"), LB_TOKEN_LEN);
     assert_string_equal(lbt_get(conn, "m:basic"), tok);
     assert_true(lbt_int(conn, "PTTL %s", "m:basic") > 9000);
-    assert_int_equal(lb_lock_try_acquire(b, conn), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_EBUSY);
     assert_true(lb_lock_holder_ttl(b) > 9000);
     assert_string_not_equal(lb_lock_token(b), tok);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_string_equal(lbt_get(conn, "m:basic"), "");
-    assert_int_equal(lb_lock_try_acquire(b, conn), LB_OK);
-    assert_int_equal(lb_lock_release(b, conn), LB_OK);
-    assert_int_equal(lb_lock_release(b, conn), LB_ESTATE);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_ESTATE);
     lb_lock_free(a);
     lb_lock_free(b);
 }
@@ -50,15 +50,15 @@ static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
 static void test_release_after_expiry_leaves_the_new_holder_alone(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:late", 50, 0), *b = new_lock("m:late", 10000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     /* Waits for a's TTL to lapse; a wait of INT64_MAX ms means "as long as it
      * takes" (its deadline saturates, it does not wrap into the past). */
-    assert_int_equal(lb_lock_acquire(b, conn, INT64_MAX), LB_OK);
-    assert_int_equal(lb_lock_release(a, conn), LB_ELOST);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), INT64_MAX), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_ELOST);
     assert_false(lb_lock_held(a));
     assert_string_equal(lbt_get(conn, "m:late"), lb_lock_token(b));
-    assert_int_equal(lb_lock_extend(a, conn, 1000, LB_EXTEND_REPLACE), LB_ESTATE);
-    assert_int_equal(lb_lock_release(b, conn), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 1000, LB_EXTEND_REPLACE), LB_ESTATE);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
     lb_lock_free(a);
     lb_lock_free(b);
 }
@@ -66,15 +66,15 @@ static void test_release_after_expiry_leaves_the_new_holder_alone(void **state) 
 static void test_extend_replaces_or_adds_to_the_ttl(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:extend", 5000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 20000, LB_EXTEND_REPLACE), LB_OK);
     long long t = lbt_int(conn, "PTTL %s", "m:extend");
     assert_true(t > 19000 && t <= 20000);
-    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_ADD), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 20000, LB_EXTEND_ADD), LB_OK);
     assert_true(lbt_int(conn, "PTTL %s", "m:extend") > 38000);
-    assert_int_equal(lb_lock_extend(a, conn, 0, LB_EXTEND_ADD), LB_EINVAL);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 0, LB_EXTEND_ADD), LB_EINVAL);
     lbt_cmd_ok(conn, "SET m:extend someone-else PX 10000");
-    assert_int_equal(lb_lock_extend(a, conn, 20000, LB_EXTEND_REPLACE), LB_ELOST);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 20000, LB_EXTEND_REPLACE), LB_ELOST);
     assert_string_equal(lbt_get(conn, "m:extend"), "someone-else");
     assert_true(lbt_int(conn, "PTTL %s", "m:extend") <= 10000);
     lbt_cmd_ok(conn, "DEL m:extend");
@@ -85,12 +85,12 @@ static void test_check_reports_ownership_and_ttl(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:check", 8000, 0);
     int64_t ttl = 0;
-    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_ESTATE);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_OK);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_ESTATE);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_OK);
     assert_true(ttl > 7000 && ttl <= 8000);
     assert_int_equal(lb_lock_force_release(conn, "m:check", 7), LB_OK);
-    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_ELOST);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_ELOST);
     assert_int_equal(ttl, -1);
     lb_lock_free(a);
 }
@@ -101,13 +101,13 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
     int64_t last = 0;
     for (int i = 0; i < 5; i++) {
         lb_lock *l = i % 2 ? b : a;
-        assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
         assert_true(lb_lock_fence(l) > last);
         last = lb_lock_fence(l);
         lb_lock *other = i % 2 ? a : b;
-        assert_int_equal(lb_lock_try_acquire(other, conn), LB_EBUSY);
+        assert_int_equal(lb_lock_try_acquire(other, lb_on_conn(conn)), LB_EBUSY);
         assert_true(lb_lock_holder_ttl(other) > 9000);
-        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
         assert_int_equal(lb_lock_fence(l), 0);
     }
     /* The counter lives beside the lock, in its hash slot. */
@@ -119,14 +119,14 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
 static void test_scripts_survive_a_script_flush(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:flush", 10000, 1);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     lbt_cmd_ok(conn, "SCRIPT FLUSH");
-    assert_int_equal(lb_lock_extend(a, conn, 10000, LB_EXTEND_REPLACE), LB_OK);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 10000, LB_EXTEND_REPLACE), LB_OK);
     lbt_cmd_ok(conn, "SCRIPT FLUSH");
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     lbt_cmd_ok(conn, "SCRIPT FLUSH");
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     lb_lock_free(a);
 }
 
@@ -136,13 +136,13 @@ static void test_other_values_are_held_locks(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:other", 10000, 0);
     lbt_cmd_ok(conn, "SET m:other {\"uid\":\"4a7d\"} PX 150");
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_EBUSY);
     assert_true(lb_lock_holder_ttl(a) >= 0 && lb_lock_holder_ttl(a) <= 150);
-    assert_int_equal(lb_lock_acquire(a, conn, 5000), LB_OK);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire(a, lb_on_conn(conn), 5000), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
 
     lbt_cmd_ok(conn, "SET m:other 1700000000000");
-    assert_int_equal(lb_lock_acquire(a, conn, 50), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_acquire(a, lb_on_conn(conn), 50), LB_ETIMEDOUT);
     assert_int_equal(lb_lock_holder_ttl(a), -1);
     assert_string_equal(lbt_get(conn, "m:other"), "1700000000000");
     lbt_cmd_ok(conn, "DEL m:other");
@@ -152,12 +152,12 @@ static void test_other_values_are_held_locks(void **state) {
 static void test_a_key_of_another_type_is_never_deleted(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:type", 10000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     lbt_cmd_ok(conn, "DEL m:type");
     lbt_cmd_ok(conn, "HSET m:type f v");
-    assert_int_equal(lb_lock_release(a, conn), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_EWRONGTYPE);
     int64_t ttl;
-    assert_int_equal(lb_lock_check(a, conn, &ttl), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_EWRONGTYPE);
     redisReply *r = redisCommand(conn, "HGET m:type f");
     assert_non_null(r);
     assert_string_equal(r->str, "v");
@@ -169,12 +169,12 @@ static void test_a_key_of_another_type_is_never_deleted(void **state) {
 static void test_blocking_acquire_times_out_while_held(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:wait", 10000, 0), *b = new_lock("m:wait", 10000, 0);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
-    assert_int_equal(lb_lock_acquire(b, conn, 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 100), LB_ETIMEDOUT);
     assert_true(lb_lock_commands(b) >= 2);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
-    assert_int_equal(lb_lock_acquire(b, conn, 1000), LB_OK);
-    assert_int_equal(lb_lock_release(b, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 1000), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
     lb_lock_free(a);
     lb_lock_free(b);
 }
@@ -188,7 +188,7 @@ static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state)
     assert_non_null(id);
     lbt_cmd_ok(conn, "CLIENT KILL ID %lld", id->integer);
     freeReplyObject(id);
-    assert_int_equal(lb_lock_try_acquire(a, victim), LB_EIO);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(victim)), LB_EIO);
     assert_false(lb_lock_held(a));
     redisFree(victim);
     lb_lock_free(a);
@@ -224,8 +224,8 @@ static void test_every_allocation_failure_is_clean(void **state) {
             continue;
         }
         assert_int_equal(rc, LB_OK);
-        assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
-        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
         lb_lock_free(l);
         assert_int_equal(cnt.live, 0);
         assert_true(n > 3); /* handle, key and two companion names */

@@ -78,8 +78,8 @@ static lb_waiter_stats stats_of(lb_waiter *w) {
  * check that the server runs scripts) is out of the way; returns the
  * handle's command count after it. */
 static uint64_t warmed_up(lb_lock *l) {
-    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     return lb_lock_commands(l);
 }
 
@@ -98,7 +98,7 @@ typedef struct job {
 
 static void *job_run(void *arg) {
     job *j = arg;
-    j->rc = lb_lock_acquire_wait(j->l, j->c, j->w, j->wait_ms);
+    j->rc = lb_lock_acquire_wait(j->l, lb_on_conn(j->c), j->w, j->wait_ms);
     __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -122,7 +122,7 @@ static int job_join(job *j) {
 }
 
 static void job_end(job *j) {
-    if (lb_lock_held(j->l)) assert_int_equal(lb_lock_release(j->l, j->c), LB_OK);
+    if (lb_lock_held(j->l)) assert_int_equal(lb_lock_release(j->l, lb_on_conn(j->c)), LB_OK);
     redisFree(j->c);
 }
 
@@ -135,13 +135,13 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     lb_waiter *w = new_waiter();
     lb_lock *a = new_lock("w:wake", 0, 2, 100), *b = new_lock("w:wake", 0, 5000, 5000);
     uint64_t base = warmed_up(b);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, b, w, 4000);
     /* First sleep: awaiting the subscription; second: after the attempt that
      * followed it. The release comes during the second. */
     EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(lbt_get(conn, "w:wake"), lb_lock_token(b));
     /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
@@ -168,14 +168,14 @@ static void test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off
             *b = new_lock("w:deaf", 0, 1000, 1000);
     (void)warmed_up(a);
     (void)warmed_up(b);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job ja, jb;
     job_start(&ja, a, w1, 30000);
     job_start(&jb, b, w2, 30000);
     /* Each: attempted, slept awaiting its subscription, attempted, asleep. */
     EVENTUALLY(stats_of(w1).blocked == 1 && stats_of(w1).sleeps == 2 &&
                stats_of(w2).blocked == 1 && stats_of(w2).sleeps == 2);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     EVENTUALLY(job_done(&ja) || job_done(&jb));
     job *win = job_done(&ja) ? &ja : &jb, *lose = win == &ja ? &jb : &ja;
     lb_waiter *lw = win == &ja ? w2 : w1;
@@ -249,7 +249,7 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     (void)state;
     lb_waiter *w = new_refusable_waiter();
     lb_lock *a = new_lock("w:kill", 0, 2, 100), *b = new_lock("w:kill", 0, 300, 300);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, b, w, 10000);
     EVENTUALLY(stats_of(w).sleeps >= 2);
@@ -260,7 +260,7 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     sleep_ms(700);
     assert_false(job_done(&j));
     assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(a));
-    assert_int_equal(lb_lock_release(a, conn), LB_OK); /* published to nobody */
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK); /* published to nobody */
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(b));
     assert_false(stats_of(w).connected);
@@ -274,11 +274,11 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     EVENTUALLY(stats_of(w).connected);
     assert_true(stats_of(w).reconnects >= 1);
     lb_lock *c = new_lock("w:kill", 0, 5000, 5000);
-    assert_int_equal(lb_lock_try_acquire(a, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     uint64_t sleeps = stats_of(w).sleeps;
     job_start(&j, c, w, 4000);
     EVENTUALLY(stats_of(w).sleeps >= sleeps + 2 && stats_of(w).blocked == 1);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     job_end(&j);
     lb_waiter_free(w);
@@ -300,12 +300,12 @@ static void test_one_waiter_serves_many_threads_and_locks(void **state) {
         holders[i] = new_lock(key, 0, 2, 100);
         waiters[i] = new_lock(key, 0, 5000, 5000);
     }
-    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_try_acquire(holders[i], conn), LB_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_try_acquire(holders[i], lb_on_conn(conn)), LB_OK);
     for (int i = 0; i < N; i++) job_start(&jobs[i], waiters[i], w, 20000);
     EVENTUALLY(stats_of(w).blocked == N);
     assert_int_equal(stats_of(w).channels, 3);
     /* Each release lets one waiter of that key in; its release the next. */
-    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_release(holders[i], conn), LB_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(lb_lock_release(holders[i], lb_on_conn(conn)), LB_OK);
     int finished = 0;
     while (finished < N) {
         for (int i = 0; i < N; i++) {
@@ -352,14 +352,14 @@ static void test_fair_hand_offs_follow_arrival_order(void **state) {
     lb_lock *h = new_lock("w:fifo", 1, 2, 100), *ls[N];
     job jobs[N];
     char tokens[N][33];
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     for (int i = 0; i < N; i++) {
         ls[i] = new_lock("w:fifo", 1, 2000, 2000);
         job_start(&jobs[i], ls[i], w, 30000);
         EVENTUALLY(lbt_int(conn, "ZCARD {w:fifo}:queue") == i + 1);
     }
     assert_int_equal(queue_tokens("{w:fifo}:queue", tokens, N), N);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     for (int i = 0; i < N; i++) {
         /* Handed to the oldest: its token is at the key before it even wakes. */
         assert_string_equal(lbt_get(conn, "w:fifo"), tokens[i]);
@@ -389,13 +389,13 @@ static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(v
     lb_lock *h = new_lock("w:one", 1, 2, 100), *w1 = new_lock("w:one", 1, 2000, 2000),
             *w2 = new_lock("w:one", 1, 2000, 2000);
     uint64_t base1 = warmed_up(w1), base2 = warmed_up(w2);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j1, j2;
     job_start(&j1, w1, w, 30000);
     EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
     job_start(&j2, w2, w, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:one}:queue") == 2 && stats_of(w).blocked == 2);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(lb_lock_commands(w1) - base1, 2);
     job_end(&j1); /* hands the lock to w2 */
@@ -425,7 +425,7 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     lb_lock *h = new_lock("w:quiet", 1, 2, 100), *q = NULL;
     assert_int_equal(lb_lock_new(&q, "w:quiet", 7, &o), LB_OK);
     uint64_t base = warmed_up(q);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, w, 30000);
     /* Queued, subscribed, attempted once more after the confirmation, asleep. */
@@ -434,7 +434,7 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     sleep_ms(300); /* fifteen back-off steps and more */
     uint64_t asleep = lb_lock_commands(q) - base;
     /* The thread ends before any assertion, so a failure leaves none behind. */
-    int released = lb_lock_release(h, conn);
+    int released = lb_lock_release(h, lb_on_conn(conn));
     int rc = job_join(&j);
     uint64_t total = lb_lock_commands(q) - base, handoffs = stats_of(w).handoffs;
     job_end(&j);
@@ -462,11 +462,11 @@ static lb_waiter *new_waiter_lingering(int64_t linger_ms) {
  * Returns the commands q sent. */
 static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
     uint64_t before = lb_lock_commands(q);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, w, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:linger}:queue") == 1 && stats_of(w).blocked == 1);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     uint64_t sent = lb_lock_commands(q) - before;
     job_end(&j);
@@ -495,8 +495,8 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     lb_lock *ls[2] = {q1, q2};
     lb_waiter *ws[2] = {w1, w2};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(lb_lock_acquire_wait(ls[i], conn, ws[i], 1000), LB_OK);
-        assert_int_equal(lb_lock_release(ls[i], conn), LB_OK);
+        assert_int_equal(lb_lock_acquire_wait(ls[i], lb_on_conn(conn), ws[i], 1000), LB_OK);
+        assert_int_equal(lb_lock_release(ls[i], lb_on_conn(conn)), LB_OK);
         EVENTUALLY(stats_of(ws[i]).inbox == 1);
     }
     redisContext *sub = lbt_redis_connect(&server);
@@ -506,7 +506,7 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     /* A marker on a channel of its own (one on the lock's would wake q2). */
     lbt_cmd_ok(sub, "SUBSCRIBE w:inbox-marker");
 
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j1, j2;
     job_start(&j1, q1, w1, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
@@ -518,7 +518,7 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     snprintf(first, sizeof first, "%s", z->element[0]->str);
     freeReplyObject(z);
 
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(stats_of(w1).handoffs, 1);
     lbt_cmd_ok(conn, "PUBLISH w:inbox-marker marker");
@@ -560,10 +560,10 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     o.fair_lease_ms = 120000;
     lb_lock *h = new_lock("w:down", 1, 2, 100), *q = NULL;
     assert_int_equal(lb_lock_new(&q, "w:down", 6, &o), LB_OK);
-    assert_int_equal(lb_lock_acquire_wait(q, conn, w, 1000), LB_OK); /* subscribes the inbox */
-    assert_int_equal(lb_lock_release(q, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(conn), w, 1000), LB_OK); /* subscribes the inbox */
+    assert_int_equal(lb_lock_release(q, lb_on_conn(conn)), LB_OK);
     EVENTUALLY(stats_of(w).inbox == 1);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     uint64_t sleeps = stats_of(w).sleeps;
     job j;
     job_start(&j, q, w, 60000);
@@ -584,7 +584,7 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     __atomic_store_n(&refuse_connects, 1, __ATOMIC_RELEASE);
     lbt_cmd_ok(conn, "CLIENT KILL TYPE pubsub");
     EVENTUALLY(!stats_of(w).connected);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to q, told nobody */
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK); /* handed to q, told nobody */
     assert_string_equal(lbt_get(conn, "w:down"), token);
     assert_false(job_done(&j));
     __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
@@ -638,7 +638,7 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     o.fair_lease_ms = 400;
     lb_lock *h = new_lock("w:dead", 1, 2, 100), *d = NULL, *b = new_lock("w:dead", 1, 2000, 2000);
     assert_int_equal(lb_lock_new(&d, "w:dead", 6, &o), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job jd, jb;
     job_start(&jd, d, w, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:dead}:queue") == 1);
@@ -649,7 +649,7 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     lbt_cmd_ok(conn, "CLIENT KILL ID %lld", jd.client_id);
     assert_int_equal(job_join(&jd), LB_EIO); /* died, still queued */
     sleep_ms(600);                           /* its lease (400 ms) lapses */
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_string_equal(lbt_get(conn, "w:dead"), tokens[1]);
     assert_int_equal(job_join(&jb), LB_OK);
     assert_string_equal(lb_lock_token(b), tokens[1]);
@@ -683,7 +683,7 @@ static void *contend(void *arg) {
     /* Stops on its own too, so a failed test does not leave it running. */
     int64_t until = mono_ms() + 30000;
     while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE) && mono_ms() < until) {
-        int rc = lb_lock_acquire_wait(c->l, cc, c->w, 200);
+        int rc = lb_lock_acquire_wait(c->l, lb_on_conn(cc), c->w, 200);
         if (rc == LB_ETIMEDOUT) continue;
         if (rc != LB_OK) break;
         if (__atomic_fetch_add(c->inside, 1, __ATOMIC_ACQ_REL) != 0)
@@ -691,7 +691,7 @@ static void *contend(void *arg) {
         sleep_ms(1);
         __atomic_fetch_sub(c->inside, 1, __ATOMIC_ACQ_REL);
         __atomic_fetch_add(&c->got, 1, __ATOMIC_ACQ_REL);
-        if (lb_lock_release(c->l, cc) != LB_OK) break;
+        if (lb_lock_release(c->l, lb_on_conn(cc)) != LB_OK) break;
     }
     redisFree(cc);
     return NULL;
@@ -771,9 +771,9 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     for (int tries = 0; lbt_int(conn, "ZCARD {w:mixed}:queue") < 1 && tries < 2000; tries++)
         sleep_ms(5);
     lb_lock *outsider = new_lock("w:mixed", 0, 50, 50);
-    int rc = lb_lock_acquire(outsider, conn, 8000);
+    int rc = lb_lock_acquire(outsider, lb_on_conn(conn), 8000);
     int ours = rc == LB_OK && strcmp(lbt_get(conn, "w:mixed"), lb_lock_token(outsider)) == 0;
-    int released = rc == LB_OK ? lb_lock_release(outsider, conn) : LB_OK;
+    int released = rc == LB_OK ? lb_lock_release(outsider, lb_on_conn(conn)) : LB_OK;
     /* The threads stop before any assertion, so a failure leaves none behind. */
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     int got = 1;
@@ -828,9 +828,9 @@ static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void
     assert_int_equal(lb_lock_new(&outsider, "w:thin", 6, &o), LB_OK);
     int got = 0;
     for (int tries = 0; before != 4 && tries < 2000; tries++) {
-        if (lb_lock_try_acquire(outsider, conn) == LB_OK) {
+        if (lb_lock_try_acquire(outsider, lb_on_conn(conn)) == LB_OK) {
             got++;
-            lb_lock_release(outsider, conn);
+            lb_lock_release(outsider, lb_on_conn(conn));
         }
         before = state_field("{w:thin}:fair", "~gap");
         sleep_ms(1);
@@ -856,11 +856,11 @@ static void test_a_fair_waiter_notes_a_holder_outside_the_queue(void **state) {
     lb_waiter *w = new_waiter();
     lb_lock *h = new_lock("w:note", 1, 2, 100), *a = new_lock("w:note", 1, 2000, 2000),
             *b = new_lock("w:note", 1, 2000, 2000);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job ja, jb;
     job_start(&ja, a, w, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:note}:queue") == 1);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK); /* handed to a */
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK); /* handed to a */
     assert_int_equal(job_join(&ja), LB_OK);
     /* a holds by a fair grant: b queueing behind it notes nobody. */
     job_start(&jb, b, w, 30000);
@@ -871,7 +871,7 @@ static void test_a_fair_waiter_notes_a_holder_outside_the_queue(void **state) {
     assert_int_equal(job_join(&jb), LB_OK);
     job_end(&jb);
     lbt_cmd_ok(conn, "SET w:note someone-else PX 30000");
-    assert_int_equal(lb_lock_acquire_wait(a, conn, w, 50), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_acquire_wait(a, lb_on_conn(conn), w, 50), LB_ETIMEDOUT);
     long long noted = state_field("{w:note}:fair", "~seen");
     lbt_cmd_ok(conn, "DEL w:note");
     lb_waiter_free(w);
@@ -889,8 +889,8 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     lb_waiter *w = new_waiter();
     lb_lock *h = new_lock("w:leave", 1, 2, 100), *b = new_lock("w:leave", 1, 2, 20);
     lb_lock *t = new_lock("w:leave", 1, 2, 100);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
-    assert_int_equal(lb_lock_acquire_wait(b, conn, w, 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(b, lb_on_conn(conn), w, 100), LB_ETIMEDOUT);
     assert_int_equal(lbt_int(conn, "EXISTS {w:leave}:queue"), 0);
     assert_false(lb_lock_held(b));
 
@@ -902,16 +902,16 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     char tokens[1][33];
     assert_int_equal(queue_tokens("{w:leave}:queue", tokens, 1), 1);
     lbt_cmd_ok(conn, "DEL w:leave"); /* as a legacy release would: nothing handed */
-    assert_int_equal(lb_lock_try_acquire(t, conn), LB_EBUSY);
+    assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(conn)), LB_EBUSY);
     const char *v = lbt_get(conn, "w:leave");
     assert_true(v[0] == '\0' || strcmp(v, tokens[0]) == 0);
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(lb_lock_token(b2), tokens[0]);
     job_end(&j);
     lb_lock_free(b2);
-    assert_int_equal(lb_lock_try_acquire(t, conn), LB_OK);
-    assert_int_equal(lb_lock_release(t, conn), LB_OK);
-    assert_int_equal(lb_lock_release(h, conn), LB_ELOST);
+    assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(t, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_ELOST);
     lb_waiter_free(w);
     lb_lock_free(h);
     lb_lock_free(b);
@@ -924,15 +924,15 @@ static void test_fair_mode_never_touches_a_foreign_key(void **state) {
     (void)state;
     lb_lock *l = new_lock("w:foreign", 1, 2, 20);
     lbt_cmd_ok(conn, "SET w:foreign 1700000000000");
-    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, 100), LB_ETIMEDOUT);
     assert_int_equal(lb_lock_holder_ttl(l), -1);
     assert_string_equal(lbt_get(conn, "w:foreign"), "1700000000000");
     assert_int_equal(lbt_int(conn, "PTTL w:foreign"), -1);
     assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
     lbt_cmd_ok(conn, "DEL w:foreign");
     lbt_cmd_ok(conn, "HSET w:foreign f v");
-    assert_int_equal(lb_lock_try_acquire(l, conn), LB_EWRONGTYPE);
-    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 100), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, 100), LB_EWRONGTYPE);
     assert_int_equal(lbt_int(conn, "HLEN w:foreign"), 1);
     assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
     lbt_cmd_ok(conn, "DEL w:foreign");
@@ -951,13 +951,13 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     lb_lock *h = NULL, *b = NULL;
     assert_int_equal(lb_lock_new(&h, "w:fence", 7, &o), LB_OK);
     assert_int_equal(lb_lock_new(&b, "w:fence", 7, &o), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     int64_t first = lb_lock_fence(h);
     assert_true(first > 0);
     job j;
     job_start(&j, b, w, 20000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:fence}:queue") == 1 && stats_of(w).sleeps >= 2);
-    assert_int_equal(lb_lock_release(h, conn), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     assert_int_equal(lb_lock_fence(b), first + 1);
     assert_int_equal(stats_of(w).handoffs, 1);
@@ -1013,12 +1013,12 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
 
     l = new_lock("w:bad", 0, 2, 100);
-    assert_int_equal(lb_lock_acquire_wait(NULL, conn, NULL, 10), LB_EINVAL);
-    assert_int_equal(lb_lock_acquire_wait(l, NULL, NULL, 10), LB_EINVAL);
-    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, -1), LB_EINVAL);
-    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 0), LB_OK);
-    assert_int_equal(lb_lock_acquire_wait(l, conn, NULL, 0), LB_ESTATE);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(NULL, lb_on_conn(conn), NULL, 10), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(NULL), NULL, 10), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, -1), LB_EINVAL);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, 0), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, 0), LB_ESTATE);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     lb_lock_free(l);
 }
 
@@ -1087,8 +1087,8 @@ static void test_every_allocation_failure_is_clean(void **state) {
         }
         assert_int_equal(rc, LB_OK);
         /* Past here, a failed channel allocation only costs the wake-up. */
-        assert_int_equal(lb_lock_acquire_wait(l, conn, w, 1000), LB_OK);
-        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), w, 1000), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
         lb_waiter_free(w);
         lb_lock_free(l);
         assert_int_equal(cnt.live, 0);

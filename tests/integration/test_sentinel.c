@@ -75,29 +75,29 @@ static void test_the_primary_is_found_through_any_sentinel_and_locks_work(void *
     lb_sentinel *s = new_handle();
     assert_primary_is(s, p);
     lb_lock *a = new_lock("s:basic"), *b = new_lock("s:basic");
-    assert_int_equal(lb_lock_acquire_sentinel(a, s, 1000), LB_OK);
+    assert_int_equal(lb_lock_acquire(a, lb_on_sentinel(s), 1000), LB_OK);
     assert_string_equal(value_on(p, "s:basic"), lb_lock_token(a));
-    assert_int_equal(lb_lock_try_acquire_sentinel(b, s), LB_EBUSY);
-    assert_int_equal(lb_lock_extend_sentinel(a, s, 30000, LB_EXTEND_REPLACE), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_sentinel(s)), LB_EBUSY);
+    assert_int_equal(lb_lock_extend(a, lb_on_sentinel(s), 30000, LB_EXTEND_REPLACE), LB_OK);
     int64_t ttl;
-    assert_int_equal(lb_lock_check_sentinel(a, s, &ttl), LB_OK);
+    assert_int_equal(lb_lock_check(a, lb_on_sentinel(s), &ttl), LB_OK);
     assert_true(ttl > 0);
-    assert_int_equal(lb_lock_release_sentinel(a, s), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_sentinel(s)), LB_OK);
     /* The connection serves the single-server calls as well. */
     redisContext *c = lb_sentinel_primary(s);
     assert_non_null(c);
-    assert_int_equal(lb_lock_try_acquire(b, c), LB_OK);
-    assert_int_equal(lb_lock_release(b, c), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(c)), LB_OK);
     lb_legacy_options lo;
     lb_legacy_options_init(&lo);
     lo.variant = LB_LEGACY_SCRIPTED;
     lb_legacy_lock *l = NULL;
     assert_int_equal(lb_legacy_lock_new(&l, "s:legacy", 8, &lo), LB_OK);
-    assert_int_equal(lb_legacy_acquire_sentinel(l, s, 1000), LB_OK);
-    assert_int_equal(lb_legacy_extend_sentinel(l, s, 20000), LB_OK);
-    assert_int_equal(lb_legacy_release_sentinel(l, s), LB_OK);
-    assert_int_equal(lb_legacy_try_acquire_sentinel(l, s), LB_OK);
-    assert_int_equal(lb_legacy_release_sentinel(l, s), LB_OK);
+    assert_int_equal(lb_legacy_acquire(l, lb_on_sentinel(s), 1000), LB_OK);
+    assert_int_equal(lb_legacy_extend(l, lb_on_sentinel(s), 20000), LB_OK);
+    assert_int_equal(lb_legacy_release(l, lb_on_sentinel(s)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(l, lb_on_sentinel(s)), LB_OK);
+    assert_int_equal(lb_legacy_release(l, lb_on_sentinel(s)), LB_OK);
     lb_legacy_lock_free(l);
     lb_lock_free(a);
     lb_lock_free(b);
@@ -155,7 +155,7 @@ static void follower_step(follower *f, int i, int promoted, const char *old_addr
     char key[40], addr[64];
     snprintf(key, sizeof key, "s:during:%d:%d", f->subscribe, i);
     lb_lock *l = new_lock(key);
-    int rc = lb_lock_try_acquire_sentinel(l, f->s);
+    int rc = lb_lock_try_acquire(l, lb_on_sentinel(f->s));
     lb_sentinel_primary_addr(f->s, addr, sizeof addr);
     if (rc == LB_OK) {
         f->taken++;
@@ -163,7 +163,7 @@ static void follower_step(follower *f, int i, int promoted, const char *old_addr
             if (strcmp(addr, old_addr) == 0) f->on_old++;
             else if (f->on_new++ == 0) f->followed_ms = mono_ms();
         }
-        rc = lb_lock_release_sentinel(l, f->s);
+        rc = lb_lock_release(l, lb_on_sentinel(f->s));
         if (rc == LB_OK) f->released++;
         else if (rc == LB_ELOST) f->lost++;
         else f->failed++;
@@ -213,7 +213,7 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
         char key[32];
         snprintf(key, sizeof key, "s:held:%d", i);
         held[i] = new_lock(key);
-        assert_int_equal(lb_lock_try_acquire_sentinel(held[i], s), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(held[i], lb_on_sentinel(s)), LB_OK);
     }
     /* Every write so far is on the replica before the failover starts
      * (waiting less than the handle's 1 s command timeout). */
@@ -248,7 +248,7 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     assert_primary_is(s, r);
     /* Locks confirmed on the replica before the failover are still ours. */
     for (int i = 0; i < HELD; i++) {
-        assert_int_equal(lb_lock_release_sentinel(held[i], s), LB_OK);
+        assert_int_equal(lb_lock_release(held[i], lb_on_sentinel(s)), LB_OK);
         lb_lock_free(held[i]);
     }
     /* The handle's connection now serves the single-server calls on the new
@@ -256,9 +256,9 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     lb_lock *late = new_lock("s:late");
     redisContext *now = lb_sentinel_primary(s);
     assert_non_null(now);
-    assert_int_equal(lb_lock_try_acquire(late, now), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(late, lb_on_conn(now)), LB_OK);
     assert_string_equal(value_on(r, "s:late"), lb_lock_token(late));
-    assert_int_equal(lb_lock_release(late, now), LB_OK);
+    assert_int_equal(lb_lock_release(late, lb_on_conn(now)), LB_OK);
     lb_lock_free(late);
     lb_sentinel_free(f[0].s);
     lb_sentinel_free(f[1].s);
@@ -294,7 +294,7 @@ static void test_a_demoted_primary_is_refused_not_written(void **state) {
     assert_int_equal(x->type, REDIS_REPLY_STATUS);
     freeReplyObject(x);
     lb_lock *l = new_lock("s:demoted");
-    int rc = lb_lock_try_acquire_sentinel(l, s);
+    int rc = lb_lock_try_acquire(l, lb_on_sentinel(s));
     lb_sentinel_stats st;
     lb_sentinel_stats_get(s, &st);
     char err[160];

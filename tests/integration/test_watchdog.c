@@ -118,7 +118,7 @@ static lb_lock *held_lock(const char *key, int64_t ttl_ms) {
     o.ttl_ms = ttl_ms;
     lb_lock *l = NULL;
     assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
     return l;
 }
 
@@ -181,7 +181,7 @@ static void test_keeps_a_300ms_lock_held_for_five_ttls(void **state) {
     assert_int_equal(st.lost, 0);
     assert_int_equal(st.watched, 1);
     assert_int_equal(rec_calls(&r), 0);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lbt_int(conn, "EXISTS %s", "wd:keep"), 0);
     lb_lock_free(l);
     lb_watchdog_free(wd);
@@ -216,7 +216,7 @@ static void test_one_thread_renews_forty_locks(void **state) {
     assert_true(st.renewals >= 2 * N);
     assert_int_equal(rec_calls(&r), 0);
     for (int i = 0; i < N; i++) {
-        assert_int_equal(lb_lock_release(locks[i], conn), LB_OK);
+        assert_int_equal(lb_lock_release(locks[i], lb_on_conn(conn)), LB_OK);
         lb_lock_free(locks[i]);
     }
     assert_int_equal(stats(wd).watched, 0);
@@ -243,7 +243,7 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     int reason = 0;
     assert_int_equal(lb_watchdog_check(wd, l, NULL, &reason), LB_ELOST);
     assert_int_equal(reason, LB_WATCH_REFUSED);
-    assert_int_equal(lb_lock_release(l, conn), LB_ELOST);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
     assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
     assert_int_equal(rec_calls(&r), 1);
     lbt_cmd_ok(conn, "DEL wd:overwritten");
@@ -264,12 +264,12 @@ static void test_acquiring_again_ends_the_old_watch(void **state) {
     watch(wd, l, &r, 0, 0); /* renewal due in 10 s: none during the test */
     lbt_cmd_ok(conn, "DEL wd:again");
     int64_t ttl;
-    assert_int_equal(lb_lock_check(l, conn, &ttl), LB_ELOST);
+    assert_int_equal(lb_lock_check(l, lb_on_conn(conn), &ttl), LB_ELOST);
     assert_int_equal(stats(wd).watched, 1);
-    assert_int_equal(lb_lock_try_acquire(l, conn), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
     assert_int_equal(stats(wd).watched, 0);
     assert_int_equal(rec_calls(&r), 0);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -314,7 +314,7 @@ static void test_lost_when_the_server_is_paused_past_the_ttl(void **state) {
     /* Reported when the lease ran out by the watchdog's clock, not before. */
     assert_true(r.at_ns >= deadline);
     assert_true(strlen(r.detail) > 0);
-    lb_lock_release(l, conn); /* whatever the resumed server says */
+    lb_lock_release(l, lb_on_conn(conn)); /* whatever the resumed server says */
     lbt_cmd_ok(conn, "DEL wd:paused");
     lb_lock_free(l);
     lb_watchdog_free(wd);
@@ -345,7 +345,7 @@ static void test_max_hold_stops_renewal_and_is_reported_as_such(void **state) {
     assert_true(r.at_ns >= deadline);
     /* Nobody releases it: the key lapses by itself. */
     assert_true(wait_gone("wd:maxhold", 5000));
-    assert_int_equal(lb_lock_release(l, conn), LB_ELOST);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -387,7 +387,7 @@ static void test_reconnects_when_its_connection_is_killed(void **state) {
     lb_watchdog_stats st = stats(wd);
     assert_true(st.reconnects >= 1);
     assert_int_equal(rec_calls(&r), 0);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -412,7 +412,7 @@ static void test_server_restart_is_reported_as_refused_after_reconnecting(void *
     assert_int_equal(rec_wait(&r, 10000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
     assert_true(stats(wd).reconnects >= 1);
-    assert_int_equal(lb_lock_release(l, conn), LB_ELOST);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);
@@ -464,14 +464,14 @@ static void test_unwatch_or_release_racing_renewal_leaves_nothing_behind(void **
         struct timespec ts = {0, (long)((seed >> 8) % 2500) * 1000};
         nanosleep(&ts, NULL);
         if (i % 2 == 0) assert_int_equal(lb_watchdog_unwatch(wd, l), LB_OK);
-        assert_int_equal(lb_lock_release(l, conn), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
         pthread_mutex_lock(&r->mu);
         r->released = 1;
         pthread_mutex_unlock(&r->mu);
         lb_lock_free(l);
-        assert_int_equal(lb_lock_try_acquire(next, conn), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(next, lb_on_conn(conn)), LB_OK);
         assert_true(lbt_int(conn, "PTTL %s", "wd:race") > 59000);
-        assert_int_equal(lb_lock_release(next, conn), LB_OK);
+        assert_int_equal(lb_lock_release(next, lb_on_conn(conn)), LB_OK);
     }
     sleep_ms(20);
     int calls = 0, late = 0;
@@ -567,7 +567,7 @@ static void test_a_callback_may_end_its_own_watch(void **state) {
     assert_int_equal(s.unwatch_rc, LB_OK);
     assert_int_equal(lb_watchdog_check(wd, s.lock, NULL, NULL), LB_ESTATE);
     assert_int_equal(stats(wd).watched, 0);
-    assert_int_equal(lb_lock_release(s.lock, conn), LB_ELOST);
+    assert_int_equal(lb_lock_release(s.lock, lb_on_conn(conn)), LB_ELOST);
     lb_lock_free(s.lock);
     lb_watchdog_free(wd);
     rec_destroy(&s.rec);
@@ -597,7 +597,7 @@ static void test_freeing_the_watchdog_detaches_its_locks(void **state) {
     watch(wd, a, NULL, 0, 0);
     watch(wd, b, NULL, 0, 0);
     lb_watchdog_free(wd);
-    assert_int_equal(lb_lock_release(a, conn), LB_OK);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     lb_lock_free(a);
     lb_lock_free(b);
     lbt_cmd_ok(conn, "DEL wd:orphan:b");
@@ -617,7 +617,7 @@ static void test_watch_again_replaces_and_other_watchdogs_are_refused(void **sta
     assert_int_equal(lb_watchdog_unwatch(wd, l), LB_ESTATE);
     assert_int_equal(stats(wd).watched, 0);
     assert_int_equal(lb_watchdog_watch(other, l, NULL), LB_OK);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     assert_int_equal(stats(other).watched, 0);
     lb_lock_free(l);
     lb_watchdog_free(wd);
@@ -661,7 +661,7 @@ static void test_watch_options_are_checked(void **state) {
     assert_int_equal(lb_watchdog_unwatch(NULL, l), LB_EINVAL);
     assert_int_equal(lb_watchdog_check(wd, NULL, NULL, NULL), LB_EINVAL);
     assert_int_equal(lb_watchdog_stats_get(wd, NULL), LB_EINVAL);
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     /* Not held any more; then a lease that already ran out. */
     assert_int_equal(lb_watchdog_watch(wd, l, NULL), LB_ESTATE);
     lb_lock *brief = held_lock("wd:brief", 30);
@@ -773,7 +773,7 @@ static void test_allocation_failures_leave_nothing_behind(void **state) {
     assert_int_equal(rc, LB_OK);
     assert_true(n >= 2);
     f.left = -1;
-    assert_int_equal(lb_lock_release(l, conn), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     assert_int_equal(f.live, 0);
@@ -822,14 +822,14 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     lo.ttl_ms = 300;
     lb_lock *l = NULL;
     assert_int_equal(lb_lock_new(&l, "wd:secured", 10, &lo), LB_OK);
-    assert_int_equal(lb_lock_try_acquire(l, owner), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(owner)), LB_OK);
     recorder r;
     rec_init(&r);
     watch(wd, l, &r, 0, 0);
     sleep_ms(700);
     assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
     assert_int_equal(rec_calls(&r), 0);
-    assert_int_equal(lb_lock_release(l, owner), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(owner)), LB_OK);
     lb_watchdog_free(wd);
 
     /* The same through a connect callback, which is called again after a kill. */
@@ -839,7 +839,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     o.host = NULL;
     assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
     assert_int_equal(__atomic_load_n(&connects, __ATOMIC_SEQ_CST), 1);
-    assert_int_equal(lb_lock_try_acquire(l, owner), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(owner)), LB_OK);
     watch(wd, l, &r, 0, 0);
     sleep_ms(150);
     rep = redisCommand(owner, "CLIENT KILL TYPE normal");
@@ -848,7 +848,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
     assert_true(__atomic_load_n(&connects, __ATOMIC_SEQ_CST) >= 2);
     assert_int_equal(rec_calls(&r), 0);
-    assert_int_equal(lb_lock_release(l, owner), LB_OK);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(owner)), LB_OK);
     lb_lock_free(l);
     lb_watchdog_free(wd);
     rec_destroy(&r);

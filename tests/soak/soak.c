@@ -216,9 +216,9 @@ static int ensure_connected(client *cl) {
 }
 
 static int acquire(client *cl) {
-    if (cl->leg) return lb_legacy_acquire(cl->leg, cl->c, WAIT_MS);
-    if (cl->ml) return lb_mlock_acquire(cl->ml, cl->c, WAIT_MS);
-    return lb_lock_acquire_wait(cl->tok, cl->c, cl->waiter, WAIT_MS);
+    if (cl->leg) return lb_legacy_acquire(cl->leg, lb_on_conn(cl->c), WAIT_MS);
+    if (cl->ml) return lb_mlock_acquire(cl->ml, lb_on_conn(cl->c), WAIT_MS);
+    return lb_lock_acquire_wait(cl->tok, lb_on_conn(cl->c), cl->waiter, WAIT_MS);
 }
 
 static int held(const client *cl) {
@@ -228,9 +228,9 @@ static int held(const client *cl) {
 }
 
 static int release(client *cl) {
-    if (cl->leg) return lb_legacy_release(cl->leg, cl->c);
-    if (cl->ml) return lb_mlock_release(cl->ml, cl->c);
-    return lb_lock_release(cl->tok, cl->c);
+    if (cl->leg) return lb_legacy_release(cl->leg, lb_on_conn(cl->c));
+    if (cl->ml) return lb_mlock_release(cl->ml, lb_on_conn(cl->c));
+    return lb_lock_release(cl->tok, lb_on_conn(cl->c));
 }
 
 /* Milliseconds left of our lease by our own clocks. */

@@ -59,8 +59,8 @@ static int pair(target *t, kind k, const char *key, long *commands) {
     if (k == K_LEGACY_WIRE) {
         lb_legacy_lock *l = NULL;
         if (lb_legacy_lock_new(&l, key, strlen(key), NULL) != LB_OK) return -1;
-        rc = t->cl ? lb_legacy_try_acquire_cluster(l, t->cl) : lb_legacy_try_acquire(l, t->c);
-        if (rc == LB_OK) rc = t->cl ? lb_legacy_release_cluster(l, t->cl) : lb_legacy_release(l, t->c);
+        rc = t->cl ? lb_legacy_try_acquire(l, lb_on_cluster(t->cl)) : lb_legacy_try_acquire(l, lb_on_conn(t->c));
+        if (rc == LB_OK) rc = t->cl ? lb_legacy_release(l, lb_on_cluster(t->cl)) : lb_legacy_release(l, lb_on_conn(t->c));
         *commands += (long)lb_legacy_commands(l);
         lb_legacy_lock_free(l);
         return rc;
@@ -70,8 +70,8 @@ static int pair(target *t, kind k, const char *key, long *commands) {
     o.fencing = k == K_FENCED;
     lb_lock *l = NULL;
     if (lb_lock_new(&l, key, strlen(key), &o) != LB_OK) return -1;
-    rc = t->cl ? lb_lock_try_acquire_cluster(l, t->cl) : lb_lock_try_acquire(l, t->c);
-    if (rc == LB_OK) rc = t->cl ? lb_lock_release_cluster(l, t->cl) : lb_lock_release(l, t->c);
+    rc = t->cl ? lb_lock_try_acquire(l, lb_on_cluster(t->cl)) : lb_lock_try_acquire(l, lb_on_conn(t->c));
+    if (rc == LB_OK) rc = t->cl ? lb_lock_release(l, lb_on_cluster(t->cl)) : lb_lock_release(l, lb_on_conn(t->c));
     *commands += (long)lb_lock_commands(l);
     lb_lock_free(l);
     return rc;

@@ -1,6 +1,6 @@
-/* The loop of every blocking acquire that waits through a waiter (the token
- * lock's, the mode-following lock's): when to attempt, to sleep, to listen. */
-#include "modern/internal.h"
+/* The loop of every blocking acquire (legacy, token, mode-following, with or
+ * without a waiter): when to attempt, to sleep, to listen. */
+#include "core/internal.h"
 
 static int64_t left_ms(const lb__wait *s) { return s->deadline - lb__mono_ms(); }
 

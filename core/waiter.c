@@ -15,7 +15,7 @@
 #include <hiredis/hiredis.h>
 
 #include "lockbridge/wait.h"
-#include "modern/internal.h"
+#include "core/internal.h"
 
 #define NBUCKETS 64
 #define RECENT 8 /* unclaimed hand-offs remembered per channel */

@@ -136,6 +136,8 @@ typedef enum lb__cli_mode {
     LB__CLI_MODE_MODERN      /* the token lock */
 } lb__cli_mode;
 
+struct lb__cli_route;
+
 typedef struct lb__cli_lockopts {
     lb__cli_mode mode;
     lb_legacy_options legacy; /* legacy: codec, variant, ttl, release margin */
@@ -163,11 +165,11 @@ typedef struct lb__cli_lockopts {
 int lb__cli_lockopts_read(lb__cli_lockopts *out, const lb__cli_args *a,
                           const lb__cli_optdef *opts, int64_t wait_ms);
 /* Starts what the options need beside the locks: the watchdog (--watchdog)
- * and the waiter (--fair), each with its own connection made as `conn` says;
- * with --ns, reads the namespace's mode on `c` to start in it. Returns 0, or
- * -1 with a reason in `err`. */
-int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisContext *c,
-                          char *err, size_t cap);
+ * and the waiter (--fair), each with its own connection to the key's server
+ * (route->key); with --ns, reads the namespace's mode on its server
+ * (route->ns) to start in it. Returns 0, or -1 with a reason in `err`. */
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const struct lb__cli_route *route, char *err,
+                          size_t cap);
 /* Stops them; the locks must be freed first. */
 void lb__cli_lockenv_stop(lb__cli_lockopts *lo);
 /* "wire" or "scripted". */
@@ -184,9 +186,9 @@ typedef struct lb__cli_lock lb__cli_lock;
 int lb__cli_lock_new(lb__cli_lock **out, const char *key, const lb__cli_lockopts *lo);
 void lb__cli_lock_free(lb__cli_lock *l);
 /* As lb_legacy_acquire / lb_lock_acquire: LB_OK, LB_ETIMEDOUT, LB_EFOREIGN, ... */
-int lb__cli_lock_acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms);
+int lb__cli_lock_acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms);
 /* LB_OK released while ours; LB_ELOST, LB_EEXPIRED or an error otherwise. */
-int lb__cli_lock_release(lb__cli_lock *l, redisContext *c);
+int lb__cli_lock_release(lb__cli_lock *l, lb_target t);
 const char *lb__cli_lock_errstr(const lb__cli_lock *l);
 /* Redis commands the lock has sent (0 for NULL). */
 uint64_t lb__cli_lock_commands(const lb__cli_lock *l);
@@ -289,6 +291,28 @@ void lb__cli_ns_done(redisContext *ns_c, redisContext *c);
 typedef int (*lb__cli_ns_fn)(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
                              redisContext *nc, const char *ns, void *ud);
 int lb__cli_on_ns(const lb__cli_args *a, const char *ns, lb__cli_ns_fn fn, void *ud);
+/* ---- Routing one key's command (route.c) --------------------------------------- */
+/* The connection options of the servers a command about one key talks to. On
+ * one server they are all the command line's; on a Cluster node, each is the
+ * primary that owns that key's slot, and `cluster` follows redirections. */
+typedef struct lb__cli_route {
+    lb__cli_conn seed;  /* the command line's */
+    lb__cli_conn key;   /* the key's primary */
+    lb__cli_conn ns;    /* the namespace's primary (control key, census) */
+    lb__cli_conn other; /* the primary of the other key named (a counter) */
+    char key_host[256], ns_host[256], other_host[256];
+    lb_cluster *cluster; /* NULL on a single server */
+} lb__cli_route;
+/* Connects as the command line says, asks whether the node is in cluster mode
+ * and fills `r` (ns and other may be NULL). 0, or -1 with `err`. */
+int lb__cli_route_open(lb__cli_route *r, const lb__cli_args *a, const char *key, const char *ns,
+                       const char *other, char *err, size_t cap);
+void lb__cli_route_close(lb__cli_route *r);
+/* Another cluster handle for the same cluster (one per thread). */
+int lb__cli_route_cluster(const lb__cli_route *r, lb_cluster **out, char *err, size_t cap);
+/* Where lock operations go: through `cl` on a Cluster, else on `c`. */
+lb_target lb__cli_route_target(lb_cluster *cl, redisContext *c);
+
 /* Called after a server's scan finished, on its connection (0 or -1 with `err`). */
 typedef int (*lb__cli_after_fn)(redisContext *c, void *ud, char *err, size_t cap);
 /* Scans (as lb__cli_scan) the server of `c`, or every primary of the cluster,

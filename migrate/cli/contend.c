@@ -73,7 +73,8 @@ typedef struct client {
     shared *sh;
     pthread_t thread;
     int started;
-    redisContext *c;
+    redisContext *c;    /* to the counter's server */
+    lb_cluster *cluster; /* on a Cluster: this client's handle for lock operations */
     lb__cli_lock *l;
     uint64_t acquisitions, acquire_errors, lost_locks, abandoned;
     uint64_t commands; /* of lock handles already dropped */
@@ -139,7 +140,7 @@ static int abandon(client *cl) {
 }
 
 static int release(client *cl) {
-    int rc = lb__cli_lock_release(cl->l, cl->c);
+    int rc = lb__cli_lock_release(cl->l, lb__cli_route_target(cl->cluster, cl->c));
     if (rc == LB_OK) return 0;
     if (rc == LB_ELOST || rc == LB_EEXPIRED) {
         cl->lost_locks++;
@@ -152,7 +153,7 @@ static int release(client *cl) {
  * client cannot go on (the connection is gone, or Redis refuses the lock). */
 static int acquire(client *cl) {
     double t0 = lb__cli_mono_ms();
-    int rc = lb__cli_lock_acquire(cl->l, cl->c, cl->sh->lo->wait_ms);
+    int rc = lb__cli_lock_acquire(cl->l, lb__cli_route_target(cl->cluster, cl->c), cl->sh->lo->wait_ms);
     if (rc == LB_OK) {
         lb__cli_latency_add(&cl->latency, lb__cli_mono_ms() - t0);
         cl->acquisitions++;
@@ -281,17 +282,21 @@ static void teardown(client *cls, int n) {
     for (int i = 0; i < n; i++) {
         lb__cli_lock_free(cls[i].l);
         if (cls[i].c) redisFree(cls[i].c);
+        lb_cluster_free(cls[i].cluster);
     }
     free(cls);
 }
 
 /* Every connection is made before any thread starts, so that a refused
  * connection fails the command before the counter is touched. */
-static int setup(const lb__cli_args *a, shared *sh, client *cls, int n) {
+static int setup(const lb__cli_args *a, const lb__cli_route *route, shared *sh, client *cls,
+                 int n) {
     char err[512];
     for (int i = 0; i < n; i++) {
         cls[i].sh = sh;
-        if (!(cls[i].c = lb__cli_connect(&a->conn, err, sizeof err)))
+        if (!(cls[i].c = lb__cli_connect(&route->other, err, sizeof err)))
+            return lb__cli_error(a, sh->key, LB_EIO, err);
+        if (route->cluster && lb__cli_route_cluster(route, &cls[i].cluster, err, sizeof err))
             return lb__cli_error(a, sh->key, LB_EIO, err);
         int rc = lb__cli_lock_new(&cls[i].l, sh->key, sh->lo);
         if (rc != LB_OK) return lb__cli_error(a, sh->key, rc, lb_strerror(rc));
@@ -318,16 +323,22 @@ static int start(const lb__cli_args *a, shared *sh, client *cls, int n) {
 static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
     char err[512];
     int64_t c0, c1;
-    redisContext *ctl = lb__cli_connect(&a->conn, err, sizeof err);
-    if (!ctl) return lb__cli_error(a, sh->key, LB_EIO, err);
+    lb__cli_route route;
+    if (lb__cli_route_open(&route, a, sh->key, sh->lo->mlock.ns, sh->counter, err, sizeof err))
+        return lb__cli_error(a, sh->key, LB_EIO, err);
+    redisContext *ctl = lb__cli_connect(&route.other, err, sizeof err);
+    if (!ctl) {
+        lb__cli_route_close(&route);
+        return lb__cli_error(a, sh->key, LB_EIO, err);
+    }
     client *cls = calloc((size_t)n, sizeof *cls);
     int code = cls ? LB__CLI_EXIT_OK : lb__cli_error(a, sh->key, LB_ENOMEM, "out of memory");
     if (code == LB__CLI_EXIT_OK && read_counter(ctl, sh->counter, &c0, err, sizeof err) != 0)
         code = lb__cli_error(a, sh->key, LB_EREDIS, err);
     if (code == LB__CLI_EXIT_OK &&
-        lb__cli_lockenv_start((lb__cli_lockopts *)sh->lo, &a->conn, ctl, err, sizeof err) != 0)
+        lb__cli_lockenv_start((lb__cli_lockopts *)sh->lo, &route, err, sizeof err) != 0)
         code = lb__cli_error(a, sh->key, LB_EIO, err);
-    if (code == LB__CLI_EXIT_OK) code = setup(a, sh, cls, n);
+    if (code == LB__CLI_EXIT_OK) code = setup(a, &route, sh, cls, n);
     /* Client threads inherit the blocked signals: only this thread takes them. */
     if (code == LB__CLI_EXIT_OK) lb__cli_block_signals();
     double t0 = lb__cli_mono_ms();
@@ -349,6 +360,7 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
     if (cls) teardown(cls, n);
     lb__cli_lockenv_stop((lb__cli_lockopts *)sh->lo);
     redisFree(ctl);
+    lb__cli_route_close(&route);
     return code;
 }
 

@@ -122,7 +122,7 @@ static int report_released(const char *key, lb__cli_lock *l, int rc, int interru
  * milliseconds. */
 #define WAIT_SLICE_MS 1000
 
-static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int fair,
+static int acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms, int fair,
                    int *interrupted) {
     double deadline = lb__cli_mono_ms() + (double)wait_ms;
     *interrupted = 0;
@@ -133,7 +133,7 @@ static int acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms, int fair,
          * to the back every second, so it waits in one piece (a signal is
          * then taken when the wait ends). */
         if (fair) slice = left <= 0 ? 0 : (int64_t)left;
-        int rc = lb__cli_lock_acquire(l, c, slice);
+        int rc = lb__cli_lock_acquire(l, t, slice);
         if ((rc != LB_ETIMEDOUT && rc != LB_EFOREIGN) || lb__cli_mono_ms() >= deadline)
             return rc;
         if ((*interrupted = lb__cli_wait_signal(0)) != 0) return rc;
@@ -162,7 +162,7 @@ static int hold_for(const lb__cli_lock *l, int64_t hold_ms, const char **lost) {
 }
 
 static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *lo,
-                int64_t hold_ms, redisContext *c) {
+                int64_t hold_ms, lb_target t) {
     lb__cli_lock *l = NULL;
     int rc = lb__cli_lock_new(&l, key, lo);
     if (rc != LB_OK) return lb__cli_error(a, key, rc, lb_strerror(rc));
@@ -171,7 +171,7 @@ static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *
     lb__cli_block_signals();
     int interrupted, code;
     double t0 = lb__cli_mono_ms();
-    rc = acquire(l, c, lo->wait_ms, lo->modern.fair, &interrupted);
+    rc = acquire(l, t, lo->wait_ms, lo->modern.fair, &interrupted);
     double waited = lb__cli_mono_ms() - t0;
     if (rc != LB_OK) {
         code = report_not_acquired(a, key, l, rc, lo->wait_ms, waited, interrupted);
@@ -179,7 +179,7 @@ static int hold(const lb__cli_args *a, const char *key, const lb__cli_lockopts *
         report_acquired(key, l, waited);
         const char *lost;
         interrupted = hold_for(l, hold_ms, &lost);
-        code = report_released(key, l, lb__cli_lock_release(l, c), interrupted, lost);
+        code = report_released(key, l, lb__cli_lock_release(l, t), interrupted, lost);
     }
     lb__cli_lock_free(l);
     return code;
@@ -195,14 +195,21 @@ static int run(const lb__cli_args *a) {
     if (hold_opt && lb__cli_int(a, "--hold-ms", hold_opt, 0, LB__CLI_MS_MAX, &hold_ms) != 0)
         return LB__CLI_EXIT_USAGE;
     char err[512];
-    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
-    if (!c) return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    lb__cli_route route;
+    if (lb__cli_route_open(&route, a, a->pos[0], lo.mlock.ns, NULL, err, sizeof err) != 0)
+        return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    /* On a Cluster the lock's commands go through the cluster handle; the
+     * connection serves a single server. */
+    redisContext *c = route.cluster ? NULL : lb__cli_connect(&route.key, err, sizeof err);
     int code;
-    if (lb__cli_lockenv_start(&lo, &a->conn, c, err, sizeof err) != 0)
+    if (!route.cluster && !c)
         code = lb__cli_error(a, a->pos[0], LB_EIO, err);
-    else code = hold(a, a->pos[0], &lo, hold_ms, c);
+    else if (lb__cli_lockenv_start(&lo, &route, err, sizeof err) != 0)
+        code = lb__cli_error(a, a->pos[0], LB_EIO, err);
+    else code = hold(a, a->pos[0], &lo, hold_ms, lb__cli_route_target(route.cluster, c));
     lb__cli_lockenv_stop(&lo);
-    redisFree(c);
+    if (c) redisFree(c);
+    lb__cli_route_close(&route);
     return code;
 }
 

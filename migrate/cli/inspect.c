@@ -79,8 +79,19 @@ static int run(const lb__cli_args *a) {
         return LB__CLI_EXIT_USAGE;
     s.cs = &cs;
     char err[512];
-    redisContext *c = lb__cli_connect(&a->conn, err, sizeof err);
-    if (!c) return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    redisContext *c0 = lb__cli_connect(&a->conn, err, sizeof err);
+    if (!c0) return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    /* On a Cluster node the key is read on its slot's primary. */
+    lb__cli_topo t;
+    redisContext *c = NULL;
+    if (lb__cli_topo_read(&t, c0, &a->conn, err, sizeof err) == 0) {
+        c = lb__cli_connect_key(&t, c0, a->pos[0], strlen(a->pos[0]), err, sizeof err);
+        lb__cli_topo_clear(&t);
+    }
+    if (!c) {
+        redisFree(c0);
+        return lb__cli_error(a, a->pos[0], LB_EIO, err);
+    }
     lb__cli_reader *r = NULL;
     int code = LB__CLI_EXIT_OK;
     if (lb__cli_reader_new(&r, c, err, sizeof err) != 0) {
@@ -92,7 +103,8 @@ static int run(const lb__cli_args *a) {
             code = lb__cli_error(a, a->pos[0], LB_EREDIS, err);
     }
     lb__cli_reader_free(r);
-    redisFree(c);
+    lb__cli_ns_done(c, c0);
+    redisFree(c0);
     return code;
 }
 

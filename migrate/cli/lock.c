@@ -28,11 +28,14 @@ static redisContext *connect_cb(void *ud) {
 /* A lock that follows a namespace starts in the mode its control key holds,
  * so that its first census entry already says the mode it will use; a --mode
  * that the namespace overrides is said on stderr, not silently replaced. */
-static int start_mode(lb__cli_lockopts *lo, redisContext *c, char *err, size_t cap) {
+static int start_mode(lb__cli_lockopts *lo, const lb__cli_conn *ns_conn, char *err, size_t cap) {
     lb_mode m;
     int found;
     if (!lo->mlock.ns) return 0;
+    redisContext *c = lb__cli_connect(ns_conn, err, cap);
+    if (!c) return -1;
     int rc = lb_mode_get(c, lo->mlock.ns, strlen(lo->mlock.ns), &m, &found);
+    redisFree(c);
     lb_mode asked = lo->mlock.mode;
     if (rc == LB_OK && found) lo->mlock.mode = m;
     if (rc == LB_OK && lo->mode_given)
@@ -58,7 +61,7 @@ static void census_identity(lb__cli_lockopts *lo, const lb__cli_conn *conn) {
 
 /* At the end of a run its census entry goes with it (a run that is killed
  * leaves it to go stale). On a Cluster the entry lives on the namespace's
- * primary: a node that redirects leaves it to go stale too. */
+ * primary, which lo->conn reaches. */
 static void census_leave(lb__cli_lockopts *lo) {
     char err[256];
     lb_ns_keys k;
@@ -72,11 +75,12 @@ static void census_leave(lb__cli_lockopts *lo) {
     lo->census_id[0] = '\0';
 }
 
-int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_conn *conn, redisContext *c,
-                          char *err, size_t cap) {
+int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_route *route, char *err,
+                          size_t cap) {
     int rc = LB_OK;
-    if (start_mode(lo, c, err, cap) != 0) return -1;
-    census_identity(lo, conn);
+    const lb__cli_conn *conn = &route->key;
+    if (start_mode(lo, &route->ns, err, cap) != 0) return -1;
+    census_identity(lo, &route->ns);
     if (lo->watchdog) {
         lb_watchdog_options o;
         lb_watchdog_options_init(&o);
@@ -138,29 +142,29 @@ void lb__cli_lock_free(lb__cli_lock *l) {
 
 /* A lock the watchdog cannot watch is released at once rather than held
  * without the renewals the user asked for. */
-static int watch(lb__cli_lock *l, redisContext *c) {
+static int watch(lb__cli_lock *l, lb_target t) {
     lb_watch_options o;
     lb_watch_options_init(&o);
     int rc = lb_watchdog_watch(l->lo->wd, l->modern, &o);
     if (rc == LB_OK) return LB_OK;
-    lb_lock_release(l->modern, lb_on_conn(c));
+    lb_lock_release(l->modern, t);
     return rc;
 }
 
-int lb__cli_lock_acquire(lb__cli_lock *l, redisContext *c, int64_t wait_ms) {
-    if (l->legacy) return lb_legacy_acquire(l->legacy, lb_on_conn(c), wait_ms);
-    if (l->mlock) return lb_mlock_acquire(l->mlock, lb_on_conn(c), wait_ms);
-    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, lb_on_conn(c), l->lo->waiter, wait_ms)
-                           : lb_lock_acquire(l->modern, lb_on_conn(c), wait_ms);
+int lb__cli_lock_acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms) {
+    if (l->legacy) return lb_legacy_acquire(l->legacy, t, wait_ms);
+    if (l->mlock) return lb_mlock_acquire(l->mlock, t, wait_ms);
+    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, t, l->lo->waiter, wait_ms)
+                           : lb_lock_acquire(l->modern, t, wait_ms);
     if (rc == LB_OK) l->fence = lb_lock_fence(l->modern);
-    if (rc == LB_OK && l->lo->wd) rc = watch(l, c);
+    if (rc == LB_OK && l->lo->wd) rc = watch(l, t);
     return rc;
 }
 
-int lb__cli_lock_release(lb__cli_lock *l, redisContext *c) {
-    if (l->legacy) return lb_legacy_release(l->legacy, lb_on_conn(c));
-    if (l->mlock) return lb_mlock_release(l->mlock, lb_on_conn(c));
-    return lb_lock_release(l->modern, lb_on_conn(c));
+int lb__cli_lock_release(lb__cli_lock *l, lb_target t) {
+    if (l->legacy) return lb_legacy_release(l->legacy, t);
+    if (l->mlock) return lb_mlock_release(l->mlock, t);
+    return lb_lock_release(l->modern, t);
 }
 
 int lb__cli_lock_watched(const lb__cli_lock *l) { return l->modern && l->lo->wd; }

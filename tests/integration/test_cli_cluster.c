@@ -373,6 +373,86 @@ static void test_an_unreachable_primary_is_an_error_naming_it(void **state) {
 }
 
 /* ---- Fixture -------------------------------------------------------------------------- */
+/* ---- lock commands through any node ---------------------------------------------- */
+/* `hold` pointed at any node, a replica included, for keys of every primary
+ * and every mode (with a namespace on a primary of its own, and with the
+ * fair waiter and the watchdog): the lock is taken and released on the key's
+ * owner. A tool that sent the lock's commands to the node it was given would
+ * be answered MOVED for two keys in three. */
+static void test_hold_works_through_every_node_for_every_mode(void **state) {
+    (void)state;
+    static const char *const modes[][5] = {
+        {"--mode", "legacy", NULL},
+        {"--mode", "legacy", "--variant", "scripted", NULL},
+        {"--mode", "compat", NULL},
+        {"--mode", "compat", "--ns", "clh-ns", NULL},
+        {"--mode", "modern", "--fencing", NULL},
+        {"--mode", "modern", "--fair", "--watchdog", NULL},
+    };
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        /* One key on each primary. */
+        char keys[LBT_CLUSTER_NODES][64];
+        int have[LBT_CLUSTER_NODES] = {0}, nkeys = 0;
+        for (int i = 0; nkeys < 3; i++) {
+            char k[64];
+            snprintf(k, sizeof k, "clh:%zu:%d", m, i);
+            if (have[owner_of(k)]++ == 0) snprintf(keys[nkeys++], sizeof keys[0], "%s", k);
+        }
+        for (int n = 0; n < LBT_CLUSTER_NODES; n++) {
+            for (int i = 0; i < nkeys; i++) {
+                const char *k = keys[i];
+                const char *args[16] = {"-p", port_of(n), "hold", k, "--hold-ms", "0",
+                                        "--json"};
+                int a = 7;
+                for (int j = 0; modes[m][j]; j++) args[a++] = modes[m][j];
+                args[a] = NULL;
+                int rc = lbt_run(&proc, args);
+                if (rc != 0)
+                    fail_msg("%s through node %d (%s): exit %d: %s %s", k, n, modes[m][1], rc,
+                             proc.out, proc.err);
+                cJSON *o = last_json(rc, 0);
+                assert_string_equal(lbt_str_of(o, "event"), "released");
+                cJSON_Delete(o);
+                assert_string_equal(value_of(k), "");
+            }
+        }
+    }
+}
+
+/* `inspect` pointed at any node reads the key on its owner. */
+static void test_inspect_reads_a_key_through_every_node(void **state) {
+    (void)state;
+    const char *key = "cli:inspect:cl";
+    on_owner(key, "SET %s %s", key, "value-on-owner");
+    for (int n = 0; n < LBT_CLUSTER_NODES; n++) {
+        const char *args[] = {"-p", port_of(n), "inspect", key, "--json", NULL};
+        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        assert_string_equal(lbt_str_of(o, "type"), "string");
+        assert_string_equal(lbt_str_of(o, "value"), "value-on-owner");
+        cJSON_Delete(o);
+    }
+    on_owner(key, "DEL %s", key);
+}
+
+/* `contend` through a node that owns neither the lock nor the counter: every
+ * client's lock commands and counter updates reach their owners. */
+static void test_contend_through_a_node_that_owns_neither_key(void **state) {
+    (void)state;
+    const char *key = "clc:contend", *counter = "clc:contend:n";
+    int node = other_primary(owner_of(key), owner_of(counter));
+    for (int mode = 0; mode < 2; mode++) {
+        const char *args[] = {"-p", port_of(node), "contend", key, "--clients", "4",
+                              "--seconds", "1", "--counter-key", counter, "--mode",
+                              mode ? "modern" : "compat", "--wait-ms", "2000", "--json", NULL};
+        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        assert_true(lbt_num_of(o, "acquisitions") > 0);
+        assert_true(lbt_num_of(o, "lost_updates") == 0);
+        assert_true(lbt_num_of(o, "failed_clients") == 0);
+        cJSON_Delete(o);
+    }
+    on_owner(counter, "DEL %s", counter);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_tool_init("test_cli_cluster") != 0) return -1;
@@ -392,6 +472,9 @@ int main(void) {
         cmocka_unit_test(test_mode_get_and_set_on_any_node),
         cmocka_unit_test(test_mode_set_modern_counts_setnx_on_every_primary),
         cmocka_unit_test(test_status_on_a_cluster_with_info_refused_scans_every_primary),
+        cmocka_unit_test(test_hold_works_through_every_node_for_every_mode),
+        cmocka_unit_test(test_contend_through_a_node_that_owns_neither_key),
+        cmocka_unit_test(test_inspect_reads_a_key_through_every_node),
         cmocka_unit_test(test_an_unreachable_primary_is_an_error_naming_it),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

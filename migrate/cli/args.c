@@ -8,12 +8,14 @@
 #include "migrate/cli/cli.h"
 
 enum {
-    G_HOST, G_PORT, G_SOCKET, G_PASSWORD, G_USER, G_DB, G_HELP, G_VERSION, G_JSON, G_COUNT
+    G_HOST, G_PORT, G_SOCKET, G_PASSWORD, G_USER, G_DB, G_HELP, G_VERSION, G_JSON, G_SENTINEL,
+    G_MASTER, G_COUNT
 };
 
 static const lb__cli_optdef globals[G_COUNT + 1] = {
     {"-h", 1}, {"-p", 1}, {"-s", 1}, {"-a", 1}, {"--user", 1}, {"-n", 1},
-    {"--help", 0}, {"--version", 0}, {"--json", 0}, {NULL, 0}};
+    {"--help", 0}, {"--version", 0}, {"--json", 0}, {"--sentinel", 1}, {"--master", 1},
+    {NULL, 0}};
 
 void lb__cli_args_init(lb__cli_args *a, const char *prog) {
     memset(a, 0, sizeof *a);
@@ -116,13 +118,14 @@ static int find(const lb__cli_optdef *opts, const char *name, size_t len) {
 static int set_global(lb__cli_args *a, int g, const char *v) {
     int64_t n;
     switch (g) {
-    case G_HOST: a->conn.host = v; return 0;
+    case G_HOST: a->conn.host = v, a->addr_given = 1; return 0;
     case G_SOCKET: a->conn.socket = v; return 0;
     case G_PASSWORD: a->conn.password = v; return 0;
     case G_USER: a->conn.user = v; return 0;
     case G_PORT:
         if (lb__cli_int(a, "-p (port)", v, 1, 65535, &n) != 0) return -1;
         a->conn.port = (int)n;
+        a->addr_given = 1;
         return 0;
     case G_DB:
         if (lb__cli_int(a, "-n (database)", v, 0, INT_MAX, &n) != 0) return -1;
@@ -131,6 +134,13 @@ static int set_global(lb__cli_args *a, int g, const char *v) {
     case G_HELP: a->help = 1; return 0;
     case G_VERSION: a->version = 1; return 0;
     case G_JSON: a->json = 1; return 0;
+    case G_SENTINEL:
+        if (a->nsentinels >= LB__CLI_MAX_SENTINELS)
+            return lb__cli_usage(a, "--sentinel given more than %d times",
+                                 LB__CLI_MAX_SENTINELS), -1;
+        a->sentinel[a->nsentinels++] = v;
+        return 0;
+    case G_MASTER: a->master = v; return 0;
     default: return -1;
     }
 }
@@ -152,7 +162,8 @@ static int take_option(lb__cli_args *a, int argc, char **argv, int *i,
     else if (has_value) return lb__cli_usage(a, "%s needs a value", shown), -1;
     else if (eq) return lb__cli_usage(a, "%s takes no value", shown), -1;
     if (g >= 0) {
-        if (a->seen_globals & (1u << g)) return lb__cli_usage(a, "%s given twice", shown), -1;
+        if ((a->seen_globals & (1u << g)) && g != G_SENTINEL)
+            return lb__cli_usage(a, "%s given twice", shown), -1;
         a->seen_globals |= 1u << g;
         return set_global(a, g, v);
     }

@@ -55,6 +55,8 @@ typedef struct lb__cli_conn {
 
 /* What the parser found: global options, the command's options (by index in
  * its table; NULL when absent) and positional arguments. */
+#define LB__CLI_MAX_SENTINELS 8
+
 typedef struct lb__cli_args {
     const char *prog; /* "lockbridge" or "lockbridge hold", for messages */
     lb__cli_conn conn;
@@ -70,6 +72,13 @@ typedef struct lb__cli_args {
     int nrep;
     const char *pos[LB__CLI_MAX_POS];
     int npos;
+    /* --sentinel HOST:PORT (repeatable) and --master NAME: conn is set to the
+     * primary the sentinels name before the command runs (sentinel.c). */
+    const char *sentinel[LB__CLI_MAX_SENTINELS];
+    int nsentinels;
+    const char *master;
+    char primary_host[256];
+    int addr_given; /* -h or -p was on the command line */
 } lb__cli_args;
 
 /* A command of the tool. `run` returns the process's exit code. */
@@ -291,6 +300,12 @@ void lb__cli_ns_done(redisContext *ns_c, redisContext *c);
 typedef int (*lb__cli_ns_fn)(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
                              redisContext *nc, const char *ns, void *ud);
 int lb__cli_on_ns(const lb__cli_args *a, const char *ns, lb__cli_ns_fn fn, void *ud);
+/* ---- Sentinel (sentinel.c) ------------------------------------------------------- */
+/* With --sentinel: checks the options and points a->conn at the primary the
+ * sentinels name for --master. 0 (nothing to do without --sentinel), or an
+ * exit code after printing the error. */
+int lb__cli_sentinel_resolve(lb__cli_args *a);
+
 /* ---- Routing one key's command (route.c) --------------------------------------- */
 /* The connection options of the servers a command about one key talks to. On
  * one server they are all the command line's; on a Cluster node, each is the

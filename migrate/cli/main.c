@@ -32,13 +32,18 @@ static void general_help(FILE *f) {
                "Commands:\n");
     for (int i = 0; commands[i]; i++)
         fprintf(f, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
-    fprintf(f, "\nConnection options (before or after the command):\n"
+    fprintf(f, "\nConnection options (before or after the command). Pointed at a Redis\n"
+               "Cluster node, every command finds the primaries it needs by itself.\n"
                "  -h HOST        server host (default 127.0.0.1)\n"
                "  -p PORT        server port (default 6379)\n"
                "  -s SOCKET      Unix socket path (used instead of -h and -p)\n"
                "  -a PASSWORD    AUTH with this password\n"
                "  --user NAME    AUTH as this ACL user (needs -a)\n"
                "  -n DB          SELECT this database\n"
+               "  --sentinel HOST:PORT\n"
+               "                 ask this sentinel for the primary (repeatable; with\n"
+               "                 --master; instead of -h and -p); found once, at start\n"
+               "  --master NAME  the primary's name in the sentinels' configuration\n"
                "  --json         JSON lines on stdout (hold and contend: the default when\n"
                "                 stdout is not a terminal)\n"
                "  --help         this help; `lockbridge COMMAND --help` for a command\n"
@@ -75,6 +80,8 @@ static int dispatch(lb__cli_args *a, const lb__cli_command *cmd, int argc, char 
         return LB__CLI_EXIT_OK;
     }
     if (a->conn.user && !a->conn.password) return lb__cli_usage(a, "--user needs -a PASSWORD");
+    int code = lb__cli_sentinel_resolve(a);
+    if (code != 0) return code;
     lb__cli_set_json(a->json || (cmd->json_when_piped && !isatty(STDOUT_FILENO)));
     return cmd->run(a);
 }

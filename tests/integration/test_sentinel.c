@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "harness/proc.h"
 #include "harness/redis_util.h"
 #include "harness/sentinel.h"
 #include "lockbridge/lockbridge.h"
@@ -319,10 +320,49 @@ static void test_a_demoted_primary_is_refused_not_written(void **state) {
     lb_sentinel_free(s);
 }
 
+/* ---- the tool behind Sentinel ---------------------------------------------------- */
+static lbt_proc proc;
+
+/* `lockbridge --sentinel ... --master NAME` finds the primary through the
+ * sentinels (the first one given is closed) and holds a lock there, in each
+ * mode; the options are checked. */
+static void test_the_tool_finds_the_primary_through_the_sentinels(void **state) {
+    (void)state;
+    if (lbt_tool_init("test_sentinel") != 0) skip();
+    int p = lbt_sentinels_primary(&env);
+    static const char *const modes[] = {"legacy", "compat", "modern"};
+    for (size_t m = 0; m < 3; m++) {
+        const char *args[] = {"--sentinel", "127.0.0.1:1", "--sentinel", env.addr[1],
+                              "--master", LBT_SENTINEL_NAME, "hold", "tool:behind-sentinel",
+                              "--mode", modes[m], "--hold-ms", "0", "--json", NULL};
+        int rc = lbt_run(&proc, args);
+        if (rc != 0) fail_msg("%s: exit %d: %s %s", modes[m], rc, proc.out, proc.err);
+        assert_non_null(strstr(proc.out, "\"event\":\"acquired\""));
+        assert_non_null(strstr(proc.out, "\"event\":\"released\""));
+        assert_string_equal(value_on(p, "tool:behind-sentinel"), "");
+    }
+    static const struct {
+        const char *args[10];
+        int exit;
+        const char *says;
+    } bad[] = {
+        {{"--sentinel", "127.0.0.1:1", "inspect", "k", NULL}, 1, "--master"},
+        {{"--master", LBT_SENTINEL_NAME, "inspect", "k", NULL}, 1, "--sentinel"},
+        {{"-p", "6379", "--sentinel", "127.0.0.1:1", "--master", "x", "inspect", "k"}, 1, "-p"},
+        {{"--sentinel", "127.0.0.1:1", "--master", LBT_SENTINEL_NAME, "inspect", "k", NULL},
+         4, "no primary"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(lbt_run(&proc, bad[i].args), bad[i].exit);
+        if (!strstr(proc.err, bad[i].says)) fail_msg("case %zu: %s", i, proc.err);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
         cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
+        cmocka_unit_test(test_the_tool_finds_the_primary_through_the_sentinels),
         cmocka_unit_test(test_a_forced_failover_is_followed_to_the_new_primary),
         /* Last: it leaves the sentinels to sort out a hand-made demotion. */
         cmocka_unit_test(test_a_demoted_primary_is_refused_not_written),

@@ -401,10 +401,10 @@ redisReply *lb__cluster_send(lb_cluster *cl, const lb_cmd *cmd, const lb_cmd *ro
 void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
-    if (cl) *out = cl->stats;
+    if (!cl) return;
+    *out = cl->stats;
+    out->primaries = cl->primaries;
 }
-
-int lb_cluster_primaries(const lb_cluster *cl) { return cl ? cl->primaries : 0; }
 
 int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t cap) {
     if (buf && cap) buf[0] = '\0';

@@ -71,10 +71,6 @@ static void drop(lb_sentinel *s) {
     s->c = NULL;
 }
 
-void lb_sentinel_forget(lb_sentinel *s) {
-    if (s) drop(s);
-}
-
 /* Asks sentinel `a` where the primary is: 0 and *out, or -1. A nil answer
  * means this sentinel does not monitor `name`. */
 static int ask_sentinel(lb_sentinel *s, const lb__addr *a, lb__addr *out) {

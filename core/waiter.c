@@ -542,14 +542,15 @@ void lb_waiter_free(lb_waiter *w) {
     free_all(w);
 }
 
-void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out) {
-    if (!out) return;
+int lb_waiter_stats_get(lb_waiter *w, lb_waiter_stats *out) {
+    if (!out) return LB_EINVAL;
     memset(out, 0, sizeof *out);
-    if (!w) return;
+    if (!w) return LB_EINVAL;
     pthread_mutex_lock(&w->mu);
     *out = w->st;
     out->inbox = w->inbox && w->inbox->sub == SUB_ON;
     pthread_mutex_unlock(&w->mu);
+    return LB_OK;
 }
 
 void lb__waiter_peek(lb_waiter *w, const char *ch, size_t len, lb__wpeek *p) {

@@ -54,12 +54,12 @@ static void on_acquired(lb_machine *m, int status, void *ud) {
     job *j = ud;
     (void)m;
     if (status == LB_OK) {
-        printf("job %d: holding %s (token %.8s...)\n", j->id, j->key, lb_lock_token(j->lock));
+        printf("job %d: holding %s (token %.8s...)\n", j->id, j->key, lb_lock_info_of(j->lock).token);
         j->working = 1;
         after_ms(j, WORK_MS);
     } else if (status == LB_EBUSY) {
         /* Held by the other job: the holder's TTL bounds how long to wait. */
-        long ttl = (long)lb_lock_holder_ttl(j->lock);
+        long ttl = (long)lb_lock_info_of(j->lock).holder_ttl_ms;
         after_ms(j, ttl >= 0 && ttl < RETRY_MAX_MS ? ttl + 1 : RETRY_MAX_MS);
     } else {
         finish(j, status);
@@ -75,7 +75,7 @@ static void on_timer(evutil_socket_t fd, short what, void *ud) {
         return;
     }
     j->working = 0;
-    int rc = lb_async_run(ac, lb_lock_release_machine(j->lock), NULL, on_released, j);
+    int rc = lb_async_run(ac, lb_lock_machine(j->lock, LB_OP_RELEASE, 0), NULL, on_released, j);
     if (rc != LB_OK) finish(j, rc);
 }
 
@@ -83,7 +83,7 @@ static void start_attempt(job *j) {
     j->attempts++;
     /* on_acquired is called once, with the attempt's status (LB_EIO if the
      * connection is lost meanwhile); an error here means it is not called. */
-    int rc = lb_async_run(ac, lb_lock_try_acquire_machine(j->lock), NULL, on_acquired, j);
+    int rc = lb_async_run(ac, lb_lock_machine(j->lock, LB_OP_TRY_ACQUIRE, 0), NULL, on_acquired, j);
     if (rc != LB_OK) finish(j, rc);
 }
 

@@ -92,13 +92,13 @@ int main(int argc, char **argv) {
     if (rc == LB_OK) rc = lb_lock_new(&lock, LOCK_KEY, sizeof LOCK_KEY - 1, &o);
     if (rc == LB_OK) rc = lb_lock_acquire(lock, lb_on_conn(c), 10000); /* wait up to 10 s */
     if (rc != LB_OK) {
-        fprintf(stderr, "%s: %s\n", lb_err_name(rc), lock ? lb_lock_errstr(lock) : "");
+        fprintf(stderr, "%s: %s\n", lb_err_name(rc), lock ? lb_lock_info_of(lock).errstr : "");
         lb_lock_free(lock);
         lb_watchdog_free(wd);
         redisFree(c);
         return 1;
     }
-    long long fence = lb_lock_fence(lock);
+    long long fence = lb_lock_info_of(lock).fence;
     printf("holding %s with fencing number %lld\n", LOCK_KEY, fence);
 
     lb_watch_options wopt;

@@ -30,12 +30,12 @@ int main(int argc, char **argv) {
 
     rc = lb_legacy_acquire(lock, lb_on_conn(c), 5000);       /* wait up to 5 s */
     if (rc == LB_OK) {
-        printf("holding orders:42 until %lld\n", (long long)lb_legacy_expiry(lock));
+        printf("holding orders:42 until %lld\n", (long long)lb_legacy_info_of(lock).expiry);
         /* ... critical section ... */
         rc = lb_legacy_release(lock, lb_on_conn(c));         /* LB_ELOST: someone took it over */
     }
     if (rc != LB_OK)
-        fprintf(stderr, "%s: %s\n", lb_err_name(rc), lb_legacy_errstr(lock));
+        fprintf(stderr, "%s: %s\n", lb_err_name(rc), lb_legacy_info_of(lock).errstr);
     else
         printf("released\n");
     lb_legacy_lock_free(lock);

@@ -51,11 +51,11 @@ static int wait_for(redisContext *c, lb_lock *lock, int port) {
     rc = lb_lock_acquire_wait(lock, lb_on_conn(c), w, 60000); /* up to a minute */
     if (rc == LB_OK) {
         lb_waiter_stats st;
-        lb_waiter_get_stats(w, &st);
+        lb_waiter_stats_get(w, &st);
         printf("waiter: acquired %s after %.0f ms; release messages heard: %llu, "
                "commands sent: %llu\n",
                LOCK_KEY, now_ms() - t0, (unsigned long long)st.messages,
-               (unsigned long long)lb_lock_commands(lock));
+               (unsigned long long)lb_lock_info_of(lock).commands);
         /* ... critical section ... */
         rc = lb_lock_release(lock, lb_on_conn(c));
     }
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     if (rc == LB_OK)
         rc = strcmp(argv[1], "hold") == 0 ? hold(c, lock, hold_ms) : wait_for(c, lock, port);
     if (rc != LB_OK)
-        fprintf(stderr, "%s: %s: %s\n", argv[1], lb_err_name(rc), lock ? lb_lock_errstr(lock) : "");
+        fprintf(stderr, "%s: %s: %s\n", argv[1], lb_err_name(rc), lock ? lb_lock_info_of(lock).errstr : "");
     lb_lock_free(lock);
     redisFree(c);
     return rc == LB_OK ? 0 : 1;

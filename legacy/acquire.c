@@ -197,7 +197,7 @@ static int acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     }
 }
 
-lb_machine *lb_legacy_try_acquire_machine(lb_legacy_lock *l) {
+lb_machine *lb__legacy_try_acquire_machine(lb_legacy_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, acquire_step);
     /* The scripted variant releases with a script: know it runs first. */

@@ -22,10 +22,10 @@ static int attempt(void *ud) {
  * observed expiry is whatever a value said (up to INT64_MAX) and a clock
  * offset can push `now` anywhere: overflow means "far away". */
 static int64_t holder_left_ms(lb_legacy_lock *l) {
-    int64_t t, left;
+    int64_t left;
     lb_now now = lb_clock_now(l->opts.clock);
-    if (lb_legacy_observed_expiry(l, &t) != LB_OK ||
-        lb__sub64(t, lb_codec_now(&l->codec, &now), &left) != 0)
+    if (!l->has_observed_expiry ||
+        lb__sub64(l->observed_expiry, lb_codec_now(&l->codec, &now), &left) != 0)
         return -1;
     int64_t ms = lb__codec_units_to_ms(&l->codec, left);
     return ms < 0 ? 0 : ms;

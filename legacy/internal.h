@@ -53,4 +53,9 @@ int lb__codec_same_instant(const lb_codec *a, int64_t ta, const lb_codec *b, int
 /* Observes a foreign value: remembers it escaped and fails the machine. */
 int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char *during);
 
+/* The machines behind lb_legacy_machine. */
+lb_machine *lb__legacy_try_acquire_machine(lb_legacy_lock *l);
+lb_machine *lb__legacy_release_machine(lb_legacy_lock *l);
+lb_machine *lb__legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms);
+
 #endif

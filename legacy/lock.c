@@ -88,37 +88,40 @@ static int run(lb_legacy_lock *l, lb_target t, lb_machine *m) {
 
 int lb_legacy_try_acquire(lb_legacy_lock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_legacy_try_acquire_machine(l));
+    return run(l, t, lb__legacy_try_acquire_machine(l));
 }
 
 int lb_legacy_release(lb_legacy_lock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_legacy_release_machine(l));
+    return run(l, t, lb__legacy_release_machine(l));
 }
 
 int lb_legacy_extend(lb_legacy_lock *l, lb_target t, int64_t ttl_ms) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_legacy_extend_machine(l, ttl_ms));
+    return run(l, t, lb__legacy_extend_machine(l, ttl_ms));
 }
 
-int lb_legacy_held(const lb_legacy_lock *l) { return l ? l->held : 0; }
-
-const char *lb_legacy_value(const lb_legacy_lock *l, size_t *len) {
-    if (len) *len = l ? l->valuelen : 0;
-    return l ? l->value : "";
+lb_machine *lb_legacy_machine(lb_legacy_lock *l, lb_op op, int64_t ms) {
+    if (!l) return NULL;
+    switch (op) {
+    case LB_OP_TRY_ACQUIRE: return lb__legacy_try_acquire_machine(l);
+    case LB_OP_RELEASE: return lb__legacy_release_machine(l);
+    case LB_OP_EXTEND: return lb__legacy_extend_machine(l, ms);
+    default: return NULL;
+    }
 }
 
-int64_t lb_legacy_expiry(const lb_legacy_lock *l) { return l ? l->expiry : 0; }
-
-int lb_legacy_observed_expiry(const lb_legacy_lock *l, int64_t *t) {
-    if (t) *t = 0;
-    if (!l || !t || !l->has_observed_expiry) return LB_ESTATE;
-    *t = l->observed_expiry;
-    return LB_OK;
+lb_legacy_info lb_legacy_info_of(const lb_legacy_lock *l) {
+    lb_legacy_info i = {0, "", 0, 0, 0, 0, "", 0, ""};
+    if (!l) return i;
+    i.held = l->held;
+    i.value = l->value;
+    i.value_len = l->valuelen;
+    i.expiry = l->expiry;
+    i.observed = l->has_observed_expiry;
+    i.observed_expiry = l->has_observed_expiry ? l->observed_expiry : 0;
+    i.foreign = l->foreign;
+    i.commands = l->commands;
+    i.errstr = l->errstr;
+    return i;
 }
-
-const char *lb_legacy_foreign(const lb_legacy_lock *l) { return l ? l->foreign : ""; }
-
-const char *lb_legacy_errstr(const lb_legacy_lock *l) { return l ? l->errstr : ""; }
-
-uint64_t lb_legacy_commands(const lb_legacy_lock *l) { return l ? l->commands : 0; }

@@ -107,7 +107,7 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     }
 }
 
-lb_machine *lb_legacy_release_machine(lb_legacy_lock *l) {
+lb_machine *lb__legacy_release_machine(lb_legacy_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, release_step);
     l->state = R_START;
@@ -168,7 +168,7 @@ static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     return lb__fail(m, LB_ESTATE, "bad extend state %d", l->state);
 }
 
-lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms) {
+lb_machine *lb__legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     lb__machine_begin(&l->m, extend_step);
     l->state = E_START;

@@ -43,7 +43,7 @@ static int put_raw(char *buf, size_t cap, size_t *o, const char *s) {
     return 0;
 }
 
-int lb_census_encode(const lb_census_entry *e, char *buf, size_t cap, size_t *len) {
+int lb__census_encode(const lb_census_entry *e, char *buf, size_t cap, size_t *len) {
     char nums[80];
     size_t o = 0;
     if (len) *len = 0;
@@ -86,7 +86,7 @@ static int get_int(const cJSON *o, const char *name, int64_t *out) {
     return 0;
 }
 
-int lb_census_decode(const char *s, size_t len, lb_census_entry *e) {
+int lb__census_decode(const char *s, size_t len, lb_census_entry *e) {
     char mode[16];
     if (!e) return LB_EINVAL;
     memset(e, 0, sizeof *e);
@@ -125,7 +125,7 @@ int lb_census_register(redisContext *c, const char *ns, size_t nslen, const lb_c
     if (!c || !e || !now || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
     copy = *e;
     copy.seen_ms = now->wall_us / 1000;
-    int rc = lb_census_encode(&copy, json, sizeof json, &len);
+    int rc = lb__census_encode(&copy, json, sizeof json, &len);
     if (rc != LB_OK) return rc;
     const char *argv[4] = {"HSET", k.census, copy.id, json};
     size_t lens[4] = {4, k.censuslen, strlen(copy.id), len};
@@ -139,7 +139,7 @@ int lb_census_register(redisContext *c, const char *ns, size_t nslen, const lb_c
 /* Fills one listed entry from a hash field and its value. */
 static void list_one(lb_census_entry *e, const redisReply *f, const redisReply *v,
                      const lb_now *now, int64_t stale_ms) {
-    if (lb_census_decode(v->str, (size_t)v->len, e) != LB_OK ||
+    if (lb__census_decode(v->str, (size_t)v->len, e) != LB_OK ||
         (size_t)f->len != strlen(e->id) || memcmp(f->str, e->id, (size_t)f->len) != 0) {
         memset(e, 0, sizeof *e);
         lb__escape(e->id, sizeof e->id, f->str, (size_t)f->len);

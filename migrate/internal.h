@@ -87,4 +87,17 @@ int lb__x_step(lb_mlock *l, const struct redisReply *r, const lb_now *now);
 struct redisReply *lb__eval(struct redisContext *c, const lb_script *s, int argc,
                             const char **argv, const size_t *lens);
 
+/* The machines behind lb_mlock_machine. */
+lb_machine *lb__mlock_try_acquire_machine(lb_mlock *l);
+lb_machine *lb__mlock_release_machine(lb_mlock *l);
+lb_machine *lb__mlock_extend_machine(lb_mlock *l, int64_t ttl_ms);
+lb_machine *lb__mlock_refresh_machine(lb_mlock *l);
+
+/* A census entry's JSON form (migrate/census.c). */
+/* JSON form of an entry (NUL-terminated; *len without it). LB_EINVAL if it does
+ * not fit in `cap`. */
+int lb__census_encode(const lb_census_entry *e, char *buf, size_t cap, size_t *len);
+/* Strict parse of the JSON form; *e reset on entry. LB_EFOREIGN if not one. */
+int lb__census_decode(const char *s, size_t len, lb_census_entry *e);
+
 #endif

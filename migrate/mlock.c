@@ -150,41 +150,54 @@ static int run(lb_mlock *l, lb_target t, lb_machine *m) {
 
 int lb_mlock_try_acquire(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_mlock_try_acquire_machine(l));
+    return run(l, t, lb__mlock_try_acquire_machine(l));
 }
 
 int lb_mlock_release(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_mlock_release_machine(l));
+    return run(l, t, lb__mlock_release_machine(l));
 }
 
 int lb_mlock_extend(lb_mlock *l, lb_target t, int64_t ttl_ms) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_mlock_extend_machine(l, ttl_ms));
+    return run(l, t, lb__mlock_extend_machine(l, ttl_ms));
 }
 
 int lb_mlock_refresh(lb_mlock *l, lb_target t) {
     if (!l) return LB_EINVAL;
-    return run(l, t, lb_mlock_refresh_machine(l));
+    return run(l, t, lb__mlock_refresh_machine(l));
 }
 
 void lb_mlock_notify(lb_mlock *l) {
     if (l) atomic_store(&l->notified, 1);
 }
 
-lb_mode lb_mlock_mode(const lb_mlock *l) { return l ? l->mode : LB_MODE_LEGACY; }
-int lb_mlock_held(const lb_mlock *l) { return l ? l->held : 0; }
-int lb_mlock_control_key_missing(const lb_mlock *l) { return l ? l->key_missing : 0; }
-lb_mode lb_mlock_held_mode(const lb_mlock *l) { return l ? l->held_mode : LB_MODE_LEGACY; }
-
-const char *lb_mlock_value(const lb_mlock *l, size_t *len) {
-    if (len) *len = l ? l->valuelen : 0;
-    return l ? l->value : "";
+lb_machine *lb_mlock_machine(lb_mlock *l, lb_op op, int64_t ms) {
+    if (!l) return NULL;
+    switch (op) {
+    case LB_OP_TRY_ACQUIRE: return lb__mlock_try_acquire_machine(l);
+    case LB_OP_RELEASE: return lb__mlock_release_machine(l);
+    case LB_OP_EXTEND: return lb__mlock_extend_machine(l, ms);
+    case LB_OP_REFRESH: return lb__mlock_refresh_machine(l);
+    default: return NULL;
+    }
 }
 
-int64_t lb_mlock_deadline_ns(const lb_mlock *l) { return l ? l->deadline_ns : 0; }
-
-const lb_class *lb_mlock_observed(const lb_mlock *l) { return l ? &l->seen : NULL; }
-const char *lb_mlock_errstr(const lb_mlock *l) { return l ? l->errstr : ""; }
-uint64_t lb_mlock_commands(const lb_mlock *l) { return l ? l->commands : 0; }
-const char *lb_mlock_client_id(const lb_mlock *l) { return l ? l->client_id : ""; }
+lb_mlock_info lb_mlock_info_of(const lb_mlock *l) {
+    lb_mlock_info i;
+    memset(&i, 0, sizeof i);
+    i.value = i.client_id = i.errstr = "";
+    if (!l) return i;
+    i.mode = l->mode;
+    i.held = l->held;
+    i.held_mode = l->held_mode;
+    i.control_key_missing = l->key_missing;
+    i.value = l->value;
+    i.value_len = l->valuelen;
+    i.deadline_ns = l->deadline_ns;
+    i.observed = &l->seen;
+    i.commands = l->commands;
+    i.client_id = l->client_id;
+    i.errstr = l->errstr;
+    return i;
+}

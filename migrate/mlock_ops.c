@@ -58,7 +58,7 @@ static int send_touch(lb_mlock *l, const lb_now *now) {
         e.mode = l->mode;
         e.pid = (int64_t)getpid();
         e.seen_ms = now->wall_us / 1000;
-        if (lb_census_encode(&e, l->census_json, sizeof l->census_json, &l->census_jsonlen) != LB_OK)
+        if (lb__census_encode(&e, l->census_json, sizeof l->census_json, &l->census_jsonlen) != LB_OK)
             return lb__fail(&l->m, LB_EINVAL, "census entry does not fit");
         if (l->opts.follow) mode_placeholder(l, l->mode);
     }
@@ -94,9 +94,9 @@ static int begin_op(lb_mlock *l, const lb_now *now) {
         return lb__x_start(l, now);
     }
     switch (l->op) {
-    case LB__OP_ACQUIRE: l->sub = lb_legacy_try_acquire_machine(l->legacy); break;
-    case LB__OP_RELEASE: l->sub = lb_legacy_release_machine(l->legacy); break;
-    case LB__OP_EXTEND: l->sub = lb_legacy_extend_machine(l->legacy, l->extend_ttl_ms); break;
+    case LB__OP_ACQUIRE: l->sub = lb__legacy_try_acquire_machine(l->legacy); break;
+    case LB__OP_RELEASE: l->sub = lb__legacy_release_machine(l->legacy); break;
+    case LB__OP_EXTEND: l->sub = lb__legacy_extend_machine(l->legacy, l->extend_ttl_ms); break;
     default: l->sub = NULL;
     }
     if (!l->sub) return lb__fail(&l->m, LB_ESTATE, "legacy operation could not start");
@@ -114,10 +114,12 @@ static int begin_op(lb_mlock *l, const lb_now *now) {
 /* What the legacy attempt saw last. A foreign value ends the attempt, at GET
  * or at GETSET: then that value is what was seen, whatever GET read before. */
 static void legacy_seen(lb_mlock *l, int rc, const lb_now *now) {
-    int64_t t, left;
+    int64_t left;
+    lb_legacy_info li = lb_legacy_info_of(l->legacy);
+    int64_t t = li.observed_expiry;
     if (rc == LB_EFOREIGN) {
         l->seen.format = LB_FORMAT_UNKNOWN;
-    } else if (lb_legacy_observed_expiry(l->legacy, &t) == LB_OK) {
+    } else if (li.observed) {
         int64_t cur = lb_codec_now(&l->opts.codec, now);
         l->seen.format = LB_FORMAT_LEGACY;
         l->seen.codec = 0;
@@ -132,10 +134,11 @@ static void legacy_seen(lb_mlock *l, int rc, const lb_now *now) {
 }
 
 static int legacy_done(lb_mlock *l, int rc, const lb_now *now) {
-    l->held = lb_legacy_held(l->legacy);
+    l->held = lb_legacy_info_of(l->legacy).held;
     if (l->held) {
-        const char *v = lb_legacy_value(l->legacy, &l->valuelen);
-        memcpy(l->value, v, l->valuelen + 1);
+        lb_legacy_info li = lb_legacy_info_of(l->legacy);
+        l->valuelen = li.value_len;
+        memcpy(l->value, li.value, l->valuelen + 1);
         l->held_mode = LB_MODE_LEGACY;
         if (rc == LB_OK && (l->op == LB__OP_ACQUIRE || l->op == LB__OP_EXTEND))
             l->deadline_ns = lb__lease_end_ns(
@@ -229,11 +232,11 @@ static lb_machine *begin(lb_mlock *l, int op) {
     return &l->m;
 }
 
-lb_machine *lb_mlock_try_acquire_machine(lb_mlock *l) { return begin(l, LB__OP_ACQUIRE); }
-lb_machine *lb_mlock_release_machine(lb_mlock *l) { return begin(l, LB__OP_RELEASE); }
-lb_machine *lb_mlock_refresh_machine(lb_mlock *l) { return begin(l, LB__OP_REFRESH); }
+lb_machine *lb__mlock_try_acquire_machine(lb_mlock *l) { return begin(l, LB__OP_ACQUIRE); }
+lb_machine *lb__mlock_release_machine(lb_mlock *l) { return begin(l, LB__OP_RELEASE); }
+lb_machine *lb__mlock_refresh_machine(lb_mlock *l) { return begin(l, LB__OP_REFRESH); }
 
-lb_machine *lb_mlock_extend_machine(lb_mlock *l, int64_t ttl_ms) {
+lb_machine *lb__mlock_extend_machine(lb_mlock *l, int64_t ttl_ms) {
     lb_machine *m = begin(l, LB__OP_EXTEND);
     if (m) l->extend_ttl_ms = ttl_ms;
     return m;

@@ -9,7 +9,7 @@
 
 #include "modern/internal.h"
 
-enum { A_START, A_SET, A_PTTL, A_FENCED };
+enum { A_START, A_SET, A_PTTL, A_TYPE, A_FENCED };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
 
@@ -67,11 +67,30 @@ static int on_set(lb_lock *l, const redisReply *r) {
     return LB_STEP_SEND;
 }
 
+/* A key without TTL is a lock held for good, or no lock at all: a list or a
+ * hash is LB_EWRONGTYPE, which no wait would change (asked only then, so the
+ * usual busy attempt stays at two commands). */
 static int on_pttl(lb_lock *l, const redisReply *r) {
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "PTTL");
     if (r->type != REDIS_REPLY_INTEGER || r->integer < -2)
         return lb__fail(&l->m, LB_EPROTO, "PTTL: unexpected reply");
-    return busy(l, r->integer);
+    if (r->integer != -1) return busy(l, r->integer);
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "TYPE");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    l->state = A_TYPE;
+    return LB_STEP_SEND;
+}
+
+static int on_type(lb_lock *l, const redisReply *r) {
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "TYPE");
+    if (r->type != REDIS_REPLY_STATUS || !r->str)
+        return lb__fail(&l->m, LB_EPROTO, "TYPE: unexpected reply");
+    if (strcmp(r->str, "string") == 0) return busy(l, -1);
+    /* "none": deleted since the PTTL; worth an immediate retry. */
+    if (strcmp(r->str, "none") == 0) return busy(l, -2);
+    l->holder_ttl_ms = -1;
+    return lb__fail(&l->m, LB_EWRONGTYPE, "the key holds a %.16s, not a lock", r->str);
 }
 
 static int on_fenced(lb_lock *l, const redisReply *r) {
@@ -94,6 +113,7 @@ static int acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     switch (l->state) {
     case A_SET: return on_set(l, r);
     case A_PTTL: return on_pttl(l, r);
+    case A_TYPE: return on_type(l, r);
     case A_FENCED: return on_fenced(l, r);
     default: return lb__fail(m, LB_ESTATE, "bad acquire state %d", l->state);
     }
@@ -105,7 +125,7 @@ void lb__lock_fix_token(lb_lock *l, const char *token) {
     l->fixed_token = 1;
 }
 
-lb_machine *lb_lock_try_acquire_machine(lb_lock *l) {
+lb_machine *lb__lock_try_acquire_machine(lb_lock *l) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     /* A watch covers one acquisition: a new one ends it, so the watchdog never
      * reports the old acquisition lost after the new one succeeded. */

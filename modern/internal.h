@@ -42,6 +42,9 @@ void lb__lock_fix_token(lb_lock *l, const char *token);
 /* Ends the watch of `l` (modern/watchdog.c), waiting for a renewal in flight:
  * release and free call it first, so no renewal runs during or after them. */
 void lb__watch_detach(lb_lock *l);
+/* The end of a watched lock's lease as its renewals moved it (l->watch set;
+ * called by the lock's owner). */
+int64_t lb__watch_deadline_ns(const lb_lock *l);
 
 /* Fair mode (modern/fair.c). The step functions replace acquire's and
  * release's when l->fair is set; the mode says what the next attempt does. */
@@ -61,5 +64,11 @@ void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
 int lb__fair_handed(lb_lock *l, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
 
+
+/* The machines behind lb_lock_machine. */
+lb_machine *lb__lock_try_acquire_machine(lb_lock *l);
+lb_machine *lb__lock_release_machine(lb_lock *l);
+lb_machine *lb__lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode);
+lb_machine *lb__lock_check_machine(lb_lock *l);
 
 #endif

@@ -86,21 +86,21 @@ static int run(lb_lock *l, lb_target t, lb_machine *m) {
 }
 
 int lb_lock_try_acquire(lb_lock *l, lb_target t) {
-    return l ? run(l, t, lb_lock_try_acquire_machine(l)) : LB_EINVAL;
+    return l ? run(l, t, lb__lock_try_acquire_machine(l)) : LB_EINVAL;
 }
 
 int lb_lock_release(lb_lock *l, lb_target t) {
-    return l ? run(l, t, lb_lock_release_machine(l)) : LB_EINVAL;
+    return l ? run(l, t, lb__lock_release_machine(l)) : LB_EINVAL;
 }
 
 int lb_lock_extend(lb_lock *l, lb_target t, int64_t ms, lb_extend_mode mode) {
-    return l ? run(l, t, lb_lock_extend_machine(l, ms, mode)) : LB_EINVAL;
+    return l ? run(l, t, lb__lock_extend_machine(l, ms, mode)) : LB_EINVAL;
 }
 
 int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms) {
     if (ttl_ms) *ttl_ms = -1;
     if (!l) return LB_EINVAL;
-    int rc = run(l, t, lb_lock_check_machine(l));
+    int rc = run(l, t, lb__lock_check_machine(l));
     if (rc == LB_OK && ttl_ms) *ttl_ms = l->check_ttl_ms;
     return rc;
 }
@@ -117,10 +117,29 @@ int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen
     return rc;
 }
 
-int lb_lock_held(const lb_lock *l) { return l ? l->held : 0; }
-const char *lb_lock_token(const lb_lock *l) { return l ? l->token : ""; }
-int64_t lb_lock_fence(const lb_lock *l) { return l && l->held ? l->fence : 0; }
-int64_t lb_lock_holder_ttl(const lb_lock *l) { return l ? l->holder_ttl_ms : -1; }
-int64_t lb_lock_deadline_ns(const lb_lock *l) { return l ? l->deadline_ns : 0; }
-const char *lb_lock_errstr(const lb_lock *l) { return l ? l->errstr : ""; }
-uint64_t lb_lock_commands(const lb_lock *l) { return l ? l->commands : 0; }
+lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms) {
+    if (!l) return NULL;
+    switch (op) {
+    case LB_OP_TRY_ACQUIRE: return lb__lock_try_acquire_machine(l);
+    case LB_OP_RELEASE: return lb__lock_release_machine(l);
+    case LB_OP_EXTEND: return lb__lock_extend_machine(l, ms, LB_EXTEND_REPLACE);
+    case LB_OP_EXTEND_ADD: return lb__lock_extend_machine(l, ms, LB_EXTEND_ADD);
+    case LB_OP_CHECK: return lb__lock_check_machine(l);
+    default: return NULL;
+    }
+}
+
+lb_lock_info lb_lock_info_of(const lb_lock *l) {
+    lb_lock_info i = {0, "", 0, -1, 0, 0, ""};
+    if (!l) return i;
+    i.held = l->held;
+    i.token = l->token;
+    i.fence = l->held ? l->fence : 0;
+    i.holder_ttl_ms = l->holder_ttl_ms;
+    /* A watched lock's lease moves with each renewal, which runs on the
+     * watchdog's thread: the watch keeps that deadline. */
+    i.deadline_ns = l->watch ? lb__watch_deadline_ns(l) : l->deadline_ns;
+    i.commands = l->commands;
+    i.errstr = l->errstr;
+    return i;
+}

@@ -101,13 +101,13 @@ static lb_machine *begin(lb_lock *l, int (*step)(lb_machine *, const redisReply 
     return &l->m;
 }
 
-lb_machine *lb_lock_release_machine(lb_lock *l) {
+lb_machine *lb__lock_release_machine(lb_lock *l) {
     if (l && l->watch && !lb__machine_in_flight(&l->m)) lb__watch_detach(l);
     return begin(l, l && l->fair ? lb__fair_release_step : release_step);
 }
-lb_machine *lb_lock_check_machine(lb_lock *l) { return begin(l, check_step); }
+lb_machine *lb__lock_check_machine(lb_lock *l) { return begin(l, check_step); }
 
-lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode) {
+lb_machine *lb__lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode) {
     if (!l || lb__machine_in_flight(&l->m)) return NULL;
     l->extend_ms = ms;
     l->extend_mode = mode == LB_EXTEND_ADD ? LB_EXTEND_ADD : LB_EXTEND_REPLACE;

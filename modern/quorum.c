@@ -170,7 +170,12 @@ int lb_quorum_release(lb_quorum *q) {
     return still >= q->n / 2 + 1 ? LB_OK : LB_ELOST;
 }
 
-int64_t lb_quorum_validity_ms(const lb_quorum *q) { return q && q->held ? q->validity_ms : 0; }
-int lb_quorum_votes(const lb_quorum *q) { return q ? q->votes : 0; }
-int lb_quorum_held(const lb_quorum *q) { return q ? q->held : 0; }
-const char *lb_quorum_token(const lb_quorum *q) { return q ? q->token : ""; }
+lb_quorum_info lb_quorum_info_of(const lb_quorum *q) {
+    lb_quorum_info i = {0, "", 0, 0};
+    if (!q) return i;
+    i.held = q->held;
+    i.token = q->token;
+    i.votes = q->votes;
+    i.validity_ms = q->held ? q->validity_ms : 0;
+    return i;
+}

@@ -59,7 +59,7 @@ struct lb_watchdog {
     int64_t reconnect_delay_ms;
 };
 
-const char *lb_watch_reason_name(int reason) {
+const char *lb_watch_reason_name(lb_watch_reason reason) {
     switch (reason) {
     case LB_WATCH_REFUSED: return "LB_WATCH_REFUSED";
     case LB_WATCH_UNREACHABLE: return "LB_WATCH_UNREACHABLE";
@@ -264,7 +264,7 @@ static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
      * renewal ends at the hold limit, not after it. */
     if (rc == LB_OK && (ms = renewal_ms(w, now_ns(wd))) > 0) {
         redisSetTimeout(wd->c, tv_ms(timeout_ms));
-        lb_machine *m = lb_lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
+        lb_machine *m = lb__lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
         rc = lb_target_run(lb_on_conn(wd->c), m, wd->opts.clock);
         if (rc == LB_EIO && wd->c->errstr[0])
             snprintf(detail, sizeof detail, "renewal: %s", wd->c->errstr);
@@ -581,6 +581,14 @@ void lb__watch_detach(lb_lock *l) {
     if (free_now) free_watch(wd, w);
 }
 
+int64_t lb__watch_deadline_ns(const lb_lock *l) {
+    lb__watch *w = l->watch;
+    pthread_mutex_lock(&w->wd->mu);
+    int64_t ns = w->deadline_ns;
+    pthread_mutex_unlock(&w->wd->mu);
+    return ns;
+}
+
 int lb_watchdog_unwatch(lb_watchdog *wd, lb_lock *l) {
     if (!wd || !l) return LB_EINVAL;
     if (!l->watch || l->watch->wd != wd) return LB_ESTATE;
@@ -588,16 +596,17 @@ int lb_watchdog_unwatch(lb_watchdog *wd, lb_lock *l) {
     return LB_OK;
 }
 
-int lb_watchdog_check(lb_watchdog *wd, const lb_lock *l, int64_t *deadline_ns, int *reason) {
+int lb_watchdog_check(lb_watchdog *wd, const lb_lock *l, int64_t *deadline_ns,
+                      lb_watch_reason *reason) {
     if (deadline_ns) *deadline_ns = 0;
-    if (reason) *reason = 0;
+    if (reason) *reason = (lb_watch_reason)0;
     if (!wd || !l) return LB_EINVAL;
     pthread_mutex_lock(&wd->mu);
     const lb__watch *w = find_watch(wd, l);
     int rc = LB_ESTATE;
     if (w) {
         if (deadline_ns) *deadline_ns = w->deadline_ns;
-        if (reason && w->state == W_LOST) *reason = (int)w->reason;
+        if (reason && w->state == W_LOST) *reason = w->reason;
         rc = w->state == W_LOST ? LB_ELOST : LB_OK;
     }
     pthread_mutex_unlock(&wd->mu);

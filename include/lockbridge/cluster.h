@@ -55,8 +55,22 @@ void lb_cluster_free(lb_cluster *cl);
  * the previous map is kept. */
 int lb_cluster_refresh(lb_cluster *cl);
 
+/* Run through the target lb_on_cluster(cl), each command of a machine goes to
+ * the primary that owns its key's slot (a script's first key; every key of one
+ * command must share that slot, as a lock's companion keys do). An answer that
+ * says the command did not run there is not shown to the machine but acted on:
+ *   MOVED slot addr   the map is read again and the command sent to addr;
+ *   ASK slot addr     ASKING, then the command, once, on addr (slot migrating);
+ *   TRYAGAIN, CLUSTERDOWN, an unreachable owner
+ *                     retried after retry_backoff_ms until retry_ms has passed.
+ * Past max_redirects or retry_ms the machine is given the last error reply (it
+ * ends with LB_EREDIS) or a transport failure (LB_EIO). A connection lost after
+ * a command was sent is never retried, since the command may have run: the
+ * machine ends with LB_EIO, and the map is read again before the next command. */
+
 /* What the handle has done since it was created. */
 typedef struct lb_cluster_stats {
+    int primaries;      /* primaries in the current slot map */
     uint64_t commands;  /* commands sent, ASKING included */
     uint64_t moved;     /* MOVED answers followed */
     uint64_t ask;       /* ASK answers followed */
@@ -65,8 +79,6 @@ typedef struct lb_cluster_stats {
     uint64_t connects;  /* connections opened */
 } lb_cluster_stats;
 void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out);
-/* Primaries in the current slot map. */
-int lb_cluster_primaries(const lb_cluster *cl);
 /* Writes "host:port" of the primary the map gives for `slot` (at most `cap`
  * bytes with the NUL) and returns its length; LB_ESTATE if no primary serves
  * the slot, LB_EINVAL for a bad argument or a short buffer. buf is reset. */
@@ -80,7 +92,7 @@ const char *lb_cluster_errstr(const lb_cluster *cl);
  * wrapper of redisLibeventAttach) before its first command; 0 means attached.
  * The slot map is the one of `cl`, a synchronous handle that must outlive
  * this one and is not used elsewhere meanwhile. MOVED and ASK are followed
- * as by lb_cluster_run, but reading the map again after a MOVED is a
+ * as by lb_target_run on lb_on_cluster, but reading the map again after a MOVED is a
  * blocking CLUSTER SLOTS on `cl` (rare: a resharding or a failover).
  * TRYAGAIN, CLUSTERDOWN and an unreachable primary are not waited out here
  * (there is no timer without the caller's loop): the machine ends with

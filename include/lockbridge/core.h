@@ -76,6 +76,19 @@ int lb_machine_step(lb_machine *m, const struct redisReply *reply, const lb_now 
 const lb_cmd *lb_machine_command(const lb_machine *m);
 /* Detail of the last failure, or "" (never NULL). */
 const char *lb_machine_errstr(const lb_machine *m);
+
+/* The operations a lock handle's machine runs (lb_lock_machine,
+ * lb_legacy_machine, lb_mlock_machine): each kind accepts those it has and
+ * returns NULL for the others. `ms` is the new TTL for LB_OP_EXTEND, the TTL
+ * added for LB_OP_EXTEND_ADD, and ignored otherwise. */
+typedef enum lb_op {
+    LB_OP_TRY_ACQUIRE = 1, /* one attempt (every kind) */
+    LB_OP_RELEASE,         /* every kind */
+    LB_OP_EXTEND,          /* every kind */
+    LB_OP_EXTEND_ADD,      /* the token lock only */
+    LB_OP_CHECK,           /* the token lock only: is it still ours, for how long */
+    LB_OP_REFRESH          /* the mode-following lock only: re-read the control key */
+} lb_op;
 /* Commands this machine has emitted since its operation started. */
 unsigned lb_machine_commands(const lb_machine *m);
 

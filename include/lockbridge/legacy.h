@@ -151,31 +151,31 @@ int lb_legacy_release(lb_legacy_lock *l, lb_target t);
  * contender whose clock runs a little ahead may already be taking it over. */
 int lb_legacy_extend(lb_legacy_lock *l, lb_target t, int64_t ttl_ms);
 
-/* Step machines for callers that do their own I/O. Each starts an operation on
- * the handle (one at a time) and returns its machine; drive it with
- * lb_machine_step: its final status is the operation's, and the handle's state
- * (held, value, observed expiry) is updated as the operation goes. Starting an
- * operation abandons one left unfinished by its caller; while lb_async_run
- * drives the handle's machine, they return NULL (and the sync calls
- * LB_ESTATE), since the pending reply belongs to the running operation. */
-lb_machine *lb_legacy_try_acquire_machine(lb_legacy_lock *l);
-lb_machine *lb_legacy_release_machine(lb_legacy_lock *l);
-lb_machine *lb_legacy_extend_machine(lb_legacy_lock *l, int64_t ttl_ms);
+/* The machine of one operation on `l`, for callers that do their own I/O:
+ * LB_OP_TRY_ACQUIRE, LB_OP_RELEASE or LB_OP_EXTEND (`ms`: the new validity).
+ * Drive it with lb_machine_step: its final status is the operation's, and the
+ * handle's state (held, value, observed expiry) is updated as it goes.
+ * Starting an operation abandons one left unfinished by its caller. NULL for
+ * another op, or while lb_async_run drives the handle's machine (the sync
+ * calls then return LB_ESTATE), since the pending reply belongs to it. */
+lb_machine *lb_legacy_machine(lb_legacy_lock *l, lb_op op, int64_t ms);
 
-/* State. */
-int lb_legacy_held(const lb_legacy_lock *l);
-/* The value this handle last wrote (NUL-terminated); "" if none. */
-const char *lb_legacy_value(const lb_legacy_lock *l, size_t *len);
-/* Our expiry instant in codec units (valid while held). */
-int64_t lb_legacy_expiry(const lb_legacy_lock *l);
-/* The holder's expiry seen by the last failed attempt, in codec units; returns 0
- * and sets *t if one was seen. */
-int lb_legacy_observed_expiry(const lb_legacy_lock *l, int64_t *t);
-/* The foreign value seen by the last attempt, escaped for printing; "" if none. */
-const char *lb_legacy_foreign(const lb_legacy_lock *l);
-const char *lb_legacy_errstr(const lb_legacy_lock *l);
-/* Redis commands sent by this handle since it was created. */
-uint64_t lb_legacy_commands(const lb_legacy_lock *l);
+/* A snapshot of the handle's state. Strings point into the handle: valid until
+ * its next operation or lb_legacy_lock_free. */
+typedef struct lb_legacy_info {
+    int held;
+    const char *value;       /* the value this handle last wrote (NUL-terminated);
+                              * "" if none */
+    size_t value_len;
+    int64_t expiry;          /* our expiry instant in codec units (valid while held) */
+    int observed;            /* 1: the last failed attempt saw the holder's expiry */
+    int64_t observed_expiry; /* that expiry, codec units (0 when observed is 0) */
+    const char *foreign;     /* the foreign value seen by the last attempt, escaped
+                              * for printing; "" if none */
+    uint64_t commands;       /* Redis commands sent by this handle since its creation */
+    const char *errstr;      /* detail of the last failure, or "" */
+} lb_legacy_info;
+lb_legacy_info lb_legacy_info_of(const lb_legacy_lock *l);
 
 #ifdef __cplusplus
 }

@@ -176,11 +176,6 @@ typedef struct lb_census_entry {
     int valid;       /* 0: the field's value was not a census entry (then only id is set) */
 } lb_census_entry;
 
-/* JSON form of an entry (NUL-terminated; *len without it). LB_EINVAL if it does
- * not fit in `cap`. */
-int lb_census_encode(const lb_census_entry *e, char *buf, size_t cap, size_t *len);
-/* Strict parse of the JSON form; *e reset on entry. LB_EFOREIGN if not one. */
-int lb_census_decode(const char *s, size_t len, lb_census_entry *e);
 /* Writes (or refreshes) one entry with seen_ms = now's wall clock. */
 int lb_census_register(struct redisContext *c, const char *ns, size_t nslen,
                        const lb_census_entry *e, const lb_now *now);
@@ -239,7 +234,7 @@ int lb_mlock_new(lb_mlock **out, const char *key, size_t keylen, const lb_mlock_
 void lb_mlock_free(lb_mlock *l);
 
 /* One attempt in the current mode (re-read first when due or notified):
- * LB_OK (held), LB_EBUSY (held by another: lb_mlock_observed says by what),
+ * LB_OK (held), LB_EBUSY (held by another: lb_mlock_info_of(l).observed says by what),
  * LB_EFOREIGN (an unknown value or an INCR counter: left alone),
  * LB_EWRONGTYPE, LB_EREDIS, LB_EIO, LB_EPROTO. */
 int lb_mlock_try_acquire(lb_mlock *l, lb_target t);
@@ -270,37 +265,34 @@ int lb_mlock_refresh(lb_mlock *l, lb_target t);
  * message arrives on the mode channel. Safe from any thread. */
 void lb_mlock_notify(lb_mlock *l);
 
-/* Step machines for callers that do their own I/O (see lb_machine_step). One
- * operation at a time per handle; starting one abandons an unfinished one;
- * NULL while lb_async_run drives the handle. An operation runs entirely in the
- * mode it started in. */
-lb_machine *lb_mlock_try_acquire_machine(lb_mlock *l);
-lb_machine *lb_mlock_release_machine(lb_mlock *l);
-lb_machine *lb_mlock_extend_machine(lb_mlock *l, int64_t ttl_ms);
-lb_machine *lb_mlock_refresh_machine(lb_mlock *l);
+/* The machine of one operation on `l`, for callers that do their own I/O:
+ * LB_OP_TRY_ACQUIRE, LB_OP_RELEASE, LB_OP_EXTEND (`ms`: the new validity) or
+ * LB_OP_REFRESH. One at a time per handle (starting one abandons one left
+ * unfinished); NULL for another op, or while lb_async_run drives the handle's
+ * machine. An operation runs entirely in the mode it started in. */
+lb_machine *lb_mlock_machine(lb_mlock *l, lb_op op, int64_t ms);
 
-/* State. */
-/* The mode the next operation starts in (as last read). */
-lb_mode lb_mlock_mode(const lb_mlock *l);
-int lb_mlock_held(const lb_mlock *l);
-/* 1 when a follower that has read a mode found the control key absent at its
- * last read: it keeps the mode it had (a vanished key never moves it) until the
- * key is written again; 0 otherwise. */
-int lb_mlock_control_key_missing(const lb_mlock *l);
-/* The mode the held lock was acquired in (valid while held). */
-lb_mode lb_mlock_held_mode(const lb_mlock *l);
-/* The value this handle last wrote (NUL-terminated); "" if none. */
-const char *lb_mlock_value(const lb_mlock *l, size_t *len);
-/* Our lease by our own monotonic clock, ns: the earlier of the timestamp's
- * expiry and the TTL's end, counted from the moment the command was prepared. */
-int64_t lb_mlock_deadline_ns(const lb_mlock *l);
-/* What the last failed acquire attempt found at the key. */
-const lb_class *lb_mlock_observed(const lb_mlock *l);
-const char *lb_mlock_errstr(const lb_mlock *l);
-/* Redis commands sent by this handle since it was created. */
-uint64_t lb_mlock_commands(const lb_mlock *l);
-/* The census id this handle registers under ("" without a namespace). */
-const char *lb_mlock_client_id(const lb_mlock *l);
+/* A snapshot of the handle's state. Strings and `observed` point into the
+ * handle: valid until its next operation or lb_mlock_free. */
+typedef struct lb_mlock_info {
+    lb_mode mode;            /* the mode the next operation starts in (as last read) */
+    int held;
+    lb_mode held_mode;       /* the mode the held lock was acquired in (while held) */
+    int control_key_missing; /* 1 when a follower that has read a mode found the
+                              * control key absent at its last read: it keeps the
+                              * mode it had (a vanished key never moves it) until
+                              * the key is written again */
+    const char *value;       /* the value this handle last wrote; "" if none */
+    size_t value_len;
+    int64_t deadline_ns;     /* our lease by our own monotonic clock, ns: the earlier
+                              * of the timestamp's expiry and the TTL's end, counted
+                              * from when the command was prepared */
+    const lb_class *observed; /* what the last failed acquire attempt found */
+    uint64_t commands;       /* Redis commands sent by this handle since its creation */
+    const char *client_id;   /* the census id it registers under ("" without ns) */
+    const char *errstr;      /* detail of the last failure, or "" */
+} lb_mlock_info;
+lb_mlock_info lb_mlock_info_of(const lb_mlock *l);
 
 #ifdef __cplusplus
 }

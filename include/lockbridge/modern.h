@@ -48,7 +48,7 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
 void lb_lock_free(lb_lock *l);
 
 /* One attempt with a fresh token: LB_OK (held), LB_EBUSY (held by another:
- * lb_lock_holder_ttl tells for how long), LB_EWRONGTYPE, LB_EREDIS, LB_EIO. */
+ * lb_lock_info_of(l).holder_ttl_ms tells for how long), LB_EWRONGTYPE, LB_EREDIS, LB_EIO. */
 int lb_lock_try_acquire(lb_lock *l, lb_target t);
 /* Attempts until `wait_ms` passes, sleeping a jittered back-off bounded by the
  * holder's remaining TTL. LB_ETIMEDOUT at the deadline. */
@@ -67,29 +67,32 @@ int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms);
 /* Deletes the key whatever it holds: for operators clearing a stuck lock. */
 int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
 
-/* Step machines for callers that do their own I/O (see lb_machine_step). One
- * operation at a time per handle: starting one abandons an operation left
- * unfinished by its caller; while lb_async_run drives the handle's machine,
- * they return NULL (and the sync calls LB_ESTATE). */
-lb_machine *lb_lock_try_acquire_machine(lb_lock *l);
-lb_machine *lb_lock_release_machine(lb_lock *l);
-lb_machine *lb_lock_extend_machine(lb_lock *l, int64_t ms, lb_extend_mode mode);
-lb_machine *lb_lock_check_machine(lb_lock *l);
+/* The machine of one operation on `l`, for callers that do their own I/O (see
+ * lb_machine_step and lb_async_run): LB_OP_TRY_ACQUIRE, LB_OP_RELEASE,
+ * LB_OP_EXTEND, LB_OP_EXTEND_ADD or LB_OP_CHECK. One operation at a time per
+ * handle: starting one abandons an operation left unfinished by its caller.
+ * NULL for another op, or while lb_async_run drives the handle's machine (the
+ * sync calls then return LB_ESTATE). */
+lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms);
 
-/* State. */
-int lb_lock_held(const lb_lock *l);
-/* Our token (NUL-terminated, LB_TOKEN_LEN hex digits); "" before the first
- * acquisition. */
-const char *lb_lock_token(const lb_lock *l);
-/* The fencing number of the current acquisition (fencing on, held), else 0. */
-int64_t lb_lock_fence(const lb_lock *l);
-/* The holder's remaining TTL seen by the last failed attempt, ms; -1 unknown. */
-int64_t lb_lock_holder_ttl(const lb_lock *l);
-/* Our lease by our own clock: monotonic ns at which the TTL set by the last
- * acquire or extend lapses, counted from the moment the command was sent. */
-int64_t lb_lock_deadline_ns(const lb_lock *l);
-const char *lb_lock_errstr(const lb_lock *l);
-uint64_t lb_lock_commands(const lb_lock *l);
+/* A snapshot of the handle's state. Strings point into the handle: valid until
+ * its next operation or lb_lock_free. */
+typedef struct lb_lock_info {
+    int held;              /* 1 from a successful acquire to its release or loss */
+    const char *token;     /* our token (NUL-terminated, LB_TOKEN_LEN hex digits);
+                            * "" before the first acquisition */
+    int64_t fence;         /* the fencing number of the current acquisition
+                            * (fencing on, held), else 0 */
+    int64_t holder_ttl_ms; /* the holder's remaining TTL seen by the last failed
+                            * attempt, ms; -1 unknown */
+    int64_t deadline_ns;   /* our lease by our own clock: monotonic ns at which the
+                            * TTL set by the last acquire, extend or watchdog
+                            * renewal lapses, counted from when the command was
+                            * sent */
+    uint64_t commands;     /* Redis commands sent for this handle since its creation */
+    const char *errstr;    /* detail of the last failure, or "" */
+} lb_lock_info;
+lb_lock_info lb_lock_info_of(const lb_lock *l);
 
 /* ---- Quorum lock across independent masters ----------------------------------
  * One token is written with SET NX PX to every master in turn; the lock is held
@@ -130,12 +133,14 @@ int lb_quorum_acquire(lb_quorum *q, int64_t wait_ms);
 /* Releases on every master (compare-and-delete). LB_OK if a majority still
  * held our token, LB_ELOST otherwise. */
 int lb_quorum_release(lb_quorum *q);
-/* Milliseconds of validity left at the moment of acquisition (0 if not held). */
-int64_t lb_quorum_validity_ms(const lb_quorum *q);
-/* Masters that accepted the last acquisition. */
-int lb_quorum_votes(const lb_quorum *q);
-int lb_quorum_held(const lb_quorum *q);
-const char *lb_quorum_token(const lb_quorum *q);
+typedef struct lb_quorum_info {
+    int held;
+    const char *token;   /* the token written to the masters; "" before the first try */
+    int votes;           /* masters that accepted the last acquisition */
+    int64_t validity_ms; /* validity left at the moment of acquisition, ms (0 if
+                          * not held) */
+} lb_quorum_info;
+lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
 
 /* ---- Waiting through a waiter (wait.h) ---------------------------------------- */
 /* Acquires `l` on connection `c`, waiting up to `wait_ms` (INT64_MAX: as long

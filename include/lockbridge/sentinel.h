@@ -59,8 +59,6 @@ void lb_sentinel_free(lb_sentinel *s);
  * since: for the single-server calls (lb_lock_acquire(l, ctx, ...)). Owned by
  * the handle; valid until the next call on it. NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
-/* Forgets the primary: the next command asks the sentinels again. */
-void lb_sentinel_forget(lb_sentinel *s);
 
 typedef struct lb_sentinel_stats {
     uint64_t resolves;  /* times the sentinels were asked */

@@ -63,8 +63,9 @@ typedef struct lb_waiter_stats {
     int inbox;           /* the inbox for fair hand-offs is subscribed */
 } lb_waiter_stats;
 
-/* A snapshot of the waiter's counters; *out is zeroed when w is NULL. */
-void lb_waiter_get_stats(lb_waiter *w, lb_waiter_stats *out);
+/* A snapshot of the waiter's counters into *out (zeroed first): LB_OK, or
+ * LB_EINVAL when w or out is NULL. */
+int lb_waiter_stats_get(lb_waiter *w, lb_waiter_stats *out);
 
 
 #ifdef __cplusplus

@@ -24,7 +24,7 @@ typedef enum lb_watch_reason {
 } lb_watch_reason;
 
 /* "LB_WATCH_REFUSED" etc.; never NULL ("LB_WATCH_UNKNOWN"). */
-const char *lb_watch_reason_name(int reason);
+const char *lb_watch_reason_name(lb_watch_reason reason);
 
 /* Called once per watch, on the watchdog's thread, without the watchdog's
  * mutex held, when the lock is lost. `lock` identifies the handle; it belongs
@@ -102,10 +102,10 @@ int lb_watchdog_unwatch(lb_watchdog *wd, lb_lock *lock);
 /* The watchdog's view of `lock`, from any thread: LB_OK while it renews it,
  * LB_ELOST once it was reported lost (*reason set), LB_ESTATE if not watched.
  * *deadline_ns: the end of the current lease by the watchdog's monotonic
- * clock (lb_lock_deadline_ns of the handle is not updated by renewals).
+ * clock, which lb_lock_info_of(lock).deadline_ns also gives while watched.
  * Outputs may be NULL. */
 int lb_watchdog_check(lb_watchdog *wd, const lb_lock *lock, int64_t *deadline_ns,
-                      int *reason);
+                      lb_watch_reason *reason);
 
 typedef struct lb_watchdog_stats {
     uint64_t renewals;   /* renewals the server accepted */

@@ -156,7 +156,7 @@ int lb__cli_lock_acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms) {
     if (l->mlock) return lb_mlock_acquire(l->mlock, t, wait_ms);
     int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, t, l->lo->waiter, wait_ms)
                            : lb_lock_acquire(l->modern, t, wait_ms);
-    if (rc == LB_OK) l->fence = lb_lock_fence(l->modern);
+    if (rc == LB_OK) l->fence = lb_lock_info_of(l->modern).fence;
     if (rc == LB_OK && l->lo->wd) rc = watch(l, t);
     return rc;
 }
@@ -170,7 +170,7 @@ int lb__cli_lock_release(lb__cli_lock *l, lb_target t) {
 int lb__cli_lock_watched(const lb__cli_lock *l) { return l->modern && l->lo->wd; }
 
 int lb__cli_lock_watch_lost(const lb__cli_lock *l, const char **why) {
-    int reason = 0;
+    lb_watch_reason reason = (lb_watch_reason)0;
     *why = "";
     if (!l->modern || !l->lo->wd) return 0;
     if (lb_watchdog_check(l->lo->wd, l->modern, NULL, &reason) != LB_ELOST) return 0;
@@ -179,16 +179,16 @@ int lb__cli_lock_watch_lost(const lb__cli_lock *l, const char **why) {
 }
 
 const char *lb__cli_lock_errstr(const lb__cli_lock *l) {
-    if (l->legacy) return lb_legacy_errstr(l->legacy);
-    if (l->mlock) return lb_mlock_errstr(l->mlock);
-    return lb_lock_errstr(l->modern);
+    if (l->legacy) return lb_legacy_info_of(l->legacy).errstr;
+    if (l->mlock) return lb_mlock_info_of(l->mlock).errstr;
+    return lb_lock_info_of(l->modern).errstr;
 }
 
 uint64_t lb__cli_lock_commands(const lb__cli_lock *l) {
     if (!l) return 0;
-    if (l->legacy) return lb_legacy_commands(l->legacy);
-    if (l->mlock) return lb_mlock_commands(l->mlock);
-    return lb_lock_commands(l->modern);
+    if (l->legacy) return lb_legacy_info_of(l->legacy).commands;
+    if (l->mlock) return lb_mlock_info_of(l->mlock).commands;
+    return lb_lock_info_of(l->modern).commands;
 }
 
 int64_t lb__cli_lock_fence(const lb__cli_lock *l) { return l->fence; }
@@ -196,9 +196,10 @@ int64_t lb__cli_lock_fence(const lb__cli_lock *l) { return l->fence; }
 /* ---- Reports ------------------------------------------------------------------------- */
 static void describe_mlock_held(const lb__cli_lock *l, cJSON *o) {
     const lb__cli_lockopts *lo = l->lo;
-    size_t len;
-    const char *value = lb_mlock_value(l->mlock, &len);
-    lb_mode m = lb_mlock_held_mode(l->mlock);
+    lb_mlock_info mi = lb_mlock_info_of(l->mlock);
+    size_t len = mi.value_len;
+    const char *value = mi.value;
+    lb_mode m = lb_mlock_info_of(l->mlock).held_mode;
     lb__cli_add_str(o, "mode", lb_mode_name(m));
     lb__cli_add_bytes(o, "value", value, len);
     if (m != LB_MODE_MODERN) lb__cli_add_str(o, "codec", lo->codec_spec);
@@ -208,7 +209,7 @@ static void describe_mlock_held(const lb__cli_lock *l, cJSON *o) {
     if (m == LB_MODE_COMPAT) lb__cli_add_i64(o, "grace_ms", lo->mlock.grace_ms);
     if (lo->mlock.ns) {
         lb__cli_add_str(o, "ns", lo->mlock.ns);
-        lb__cli_add_str(o, "client_id", lb_mlock_client_id(l->mlock));
+        lb__cli_add_str(o, "client_id", lb_mlock_info_of(l->mlock).client_id);
     }
 }
 
@@ -223,15 +224,16 @@ void lb__cli_lock_describe_held(const lb__cli_lock *l, cJSON *o) {
     }
     lb__cli_add_str(o, "mode", lb__cli_mode_name(lo->mode));
     if (l->legacy) {
-        size_t len;
-        const char *value = lb_legacy_value(l->legacy, &len);
+        lb_legacy_info li = lb_legacy_info_of(l->legacy);
+        size_t len = li.value_len;
+        const char *value = li.value;
         lb__cli_add_bytes(o, "value", value, len);
         lb__cli_add_str(o, "codec", lo->codec_spec);
         lb__cli_add_str(o, "variant", lb__cli_variant_name(lo->legacy.variant));
-        lb__cli_add_i64(o, "expiry", lb_legacy_expiry(l->legacy));
+        lb__cli_add_i64(o, "expiry", lb_legacy_info_of(l->legacy).expiry);
         return;
     }
-    lb__cli_add_str(o, "token", lb_lock_token(l->modern));
+    lb__cli_add_str(o, "token", lb_lock_info_of(l->modern).token);
     lb__cli_add_i64(o, "ttl_ms", lo->modern.ttl_ms);
     if (lo->modern.fencing) lb__cli_add_i64(o, "fence", l->fence);
     if (lo->wd) lb__cli_add_bool(o, "watchdog", 1);
@@ -242,15 +244,14 @@ void lb__cli_lock_describe_held(const lb__cli_lock *l, cJSON *o) {
  * expiry in codec units (legacy), its remaining TTL (-1: none, held for good),
  * or what the mode-following lock found at the key. */
 void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o) {
-    int64_t t;
-    if (l->legacy && lb_legacy_observed_expiry(l->legacy, &t) == LB_OK)
-        lb__cli_add_i64(o, "holder_expiry", t);
+    if (l->legacy && lb_legacy_info_of(l->legacy).observed)
+        lb__cli_add_i64(o, "holder_expiry", lb_legacy_info_of(l->legacy).observed_expiry);
     if (l->modern) {
-        t = lb_lock_holder_ttl(l->modern);
+        int64_t t = lb_lock_info_of(l->modern).holder_ttl_ms;
         if (t >= 0) lb__cli_add_i64(o, "holder_ttl_ms", t);
         else cJSON_AddNullToObject(o, "holder_ttl_ms");
     }
-    const lb_class *seen = l->mlock ? lb_mlock_observed(l->mlock) : NULL;
+    const lb_class *seen = l->mlock ? lb_mlock_info_of(l->mlock).observed : NULL;
     if (seen && seen->format != LB_FORMAT_ABSENT) {
         lb__cli_add_str(o, "holder_format", lb_format_name(seen->format));
         if (seen->format == LB_FORMAT_LEGACY || seen->format == LB_FORMAT_COMPAT) {
@@ -264,5 +265,5 @@ void lb__cli_lock_describe_busy(const lb__cli_lock *l, cJSON *o) {
 /* The foreign value the legacy lock saw, escaped; "" when none (token locks
  * judge no values: a key they cannot take is simply held). */
 const char *lb__cli_lock_foreign(const lb__cli_lock *l) {
-    return l->legacy ? lb_legacy_foreign(l->legacy) : "";
+    return l->legacy ? lb_legacy_info_of(l->legacy).foreign : "";
 }

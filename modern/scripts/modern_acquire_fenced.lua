@@ -1,8 +1,14 @@
 -- Acquires with a fencing number: SET NX PX and, only on success, INCR the
 -- companion counter in the same script, so every holder gets a larger number
 -- than any holder before it. KEYS[1] lock, KEYS[2] counter; ARGV[1] token,
--- ARGV[2] ttl ms. Returns {1, fence} when acquired, {0, holder's PTTL} if not.
+-- ARGV[2] ttl ms. Returns {1, fence} when acquired, {0, holder's PTTL} if not;
+-- a WRONGTYPE error when the key holds no string (a list, a hash: no lock of
+-- ours, and nothing to wait for).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('INCR', KEYS[2])}
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -1 and redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then
+  return redis.error_reply('WRONGTYPE the lock key holds a value that is not a string')
+end
+return {0, pttl}

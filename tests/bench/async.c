@@ -58,7 +58,7 @@ static void on_acquired(lb_machine *m, int status, void *ud) {
         slot_stop(s);
         return;
     }
-    lb_machine *rel = lb_lock_release_machine(s->lock);
+    lb_machine *rel = lb_lock_machine(s->lock, LB_OP_RELEASE, 0);
     if (lb_async_run(s->run->ac, rel, NULL, on_released, s) != LB_OK) {
         slot_error(s->run, "release start", LB_ESTATE, rel);
         slot_stop(s);
@@ -66,7 +66,7 @@ static void on_acquired(lb_machine *m, int status, void *ud) {
 }
 
 static void start_acquire(slot *s) {
-    lb_machine *m = lb_lock_try_acquire_machine(s->lock);
+    lb_machine *m = lb_lock_machine(s->lock, LB_OP_TRY_ACQUIRE, 0);
     if (lb_async_run(s->run->ac, m, NULL, on_acquired, s) != LB_OK) {
         slot_error(s->run, "acquire start", LB_ESTATE, m);
         slot_stop(s);

@@ -83,8 +83,8 @@ static void worker_error(worker *w, const char *what, int rc, const char *detail
 }
 
 static const char *worker_errstr(const worker *w) {
-    if (w->mlock) return lb_mlock_errstr(w->mlock);
-    return w->modern ? lb_lock_errstr(w->modern) : lb_legacy_errstr(w->legacy);
+    if (w->mlock) return lb_mlock_info_of(w->mlock).errstr;
+    return w->modern ? lb_lock_info_of(w->modern).errstr : lb_legacy_info_of(w->legacy).errstr;
 }
 
 /* Acquires by the run's strategy; LB_ETIMEDOUT when the run ended first. */
@@ -255,9 +255,9 @@ static void collect(run_state *run, contended *r) {
         worker *w = &run->w[i];
         r->acquisitions += w->acquisitions;
         r->errors += w->errors;
-        r->sent += (long long)(w->mlock    ? lb_mlock_commands(w->mlock)
-                               : w->modern ? lb_lock_commands(w->modern)
-                                           : lb_legacy_commands(w->legacy));
+        r->sent += (long long)(w->mlock    ? lb_mlock_info_of(w->mlock).commands
+                               : w->modern ? lb_lock_info_of(w->modern).commands
+                                           : lb_legacy_info_of(w->legacy).commands);
         if (w->acquisitions > r->max_client) r->max_client = w->acquisitions;
         if (w->acquisitions < r->min_client) r->min_client = w->acquisitions;
         if (samples_append(&r->tta, &w->tta) != 0 || samples_append(&r->handoff, &w->handoff) != 0)

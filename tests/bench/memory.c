@@ -66,7 +66,7 @@ static void issue(mem_run *run) {
     while (run->pending < WINDOW && run->next < run->n) {
         lb_lock *l = run->locks[run->next++];
         run->pending++;
-        if (lb_async_run(run->ac, lb_lock_try_acquire_machine(l), NULL, on_acquired, run) != LB_OK) {
+        if (lb_async_run(run->ac, lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), NULL, on_acquired, run) != LB_OK) {
             run->pending--;
             run->errors++;
         }

@@ -96,9 +96,9 @@ static int machine_pair(row_run *rr, redisContext *c, lb_machine *acq, tally *se
     return rc == LB_OK ? 0 : -1;
 }
 
-static lb_machine *legacy_release(row_run *rr) { return lb_legacy_release_machine(rr->legacy); }
-static lb_machine *modern_release(row_run *rr) { return lb_lock_release_machine(rr->modern); }
-static lb_machine *compat_release(row_run *rr) { return lb_mlock_release_machine(rr->mlock); }
+static lb_machine *legacy_release(row_run *rr) { return lb_legacy_machine(rr->legacy, LB_OP_RELEASE, 0); }
+static lb_machine *modern_release(row_run *rr) { return lb_lock_machine(rr->modern, LB_OP_RELEASE, 0); }
+static lb_machine *compat_release(row_run *rr) { return lb_mlock_machine(rr->mlock, LB_OP_RELEASE, 0); }
 
 static int ping(row_run *rr, redisContext *c, tally *sent, int count) {
     redisReply *r = redisCommand(c, "PING");
@@ -129,13 +129,13 @@ static int one_op(row_run *rr, redisContext *c, int count) {
     switch (rr->spec->kind) {
     case ROW_PING: return ping(rr, c, sent, count);
     case ROW_LEGACY:
-        return machine_pair(rr, c, lb_legacy_try_acquire_machine(rr->legacy), sent, count,
+        return machine_pair(rr, c, lb_legacy_machine(rr->legacy, LB_OP_TRY_ACQUIRE, 0), sent, count,
                             legacy_release);
     case ROW_MODERN:
-        return machine_pair(rr, c, lb_lock_try_acquire_machine(rr->modern), sent, count,
+        return machine_pair(rr, c, lb_lock_machine(rr->modern, LB_OP_TRY_ACQUIRE, 0), sent, count,
                             modern_release);
     case ROW_COMPAT:
-        return machine_pair(rr, c, lb_mlock_try_acquire_machine(rr->mlock), sent, count,
+        return machine_pair(rr, c, lb_mlock_machine(rr->mlock, LB_OP_TRY_ACQUIRE, 0), sent, count,
                             compat_release);
     case ROW_QUORUM: return quorum_pair(rr);
     case ROW_NOT_BUILT: return 0;

@@ -13,6 +13,7 @@
 
 #include "legacy/internal.h"
 #include "lockbridge/lockbridge.h"
+#include "migrate/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -115,10 +116,10 @@ static void fuzz_census(const char *s, size_t len) {
     lb_census_entry e, back;
     char json[2048];
     size_t jlen;
-    if (lb_census_decode(s, len, &e) != LB_OK) return;
+    if (lb__census_decode(s, len, &e) != LB_OK) return;
     CHECK(e.valid && e.id[0] != '\0');
-    if (lb_census_encode(&e, json, sizeof json, &jlen) != LB_OK) return;
-    CHECK(lb_census_decode(json, jlen, &back) == LB_OK);
+    if (lb__census_encode(&e, json, sizeof json, &jlen) != LB_OK) return;
+    CHECK(lb__census_decode(json, jlen, &back) == LB_OK);
     CHECK(back.mode == e.mode && back.pid == e.pid && back.seen_ms == e.seen_ms);
     CHECK(strcmp(back.id, e.id) == 0 && strcmp(back.host, e.host) == 0 &&
           strcmp(back.version, e.version) == 0);

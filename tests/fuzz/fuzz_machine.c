@@ -131,31 +131,31 @@ typedef struct subject {
 } subject;
 
 static int held(const subject *x) {
-    if (x->mlock) return lb_mlock_held(x->mlock);
-    return x->legacy ? lb_legacy_held(x->legacy) : lb_lock_held(x->modern);
+    if (x->mlock) return lb_mlock_info_of(x->mlock).held;
+    return x->legacy ? lb_legacy_info_of(x->legacy).held : lb_lock_info_of(x->modern).held;
 }
 
 static lb_machine *start(subject *x, int op, int64_t ms) {
     if (x->mlock) {
         switch (op % 4) {
-        case 0: return lb_mlock_try_acquire_machine(x->mlock);
-        case 1: return lb_mlock_release_machine(x->mlock);
-        case 2: return lb_mlock_extend_machine(x->mlock, ms);
-        default: return lb_mlock_refresh_machine(x->mlock);
+        case 0: return lb_mlock_machine(x->mlock, LB_OP_TRY_ACQUIRE, 0);
+        case 1: return lb_mlock_machine(x->mlock, LB_OP_RELEASE, 0);
+        case 2: return lb_mlock_machine(x->mlock, LB_OP_EXTEND, ms);
+        default: return lb_mlock_machine(x->mlock, LB_OP_REFRESH, 0);
         }
     }
     if (x->legacy) {
         switch (op % 3) {
-        case 0: return lb_legacy_try_acquire_machine(x->legacy);
-        case 1: return lb_legacy_release_machine(x->legacy);
-        default: return lb_legacy_extend_machine(x->legacy, ms);
+        case 0: return lb_legacy_machine(x->legacy, LB_OP_TRY_ACQUIRE, 0);
+        case 1: return lb_legacy_machine(x->legacy, LB_OP_RELEASE, 0);
+        default: return lb_legacy_machine(x->legacy, LB_OP_EXTEND, ms);
         }
     }
     switch (op % 4) {
-    case 0: return lb_lock_try_acquire_machine(x->modern);
-    case 1: return lb_lock_release_machine(x->modern);
-    case 2: return lb_lock_extend_machine(x->modern, ms, (op >> 2) & 1);
-    default: return lb_lock_check_machine(x->modern);
+    case 0: return lb_lock_machine(x->modern, LB_OP_TRY_ACQUIRE, 0);
+    case 1: return lb_lock_machine(x->modern, LB_OP_RELEASE, 0);
+    case 2: return lb_lock_machine(x->modern, (op >> 2) & 1 ? LB_OP_EXTEND_ADD : LB_OP_EXTEND, ms);
+    default: return lb_lock_machine(x->modern, LB_OP_CHECK, 0);
     }
 }
 
@@ -183,9 +183,11 @@ static void run_op(subject *x, src *s, int op, lb_now *now) {
     int was_held = held(x);
     char ours[LB_VALUE_MAX + LB_TOKEN_LEN];
     size_t ourslen = 0;
-    const char *v = x->mlock    ? lb_mlock_value(x->mlock, &ourslen)
-                    : x->legacy ? lb_legacy_value(x->legacy, &ourslen)
-                                : lb_lock_token(x->modern);
+    if (x->mlock) ourslen = lb_mlock_info_of(x->mlock).value_len;
+    else if (x->legacy) ourslen = lb_legacy_info_of(x->legacy).value_len;
+    const char *v = x->mlock    ? lb_mlock_info_of(x->mlock).value
+                    : x->legacy ? lb_legacy_info_of(x->legacy).value
+                                : lb_lock_info_of(x->modern).token;
     if (!x->legacy && !x->mlock) ourslen = strlen(v);
     memcpy(ours, v, ourslen);
     echo_ours = ours;

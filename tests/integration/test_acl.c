@@ -72,7 +72,7 @@ static void test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_u
         assert_int_equal(lb_lock_check(a, lb_on_conn(locker), &ttl), LB_OK);
         assert_int_equal(lb_lock_release(a, lb_on_conn(locker)), LB_OK);
         assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(locker)), LB_OK);
-        if (o.fencing) assert_true(lb_lock_fence(b) > lb_lock_fence(a));
+        if (o.fencing) assert_true(lb_lock_info_of(b).fence > lb_lock_info_of(a).fence);
         assert_int_equal(lb_lock_release(b, lb_on_conn(locker)), LB_OK);
         lb_lock_free(a);
         lb_lock_free(b);
@@ -108,10 +108,10 @@ static void test_a_key_outside_the_pattern_is_refused_cleanly(void **state) {
     assert_int_equal(lb_lock_new(&t, "other:token", 11, NULL), LB_OK);
     assert_int_equal(lb_legacy_lock_new(&g, "other:legacy", 12, NULL), LB_OK);
     assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(locker)), LB_EREDIS);
-    assert_non_null(strstr(lb_lock_errstr(t), "NOPERM"));
-    assert_false(lb_lock_held(t));
+    assert_non_null(strstr(lb_lock_info_of(t).errstr, "NOPERM"));
+    assert_false(lb_lock_info_of(t).held);
     assert_int_equal(lb_legacy_try_acquire(g, lb_on_conn(locker)), LB_EREDIS);
-    assert_false(lb_legacy_held(g));
+    assert_false(lb_legacy_info_of(g).held);
     redisContext *admin = lbt_redis_connect(&server);
     assert_non_null(admin);
     redisReply *r = redisCommand(admin, "EXISTS other:token other:legacy");
@@ -161,11 +161,11 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     assert_int_equal(lb_lock_new(&t, "locks:nochan", 12, NULL), LB_OK);
     assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(nochan)), LB_OK);
     assert_int_equal(lb_lock_release(t, lb_on_conn(nochan)), LB_EREDIS);
-    assert_non_null(strstr(lb_lock_errstr(t), "publish"));
-    assert_true(lb_lock_held(t));
+    assert_non_null(strstr(lb_lock_info_of(t).errstr, "publish"));
+    assert_true(lb_lock_info_of(t).held);
     redisReply *r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
-    assert_string_equal(r->str, lb_lock_token(t));
+    assert_string_equal(r->str, lb_lock_info_of(t).token);
     freeReplyObject(r);
     assert_int_equal(lb_lock_release(t, lb_on_conn(locker)), LB_OK);
 
@@ -177,10 +177,10 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     assert_int_equal(lb_lock_new(&f, "locks:nochan", 12, &fo), LB_OK);
     assert_int_equal(lb_lock_try_acquire(f, lb_on_conn(nochan)), LB_OK);
     assert_int_equal(lb_lock_release(f, lb_on_conn(nochan)), LB_EREDIS);
-    assert_true(lb_lock_held(f));
+    assert_true(lb_lock_info_of(f).held);
     r = redisCommand(admin, "GET locks:nochan");
     assert_true(r && r->type == REDIS_REPLY_STRING);
-    assert_string_equal(r->str, lb_lock_token(f));
+    assert_string_equal(r->str, lb_lock_info_of(f).token);
     freeReplyObject(r);
     assert_int_equal(lb_lock_release(f, lb_on_conn(locker)), LB_OK);
     lb_lock_free(f);

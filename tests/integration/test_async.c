@@ -70,7 +70,7 @@ static void acquired(lb_machine *m, int status, void *ud) {
         return;
     }
     j->lp->acquired++;
-    assert_int_equal(lb_async_run(j->lp->ac, lb_lock_release_machine(j->lock), NULL, released, j),
+    assert_int_equal(lb_async_run(j->lp->ac, lb_lock_machine(j->lock, LB_OP_RELEASE, 0), NULL, released, j),
                      LB_OK);
 }
 
@@ -87,7 +87,7 @@ static void test_one_thread_runs_thousands_of_locks_at_once(void **state) {
         jobs[i].lp = &lp;
         assert_int_equal(lb_lock_new(&jobs[i].lock, key, (size_t)n, NULL), LB_OK);
         lp.pending++;
-        assert_int_equal(lb_async_run(lp.ac, lb_lock_try_acquire_machine(jobs[i].lock), NULL,
+        assert_int_equal(lb_async_run(lp.ac, lb_lock_machine(jobs[i].lock, LB_OP_TRY_ACQUIRE, 0), NULL,
                                       acquired, &jobs[i]),
                          LB_OK);
     }
@@ -131,7 +131,7 @@ static void test_contending_legacy_handles_get_one_grant(void **state) {
         assert_int_equal(lb_legacy_lock_new(&locks[i], "async:legacy", 12, &o), LB_OK);
         votes[i] = (vote){&lp, 1};
         lp.pending++;
-        assert_int_equal(lb_async_run(lp.ac, lb_legacy_try_acquire_machine(locks[i]), NULL,
+        assert_int_equal(lb_async_run(lp.ac, lb_legacy_machine(locks[i], LB_OP_TRY_ACQUIRE, 0), NULL,
                                       record, &votes[i]),
                          LB_OK);
     }
@@ -143,9 +143,9 @@ static void test_contending_legacy_handles_get_one_grant(void **state) {
     }
     assert_int_equal(granted, 1);
     for (int i = 0; i < N; i++) {
-        if (lb_legacy_held(locks[i])) {
+        if (lb_legacy_info_of(locks[i]).held) {
             lp.pending++;
-            lb_async_run(lp.ac, lb_legacy_release_machine(locks[i]), NULL, record, &votes[i]);
+            lb_async_run(lp.ac, lb_legacy_machine(locks[i], LB_OP_RELEASE, 0), NULL, record, &votes[i]);
         }
     }
     while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
@@ -166,18 +166,18 @@ static void test_freeing_the_context_ends_pending_operations_with_eio(void **sta
         assert_int_equal(lb_lock_new(&locks[i], key, (size_t)n, NULL), LB_OK);
         votes[i] = (vote){&lp, 1};
         lp.pending++;
-        assert_int_equal(lb_async_run(lp.ac, lb_lock_try_acquire_machine(locks[i]), NULL,
+        assert_int_equal(lb_async_run(lp.ac, lb_lock_machine(locks[i], LB_OP_TRY_ACQUIRE, 0), NULL,
                                       record, &votes[i]),
                          LB_OK);
     }
     /* A machine in flight cannot be started twice. */
-    assert_null(lb_lock_try_acquire_machine(locks[0]));
+    assert_null(lb_lock_machine(locks[0], LB_OP_TRY_ACQUIRE, 0));
     redisAsyncFree(lp.ac);
     lp.ac = NULL;
     assert_int_equal(lp.pending, 0);
     for (int i = 0; i < N; i++) {
         assert_int_equal(votes[i].status, LB_EIO);
-        assert_false(lb_lock_held(locks[i]));
+        assert_false(lb_lock_info_of(locks[i]).held);
         lb_lock_free(locks[i]);
     }
     loop_close(&lp);
@@ -191,10 +191,10 @@ static void test_an_operation_that_sends_nothing_still_reports(void **state) {
     vote v = {&lp, 1};
     assert_int_equal(lb_lock_new(&l, "async:none", 10, NULL), LB_OK);
     lp.pending = 1;
-    assert_int_equal(lb_async_run(lp.ac, lb_lock_release_machine(l), NULL, record, &v), LB_OK);
+    assert_int_equal(lb_async_run(lp.ac, lb_lock_machine(l, LB_OP_RELEASE, 0), NULL, record, &v), LB_OK);
     assert_int_equal(lp.pending, 0);
     assert_int_equal(v.status, LB_ESTATE);
-    assert_int_equal(lb_async_run(NULL, lb_lock_release_machine(l), NULL, record, &v), LB_EINVAL);
+    assert_int_equal(lb_async_run(NULL, lb_lock_machine(l, LB_OP_RELEASE, 0), NULL, record, &v), LB_EINVAL);
     lb_lock_free(l);
     loop_close(&lp);
 }
@@ -214,22 +214,22 @@ static void test_no_operation_starts_while_one_is_in_flight(void **state) {
     assert_int_equal(lb_legacy_lock_new(&g, "async:busy:g", 12, NULL), LB_OK);
     vote vm = {&lp, 1}, vg = {&lp, 1};
     lp.pending = 2;
-    assert_int_equal(lb_async_run(lp.ac, lb_lock_try_acquire_machine(m), NULL, record, &vm), LB_OK);
-    assert_int_equal(lb_async_run(lp.ac, lb_legacy_try_acquire_machine(g), NULL, record, &vg),
+    assert_int_equal(lb_async_run(lp.ac, lb_lock_machine(m, LB_OP_TRY_ACQUIRE, 0), NULL, record, &vm), LB_OK);
+    assert_int_equal(lb_async_run(lp.ac, lb_legacy_machine(g, LB_OP_TRY_ACQUIRE, 0), NULL, record, &vg),
                      LB_OK);
-    assert_null(lb_lock_try_acquire_machine(m));
-    assert_null(lb_lock_release_machine(m));
-    assert_null(lb_lock_extend_machine(m, 1000, LB_EXTEND_ADD));
-    assert_null(lb_lock_check_machine(m));
+    assert_null(lb_lock_machine(m, LB_OP_TRY_ACQUIRE, 0));
+    assert_null(lb_lock_machine(m, LB_OP_RELEASE, 0));
+    assert_null(lb_lock_machine(m, LB_OP_EXTEND_ADD, 1000));
+    assert_null(lb_lock_machine(m, LB_OP_CHECK, 0));
     assert_int_equal(lb_lock_release(m, lb_on_conn(c)), LB_ESTATE);
-    assert_null(lb_legacy_try_acquire_machine(g));
-    assert_null(lb_legacy_release_machine(g));
-    assert_null(lb_legacy_extend_machine(g, 1000));
+    assert_null(lb_legacy_machine(g, LB_OP_TRY_ACQUIRE, 0));
+    assert_null(lb_legacy_machine(g, LB_OP_RELEASE, 0));
+    assert_null(lb_legacy_machine(g, LB_OP_EXTEND, 1000));
     assert_int_equal(lb_legacy_release(g, lb_on_conn(c)), LB_ESTATE);
     while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
     assert_int_equal(vm.status, LB_OK);
     assert_int_equal(vg.status, LB_OK);
-    assert_true(lb_lock_held(m) && lb_legacy_held(g));
+    assert_true(lb_lock_info_of(m).held && lb_legacy_info_of(g).held);
     /* Once it has ended, the handle takes operations again. */
     assert_int_equal(lb_lock_release(m, lb_on_conn(c)), LB_OK);
     assert_int_equal(lb_legacy_release(g, lb_on_conn(c)), LB_OK);

@@ -27,6 +27,7 @@
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
+#include "migrate/internal.h"
 
 static lbt_redis server;
 static redisContext *conn;
@@ -136,7 +137,7 @@ static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) 
     (void)state;
     lb_legacy_lock *other = library_holder("cli:held");
     char theirs[64];
-    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_info_of(other).value);
     static const struct {
         const char *wait_ms, *reason;
     } cases[] = {{"0", "busy"}, {"30", "timeout"}};
@@ -150,7 +151,7 @@ static void test_hold_on_a_held_key_exits_2_and_leaves_the_holder(void **state) 
         assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
         assert_string_equal(lbt_str_of(l.line[0], "reason"), cases[i].reason);
         assert_string_equal(lbt_str_of(l.line[0], "status"), "LB_ETIMEDOUT");
-        assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)lb_legacy_expiry(other));
+        assert_true(lbt_num_of(l.line[0], "holder_expiry") == (double)lb_legacy_info_of(other).expiry);
         assert_string_equal(lbt_get(conn, "cli:held"), theirs);
         lbt_lines_free(&l);
     }
@@ -269,7 +270,7 @@ static void test_hold_interrupted_while_waiting_exits_2_holding_nothing(void **s
     (void)state;
     lb_legacy_lock *other = library_holder("cli:waiting");
     char theirs[64];
-    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_info_of(other).value);
     long long before = lbt_calls(conn, "setnx");
     const char *args[] = {"-p", port, "hold", "cli:waiting", "--wait-ms", "600000", NULL};
     lbt_spawn(&proc, args);
@@ -748,7 +749,7 @@ static void test_hold_modern_on_a_legacy_lock_exits_2_and_leaves_it(void **state
     (void)state;
     lb_legacy_lock *other = library_holder("cli:legacyheld");
     char theirs[64];
-    snprintf(theirs, sizeof theirs, "%s", lb_legacy_value(other, NULL));
+    snprintf(theirs, sizeof theirs, "%s", lb_legacy_info_of(other).value);
     const char *args[] = {"-p", port, "hold", "cli:legacyheld", "--mode", "modern",
                           "--wait-ms", "30", NULL};
     assert_int_equal(lbt_run(&proc, args), 2);
@@ -1634,7 +1635,7 @@ static void test_hold_with_ns_follows_the_namespace_mode(void **state) {
         assert_non_null(r);
         assert_int_equal(r->elements, 1);
         lb_census_entry e;
-        assert_int_equal(lb_census_decode(r->element[0]->str, r->element[0]->len, &e), LB_OK);
+        assert_int_equal(lb__census_decode(r->element[0]->str, r->element[0]->len, &e), LB_OK);
         assert_string_equal(lb_mode_name(e.mode), modes[i]);
         freeReplyObject(r);
         assert_int_equal(lbt_finish(&proc), 0);

@@ -178,7 +178,11 @@ static void test_one_replica_seed_is_enough_to_map_three_primaries(void **state)
     const char *seeds[] = {"127.0.0.1:1", cluster.seed[replica]}; /* the first is closed */
     lb_cluster *cl = NULL;
     assert_int_equal(lb_cluster_new(&cl, seeds, 2, NULL), LB_OK);
-    assert_int_equal(lb_cluster_primaries(cl), 3);
+    {
+        lb_cluster_stats cs;
+        lb_cluster_stats_get(cl, &cs);
+        assert_int_equal(cs.primaries, 3);
+    }
     unsigned slots[] = {0, 5460, 5461, 10922, 10923, 16383, 12739};
     for (size_t k = 0; k < sizeof slots / sizeof slots[0]; k++) {
         char addr[64], want[64];
@@ -241,8 +245,8 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
         seen[s] = 1;
         int owner = owner_of(keys[i]);
         owners[owner]++;
-        assert_string_equal(value_on(owner, keys[i]), lb_lock_token(locks[i]));
-        if (i % 2) assert_int_equal(lb_lock_fence(locks[i]), 1);
+        assert_string_equal(value_on(owner, keys[i]), lb_lock_info_of(locks[i]).token);
+        if (i % 2) assert_int_equal(lb_lock_info_of(locks[i]).fence, 1);
     }
     assert_true(distinct > 200);
     int primaries_used = 0;
@@ -253,7 +257,7 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
     for (int i = 0; i < N; i += 7) {
         lb_lock *b = new_lock(keys[i], 10000, i % 2);
         assert_int_equal(lb_lock_try_acquire(b, lb_on_cluster(other)), LB_EBUSY);
-        assert_true(lb_lock_holder_ttl(b) > 0);
+        assert_true(lb_lock_info_of(b).holder_ttl_ms > 0);
         lb_lock_free(b);
     }
     uint64_t lock_commands = 0;
@@ -264,7 +268,7 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
         assert_int_equal(lb_lock_extend(locks[i], lb_on_cluster(cl), 20000, LB_EXTEND_REPLACE), LB_OK);
         assert_int_equal(lb_lock_release(locks[i], lb_on_cluster(cl)), LB_OK);
         assert_string_equal(value_on(owner_of(keys[i]), keys[i]), "");
-        lock_commands += lb_lock_commands(locks[i]);
+        lock_commands += lb_lock_info_of(locks[i]).commands;
         lb_lock_free(locks[i]);
     }
     /* One connection per primary, opened once; no redirection on a stable map. */
@@ -276,7 +280,11 @@ static void test_locks_on_keys_in_many_slots_land_on_their_owners(void **state) 
     assert_int_equal(st.moved, 0);
     assert_int_equal(st.ask, 0);
     assert_int_equal(st.retries, 0);
-    assert_int_equal(lb_cluster_primaries(cl), 3);
+    {
+        lb_cluster_stats cs;
+        lb_cluster_stats_get(cl, &cs);
+        assert_int_equal(cs.primaries, 3);
+    }
     lb_cluster_free(other);
     lb_cluster_free(cl);
 }
@@ -290,8 +298,7 @@ static void test_legacy_locks_of_both_variants_work_across_slots(void **state) {
         lb_legacy_variant v = i % 2 ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
         lb_legacy_lock *a = new_legacy(key, v), *b = new_legacy(key, v);
         assert_int_equal(lb_legacy_acquire(a, lb_on_cluster(cl), 1000), LB_OK);
-        size_t len;
-        assert_string_equal(value_on(owner_of(key), key), lb_legacy_value(a, &len));
+        assert_string_equal(value_on(owner_of(key), key), lb_legacy_info_of(a).value);
         assert_int_equal(lb_legacy_try_acquire(b, lb_on_cluster(other)), LB_EBUSY);
         if (v == LB_LEGACY_SCRIPTED) assert_int_equal(lb_legacy_extend(a, lb_on_cluster(cl), 20000), LB_OK);
         assert_int_equal(lb_legacy_release(a, lb_on_cluster(cl)), LB_OK);
@@ -304,8 +311,6 @@ static void test_legacy_locks_of_both_variants_work_across_slots(void **state) {
     lb_cluster_free(other);
 }
 
-/* lb_cluster_run routes by the key it is given; a command naming a key of
- * another primary's slot is still delivered, by following the MOVED. */
 /* Each command goes to the owner of its own key: a mode-following lock reads
  * its namespace's control key and census (one slot) and writes the lock (another
  * slot, another primary) in one operation, with no redirection. */
@@ -327,8 +332,8 @@ static void test_a_mode_following_lock_runs_with_its_namespace_on_another_primar
     lb_mlock *l = NULL;
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
     assert_int_equal(lb_mlock_acquire(l, lb_on_cluster(cl), 2000), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
-    assert_string_equal(value_on(owner_of(key), key), lb_mlock_value(l, NULL));
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_MODERN);
+    assert_string_equal(value_on(owner_of(key), key), lb_mlock_info_of(l).value);
     redisReply *r = on_node(ns_owner, "HLEN %s", census_key);
     assert_int_equal(r->integer, 1); /* its census entry, on the namespace's primary */
     freeReplyObject(r);
@@ -397,13 +402,13 @@ static void test_slot_migration_is_followed_through_ask_then_moved(void **state)
     begin_migration(slot, from, to);
     /* Keys absent from the source are created on the target, through ASK. */
     int rc = lb_lock_try_acquire(fresh, lb_on_cluster(cl));
-    if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_errstr(fresh));
+    if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_info_of(fresh).errstr);
     assert_int_equal(lb_legacy_try_acquire(legacy, lb_on_cluster(cl)), LB_OK);
     lb_cluster_stats st;
     lb_cluster_stats_get(cl, &st);
     assert_true(st.ask >= 2);
     assert_int_equal(st.moved, 0);
-    assert_string_equal(value_on(to, "{mig:held}:fresh"), lb_lock_token(fresh));
+    assert_string_equal(value_on(to, "{mig:held}:fresh"), lb_lock_info_of(fresh).token);
     assert_string_equal(value_on(from, "{mig:held}:fresh"), "");
     /* A lock still on the source is acted on there, with no redirection. */
     uint64_t asked = st.ask;
@@ -413,7 +418,7 @@ static void test_slot_migration_is_followed_through_ask_then_moved(void **state)
 
     /* The held lock moves: its release is redirected by ASK and succeeds. */
     migrate_key(from, to, held_key);
-    assert_string_equal(value_on(to, held_key), lb_lock_token(held));
+    assert_string_equal(value_on(to, held_key), lb_lock_info_of(held).token);
     assert_int_equal(lb_lock_release(held, lb_on_cluster(cl)), LB_OK);
     assert_string_equal(value_on(to, held_key), "");
     assert_int_equal(lb_lock_try_acquire(held, lb_on_cluster(cl)), LB_OK);
@@ -458,8 +463,8 @@ static void test_tryagain_is_retried_then_reported_and_nothing_is_written(void *
         lb_cluster_stats_get(cl, &before);
         int rc = lb_lock_try_acquire(l, lb_on_cluster(cl));
         assert_int_equal(rc, LB_EREDIS);
-        assert_non_null(strstr(lb_lock_errstr(l), "TRYAGAIN"));
-        assert_false(lb_lock_held(l));
+        assert_non_null(strstr(lb_lock_info_of(l).errstr, "TRYAGAIN"));
+        assert_false(lb_lock_info_of(l).held);
         lb_cluster_stats_get(cl, &after);
         assert_true(after.retries >= before.retries + 2);
         assert_string_equal(value_on(from, key), "");
@@ -468,8 +473,8 @@ static void test_tryagain_is_retried_then_reported_and_nothing_is_written(void *
     }
     end_migration(slot, to);
     assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
-    assert_int_equal(lb_lock_fence(l), 2);
-    assert_string_equal(value_on(to, key), lb_lock_token(l));
+    assert_int_equal(lb_lock_info_of(l).fence, 2);
+    assert_string_equal(value_on(to, key), lb_lock_info_of(l).token);
     assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_OK);
     lb_lock_free(l);
     lb_cluster_free(cl);
@@ -492,7 +497,7 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
     }
     lb_lock *l = new_lock(key, 10000, 0);
     assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(quick)), LB_EREDIS);
-    assert_non_null(strstr(lb_lock_errstr(l), "CLUSTERDOWN"));
+    assert_non_null(strstr(lb_lock_info_of(l).errstr, "CLUSTERDOWN"));
     lb_cluster_stats st;
     lb_cluster_stats_get(quick, &st);
     assert_true(st.retries >= 2);
@@ -516,10 +521,10 @@ static void test_clusterdown_is_waited_out_then_reported(void **state) {
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_errstr(l));
+    if (rc != LB_OK) fail_msg("%s: %s", lb_err_name(rc), lb_lock_info_of(l).errstr);
     lb_cluster_stats_get(patient, &st);
     assert_true(st.retries >= 1);
-    assert_string_equal(value_on(owner, key), lb_lock_token(l));
+    assert_string_equal(value_on(owner, key), lb_lock_info_of(l).token);
     assert_int_equal(lb_lock_release(l, lb_on_cluster(patient)), LB_OK);
     assert_int_equal(lbt_cluster_wait_ok(&cluster, 10000), 0);
     lb_lock_free(l);
@@ -639,7 +644,7 @@ static void ajob_acquired(lb_machine *m, int status, void *ud) {
     }
     j->lp->acquired++;
     assert_int_equal(lb_cluster_async_run(j->lp->ca, j->key, strlen(j->key),
-                                          lb_lock_release_machine(j->lock), NULL, ajob_released, j),
+                                          lb_lock_machine(j->lock, LB_OP_RELEASE, 0), NULL, ajob_released, j),
                      LB_OK);
 }
 
@@ -656,11 +661,11 @@ static void test_one_event_loop_runs_locks_on_every_primary_at_once(void **state
         jobs[i].lock = new_lock(jobs[i].key, 10000, i % 2);
         lp.pending++;
         assert_int_equal(lb_cluster_async_run(lp.ca, jobs[i].key, strlen(jobs[i].key),
-                                              lb_lock_try_acquire_machine(jobs[i].lock), NULL,
+                                              lb_lock_machine(jobs[i].lock, LB_OP_TRY_ACQUIRE, 0), NULL,
                                               ajob_acquired, &jobs[i]),
                          LB_OK);
         /* In flight: the handle refuses a second operation meanwhile. */
-        if (i == 0) assert_null(lb_lock_release_machine(jobs[0].lock));
+        if (i == 0) assert_null(lb_lock_machine(jobs[0].lock, LB_OP_RELEASE, 0));
     }
     while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
     assert_int_equal(lp.pending, 0);
@@ -707,26 +712,26 @@ static void test_async_follows_ask_then_moved_and_ends_pending_work_on_free(void
     aloop_open(&lp);
     lb_lock *l = new_lock(key, 20000, 0);
     begin_migration(slot, from, to);
-    assert_int_equal(run_async(&lp, lb_lock_try_acquire_machine(l), key), LB_OK);
-    assert_string_equal(value_on(to, key), lb_lock_token(l));
+    assert_int_equal(run_async(&lp, lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), key), LB_OK);
+    assert_string_equal(value_on(to, key), lb_lock_info_of(l).token);
     lb_cluster_stats st;
     lb_cluster_stats_get(lp.cl, &st);
     assert_int_equal(st.ask, 1);
     end_migration(slot, to);
-    assert_int_equal(run_async(&lp, lb_lock_release_machine(l), key), LB_OK);
+    assert_int_equal(run_async(&lp, lb_lock_machine(l, LB_OP_RELEASE, 0), key), LB_OK);
     lb_cluster_stats_get(lp.cl, &st);
     assert_int_equal(st.moved, 1);
     assert_string_equal(value_on(to, key), "");
     /* Freed with an operation in flight: it ends with LB_EIO, once. */
     int status = 1;
-    assert_int_equal(lb_cluster_async_run(lp.ca, key, strlen(key), lb_lock_try_acquire_machine(l),
+    assert_int_equal(lb_cluster_async_run(lp.ca, key, strlen(key), lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0),
                                           NULL, one_done, &status),
                      LB_OK);
     assert_int_equal(status, 1);
     lb_cluster_async_free(lp.ca);
     lp.ca = NULL;
     assert_int_equal(status, LB_EIO);
-    assert_int_equal(lb_cluster_async_run(NULL, key, 1, lb_lock_check_machine(l), NULL, one_done,
+    assert_int_equal(lb_cluster_async_run(NULL, key, 1, lb_lock_machine(l, LB_OP_CHECK, 0), NULL, one_done,
                                           &status),
                      LB_EINVAL);
     lb_lock_free(l);
@@ -746,10 +751,10 @@ static void test_a_primary_that_refuses_scripts_refuses_the_acquire(void **state
     lb_lock *l = new_lock(key, 10000, 0);
     int sync_rc = lb_lock_try_acquire(l, lb_on_cluster(cl));
     char sync_err[160];
-    snprintf(sync_err, sizeof sync_err, "%s", lb_lock_errstr(l));
+    snprintf(sync_err, sizeof sync_err, "%s", lb_lock_info_of(l).errstr);
     aloop lp;
     aloop_open(&lp);
-    int async_rc = run_async(&lp, lb_lock_try_acquire_machine(l), key);
+    int async_rc = run_async(&lp, lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), key);
     r = on_node(owner, "ACL SETUSER default +@all");
     freeReplyObject(r);
     assert_int_equal(sync_rc, LB_EREDIS);
@@ -830,7 +835,7 @@ static void release(contend *r, int c, int k) {
 static void release_all(contend *r) {
     for (int c = 0; c < CLIENTS; c++)
         for (int k = 0; k < RUN_KEYS; k++)
-            if (lb_lock_held(r->lock[c][k])) release(r, c, k);
+            if (lb_lock_info_of(r->lock[c][k]).held) release(r, c, k);
 }
 
 /* One step of one client: release a lock it holds, or try to take one.
@@ -838,7 +843,7 @@ static void release_all(contend *r) {
 static int contend_step(contend *r) {
     int c = (int)(next_rand(r) % CLIENTS), k = (int)(next_rand(r) % RUN_KEYS);
     lb_lock *l = r->lock[c][k];
-    if (lb_lock_held(l)) {
+    if (lb_lock_info_of(l).held) {
         release(r, c, k);
         return 1;
     }
@@ -848,7 +853,7 @@ static int contend_step(contend *r) {
         r->acquired++;
         if (r->holder[k] >= 0 && r->holder[k] != c && mono_ns() < r->lease_end[k]) r->twice++;
         r->holder[k] = c;
-        r->lease_end[k] = lb_lock_deadline_ns(l);
+        r->lease_end[k] = lb_lock_info_of(l).deadline_ns;
     } else if (rc == LB_EBUSY) {
         r->busy++;
     } else {

@@ -80,7 +80,7 @@ static lb_legacy_lock *new_legacy(const char *key, int64_t ttl_ms, lb_legacy_var
     return l;
 }
 
-static const char *legacy_value(const lb_legacy_lock *l) { return lb_legacy_value(l, NULL); }
+static const char *legacy_value(const lb_legacy_lock *l) { return lb_legacy_info_of(l).value; }
 
 /* Frees a test's token locks, legacy locks and connections; any may be NULL. */
 static void free_all(lb_lock *a, lb_lock *b, lb_legacy_lock *la, lb_legacy_lock *lb,
@@ -167,23 +167,23 @@ static void test_restart_without_persistence_loses_locks_and_says_so(void **stat
     lb_legacy_lock *lb = new_legacy("f:rs:l", 20000, LB_LEGACY_WIRE);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
-    int64_t fence_before = lb_lock_fence(a);
+    int64_t fence_before = lb_lock_info_of(a).fence;
 
     assert_int_equal(lbt_redis_restart(r, NULL), 0);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
-    assert_true(lb_lock_held(a));
+    assert_true(lb_lock_info_of(a).held);
     ca = reopen(ca, r->port, 2000);
     redisContext *cb = connect_port(r->port, 2000);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_OK);
     assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_OK);
     /* The fencing counter went with the data: it restarts, so numbers repeat.
      * Fencing needs persistence to mean anything across a restart. */
-    assert_true(lb_lock_fence(b) <= fence_before);
+    assert_true(lb_lock_info_of(b).fence <= fence_before);
 
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
-    assert_string_equal(value_at(r->port, "f:rs:m"), lb_lock_token(b));
+    assert_string_equal(value_at(r->port, "f:rs:m"), lb_lock_info_of(b).token);
     assert_string_equal(value_at(r->port, "f:rs:l"), legacy_value(lb));
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
     assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
@@ -204,21 +204,21 @@ static void test_restart_with_appendonly_keeps_locks_held(void **state) {
     lb_legacy_lock *lb = new_legacy("f:aof:l", 20000, LB_LEGACY_SCRIPTED);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_OK);
-    int64_t fence_a = lb_lock_fence(a);
+    int64_t fence_a = lb_lock_info_of(a).fence;
 
     assert_int_equal(lbt_redis_restart(r, aof), 0);
     redisContext *cb = connect_port(r->port, 2000);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
-    assert_true(lb_lock_holder_ttl(b) > 0 && lb_lock_holder_ttl(b) <= 20000);
+    assert_true(lb_lock_info_of(b).holder_ttl_ms > 0 && lb_lock_info_of(b).holder_ttl_ms <= 20000);
     assert_int_equal(lb_legacy_try_acquire(lb, lb_on_conn(cb)), LB_EBUSY);
-    assert_false(lb_lock_held(b));
-    assert_false(lb_legacy_held(lb));
+    assert_false(lb_lock_info_of(b).held);
+    assert_false(lb_legacy_info_of(lb).held);
 
     ca = reopen(ca, r->port, 2000);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_OK);
-    assert_true(lb_lock_fence(b) > fence_a);
+    assert_true(lb_lock_info_of(b).fence > fence_a);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, la, lb, ca, cb);
@@ -244,7 +244,7 @@ static void test_stopped_server_past_the_ttl_hands_the_lock_on(void **state) {
 
     lbt_redis_pause(r, 1);
     assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 300, LB_EXTEND_REPLACE), LB_EIO);
-    assert_true(lb_lock_held(a)); /* unknown: the extend may yet run */
+    assert_true(lb_lock_info_of(a).held); /* unknown: the extend may yet run */
     sleep_ms(500);
     lbt_redis_pause(r, 0);
 
@@ -254,9 +254,9 @@ static void test_stopped_server_past_the_ttl_hands_the_lock_on(void **state) {
     ca = reopen(ca, r->port, 2000);
     int64_t ttl;
     assert_int_equal(lb_lock_check(a, lb_on_conn(ca), &ttl), LB_ELOST);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
-    assert_string_equal(value_at(r->port, "f:stop:m"), lb_lock_token(b));
+    assert_string_equal(value_at(r->port, "f:stop:m"), lb_lock_info_of(b).token);
     assert_string_equal(value_at(r->port, "f:stop:l"), legacy_value(lb));
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
     assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
@@ -281,9 +281,9 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     lbt_cmd_ok(admin, "CLIENT PAUSE 700 WRITE");
     redisFree(admin);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EIO);
-    assert_false(lb_lock_held(b));
+    assert_false(lb_lock_info_of(b).held);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
-    assert_true(lb_lock_held(a));
+    assert_true(lb_lock_info_of(a).held);
     redisFree(cb);
     redisFree(ca);
     sleep_ms(900); /* past the pause and the TTL */
@@ -292,11 +292,11 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     cb = connect_port(r->port, 2000);
     const char *now = value_at(r->port, "f:pause");
     int rc = lb_lock_release(a, lb_on_conn(ca));
-    if (strcmp(now, lb_lock_token(a)) == 0 || now[0] == '\0')
+    if (strcmp(now, lb_lock_info_of(a).token) == 0 || now[0] == '\0')
         assert_true(rc == LB_OK || rc == LB_ELOST);
     else
         fail_msg("the key holds neither the holder's token nor nothing: %s", now);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 2000), LB_OK);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
@@ -324,15 +324,15 @@ static void test_debug_sleep_lands_a_timed_out_write_that_lapses(void **state) {
     while (!done) assert_int_equal(redisBufferWrite(sleeper, &done), REDIS_OK);
     sleep_ms(50);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     void *reply = NULL;
     assert_int_equal(redisGetReply(sleeper, &reply), REDIS_OK); /* awake */
     freeReplyObject(reply);
 
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
-    assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_token(a));
+    assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
-    assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_token(b));
+    assert_string_equal(value_at(r->port, "f:sleep"), lb_lock_info_of(b).token);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     free_all(a, b, NULL, NULL, ca, cb);
@@ -372,12 +372,12 @@ static void test_acquire_reply_lost_is_not_a_grant_and_lapses(void **state) {
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
     lbt_proxy_drop_next_reply(px);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_lock_held(a));
-    assert_string_equal(value_at(px_server->port, "f:lost-acq:m"), lb_lock_token(a));
+    assert_false(lb_lock_info_of(a).held);
+    assert_string_equal(value_at(px_server->port, "f:lost-acq:m"), lb_lock_info_of(a).token);
     ca = reopen(ca, port, 150);
     lbt_proxy_drop_next_reply(px);
     assert_int_equal(lb_legacy_try_acquire(la, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_legacy_held(la));
+    assert_false(lb_legacy_info_of(la).held);
     assert_string_not_equal(value_at(px_server->port, "f:lost-acq:l"), "");
 
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
@@ -414,19 +414,19 @@ static void test_release_reply_lost_then_retry_reports_lost(void **state) {
 
     lbt_proxy_drop_next_reply(px);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
-    assert_true(lb_lock_held(a));
+    assert_true(lb_lock_info_of(a).held);
     assert_string_equal(value_at(px_server->port, "f:lost-rel:m"), "");
     ca = reopen(ca, port, 150);
     lbt_proxy_drop_next_reply(px);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_legacy_held(la));
+    assert_false(lb_legacy_info_of(la).held);
     assert_string_equal(value_at(px_server->port, "f:lost-rel:l"), "");
 
     ca = reopen(ca, port, 150);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ESTATE);
-    assert_false(lb_lock_held(a));
-    assert_false(lb_legacy_held(la));
+    assert_false(lb_lock_info_of(a).held);
+    assert_false(lb_legacy_info_of(la).held);
 
     lb_lock_free(a);
     lb_legacy_lock_free(la);
@@ -444,22 +444,22 @@ static void test_cut_connection_before_and_after_the_command(void **state) {
     redisContext *ca = connect_port(port, 1000), *cb = connect_port(px_server->port, 2000);
     lb_lock *a = new_lock("f:cut", 1000, 1), *b = new_lock("f:cut", 1000, 1);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
-    int64_t fence_a = lb_lock_fence(a);
+    int64_t fence_a = lb_lock_info_of(a).fence;
 
     lbt_proxy_cut_next(px, 0);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_EIO);
-    assert_true(lb_lock_held(a));
-    assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_token(a));
+    assert_true(lb_lock_info_of(a).held);
+    assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_info_of(a).token);
     ca = reopen(ca, port, 1000);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_OK);
 
     lbt_proxy_cut_next(px, 1);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_lock_held(a));
-    assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_token(a));
+    assert_false(lb_lock_info_of(a).held);
+    assert_string_equal(value_at(px_server->port, "f:cut"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
-    assert_true(lb_lock_fence(b) > fence_a + 1);
+    assert_true(lb_lock_info_of(b).fence > fence_a + 1);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     /* A cut with nothing in flight shows at the next command. */
@@ -494,9 +494,9 @@ static void test_delay_below_and_beyond_the_timeout(void **state) {
     redisFree(ca);
     ca = connect_port(port, 150);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     sleep_ms(500);
-    assert_string_equal(value_at(px_server->port, "f:delay"), lb_lock_token(a));
+    assert_string_equal(value_at(px_server->port, "f:delay"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
@@ -520,10 +520,10 @@ static void test_blackhole_is_a_timeout_then_lost(void **state) {
 
     lbt_proxy_blackhole(px, 1);
     assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 5000, LB_EXTEND_REPLACE), LB_EIO);
-    assert_true(lb_lock_held(a));
+    assert_true(lb_lock_info_of(a).held);
     ca = reopen(ca, port, 150);
     assert_int_equal(lb_legacy_extend(la, lb_on_conn(ca), 5000), LB_EIO);
-    assert_true(lb_legacy_held(la));
+    assert_true(lb_legacy_info_of(la).held);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
     assert_int_equal(lb_legacy_acquire(lb, lb_on_conn(cb), 3000), LB_OK);
@@ -532,7 +532,7 @@ static void test_blackhole_is_a_timeout_then_lost(void **state) {
     ca = reopen(ca, port, 2000);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
     assert_int_equal(lb_legacy_release(la, lb_on_conn(ca)), LB_ELOST);
-    assert_string_equal(value_at(px_server->port, "f:hole"), lb_lock_token(b));
+    assert_string_equal(value_at(px_server->port, "f:hole"), lb_lock_info_of(b).token);
     assert_string_equal(value_at(px_server->port, "f:hole:l"), legacy_value(lb));
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
     assert_int_equal(lb_legacy_release(lb, lb_on_conn(cb)), LB_OK);
@@ -562,16 +562,16 @@ static void test_quorum_with_black_holed_masters(void **state) {
 
     lbt_proxy_blackhole(p[0], 1);
     assert_int_equal(lb_quorum_try_acquire(q), LB_OK);
-    assert_int_equal(lb_quorum_votes(q), 2);
+    assert_int_equal(lb_quorum_info_of(q).votes, 2);
     assert_int_equal(lb_quorum_release(q), LB_OK);
 
     lbt_proxy_blackhole(p[1], 1);
     assert_int_equal(lb_quorum_try_acquire(q), LB_EIO);
-    assert_false(lb_quorum_held(q));
+    assert_false(lb_quorum_info_of(q).held);
     assert_string_equal(value_at(s[2]->port, "f:q"), "");
     for (int i = 0; i < 3; i++) lbt_proxy_blackhole(p[i], 0);
     assert_int_equal(lb_quorum_acquire(q, 3000), LB_OK);
-    for (int i = 0; i < 3; i++) assert_string_equal(value_at(s[i]->port, "f:q"), lb_quorum_token(q));
+    for (int i = 0; i < 3; i++) assert_string_equal(value_at(s[i]->port, "f:q"), lb_quorum_info_of(q).token);
     assert_int_equal(lb_quorum_release(q), LB_OK);
 
     lb_quorum_free(q);
@@ -593,7 +593,7 @@ static lb_watchdog *watchdog_via(int port) {
 }
 
 /* Waits (bounded, 5 s) until the watchdog reports `l` lost; returns its check. */
-static int wait_lost(lb_watchdog *wd, const lb_lock *l, int *reason) {
+static int wait_lost(lb_watchdog *wd, const lb_lock *l, lb_watch_reason *reason) {
     int rc = LB_OK;
     for (int i = 0; i < 500 && (rc = lb_watchdog_check(wd, l, NULL, reason)) == LB_OK; i++)
         sleep_ms(10);
@@ -619,10 +619,10 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
 
     lbt_proxy_cut(px);
     sleep_ms(1000); /* more than three TTLs */
-    int reason = 0;
+    lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, a, NULL, &reason), LB_OK);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
-    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(a));
+    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_info_of(a).token);
     lb_watchdog_stats st;
     assert_int_equal(lb_watchdog_stats_get(wd, &st), LB_OK);
     assert_true(st.reconnects >= 1);
@@ -632,7 +632,7 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     assert_int_equal(reason, LB_WATCH_UNREACHABLE);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
     assert_int_equal(lb_lock_release(a, lb_on_conn(ca)), LB_ELOST);
-    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_token(b));
+    assert_string_equal(value_at(px_server->port, "f:wd"), lb_lock_info_of(b).token);
     assert_int_equal(lb_lock_release(b, lb_on_conn(cb)), LB_OK);
 
     lb_watchdog_free(wd);
@@ -664,8 +664,8 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
 
     lb_legacy_lock *s = new_legacy("f:noeval:s", 5000, LB_LEGACY_SCRIPTED);
     assert_int_equal(lb_legacy_try_acquire(s, lb_on_conn(c)), LB_EREDIS);
-    assert_false(lb_legacy_held(s));
-    assert_non_null(strstr(lb_legacy_errstr(s), "script"));
+    assert_false(lb_legacy_info_of(s).held);
+    assert_non_null(strstr(lb_legacy_info_of(s).errstr, "script"));
     assert_string_equal(value_at(r->port, "f:noeval:s"), "");
 
     /* The mode-following lock in legacy mode, scripted variant: its legacy
@@ -679,16 +679,16 @@ static void test_scripts_disabled_fail_at_acquire_not_at_release(void **state) {
     lb_mlock *ml = NULL;
     assert_int_equal(lb_mlock_new(&ml, "f:noeval:ml", 11, &mo), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(ml, lb_on_conn(c)), LB_EREDIS);
-    assert_false(lb_mlock_held(ml));
-    assert_non_null(strstr(lb_mlock_errstr(ml), "script"));
+    assert_false(lb_mlock_info_of(ml).held);
+    assert_non_null(strstr(lb_mlock_info_of(ml).errstr, "script"));
     assert_string_equal(value_at(r->port, "f:noeval:ml"), "");
     lb_mlock_free(ml);
 
     for (int fencing = 0; fencing <= 1; fencing++) {
         lb_lock *m = new_lock("f:noeval:m", 5000, fencing);
         assert_int_equal(lb_lock_try_acquire(m, lb_on_conn(c)), LB_EREDIS);
-        assert_false(lb_lock_held(m));
-        assert_non_null(strstr(lb_lock_errstr(m), "script"));
+        assert_false(lb_lock_info_of(m).held);
+        assert_non_null(strstr(lb_lock_info_of(m).errstr, "script"));
         assert_string_equal(value_at(r->port, "f:noeval:m"), "");
         assert_string_equal(value_at(r->port, "{f:noeval:m}:fence"), "");
         lb_lock_free(m);
@@ -729,15 +729,15 @@ static void test_scripts_disabled_fail_at_acquire_on_the_async_driver(void **sta
                                          "--rename-command", "EVALSHA", "", NULL};
     lbt_redis *off = start_server(noeval), *on = start_server(NULL);
     lb_lock *a = new_lock("f:noeval:async", 5000, 0), *b = new_lock("f:noeval:async", 5000, 0);
-    lb_machine *m = lb_lock_try_acquire_machine(a);
+    lb_machine *m = lb_lock_machine(a, LB_OP_TRY_ACQUIRE, 0);
     assert_int_equal(run_async(off->port, m), LB_EREDIS);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     assert_non_null(strstr(lb_machine_errstr(m), "script"));
     assert_string_equal(value_at(off->port, "f:noeval:async"), "");
-    assert_int_equal(run_async(on->port, lb_lock_try_acquire_machine(b)), LB_OK);
-    assert_true(lb_lock_held(b));
-    assert_string_equal(value_at(on->port, "f:noeval:async"), lb_lock_token(b));
-    assert_int_equal(run_async(on->port, lb_lock_release_machine(b)), LB_OK);
+    assert_int_equal(run_async(on->port, lb_lock_machine(b, LB_OP_TRY_ACQUIRE, 0)), LB_OK);
+    assert_true(lb_lock_info_of(b).held);
+    assert_string_equal(value_at(on->port, "f:noeval:async"), lb_lock_info_of(b).token);
+    assert_int_equal(run_async(on->port, lb_lock_machine(b, LB_OP_RELEASE, 0)), LB_OK);
     lb_lock_free(a);
     lb_lock_free(b);
 }
@@ -762,10 +762,10 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
 
     lbt_cmd_ok(c, "CONFIG SET maxmemory 1");
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(c)), LB_EREDIS);
-    assert_non_null(strstr(lb_lock_errstr(b), "OOM"));
+    assert_non_null(strstr(lb_lock_info_of(b).errstr, "OOM"));
     assert_int_equal(lb_lock_try_acquire(bf, lb_on_conn(c)), LB_EREDIS);
     assert_int_equal(lb_legacy_try_acquire(ln, lb_on_conn(c)), LB_EREDIS);
-    assert_false(lb_lock_held(b) || lb_lock_held(bf) || lb_legacy_held(ln));
+    assert_false(lb_lock_info_of(b).held || lb_lock_info_of(bf).held || lb_legacy_info_of(ln).held);
     assert_string_equal(value_at(r->port, "f:oom:b"), "");
     assert_string_equal(value_at(r->port, "f:oom:ln"), "");
 
@@ -773,7 +773,7 @@ static void test_maxmemory_noeviction_refuses_acquire_not_release(void **state) 
     char before[64];
     snprintf(before, sizeof before, "%s", legacy_value(ls));
     assert_int_equal(lb_legacy_extend(ls, lb_on_conn(c), 20000), LB_EREDIS);
-    assert_true(lb_legacy_held(ls));
+    assert_true(lb_legacy_info_of(ls).held);
     assert_string_equal(value_at(r->port, "f:oom:ls"), before);
 
     assert_int_equal(lb_lock_release(a, lb_on_conn(c)), LB_OK);
@@ -830,16 +830,16 @@ static void test_read_only_replica_refuses_every_write(void **state) {
     lb_legacy_lock *lw = new_legacy("f:ro:free", 10000, LB_LEGACY_WIRE);
     lb_legacy_lock *ls = new_legacy("f:ro:free", 10000, LB_LEGACY_SCRIPTED);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cr)), LB_EREDIS);
-    assert_non_null(strstr(lb_lock_errstr(b), "READONLY"));
+    assert_non_null(strstr(lb_lock_info_of(b).errstr, "READONLY"));
     assert_int_equal(lb_lock_try_acquire(bf, lb_on_conn(cr)), LB_EREDIS);
     assert_int_equal(lb_legacy_try_acquire(lw, lb_on_conn(cr)), LB_EREDIS);
-    assert_non_null(strstr(lb_legacy_errstr(lw), "READONLY"));
+    assert_non_null(strstr(lb_legacy_info_of(lw).errstr, "READONLY"));
     assert_int_equal(lb_legacy_try_acquire(ls, lb_on_conn(cr)), LB_EREDIS);
-    assert_false(lb_lock_held(b) || lb_lock_held(bf) || lb_legacy_held(lw) || lb_legacy_held(ls));
+    assert_false(lb_lock_info_of(b).held || lb_lock_info_of(bf).held || lb_legacy_info_of(lw).held || lb_legacy_info_of(ls).held);
 
     assert_int_equal(lb_lock_release(a, lb_on_conn(cr)), LB_EREDIS);
-    assert_true(lb_lock_held(a));
-    assert_string_equal(value_at(master->port, "f:ro"), lb_lock_token(a));
+    assert_true(lb_lock_info_of(a).held);
+    assert_string_equal(value_at(master->port, "f:ro"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_release(a, lb_on_conn(cm)), LB_OK);
 
     free_all(a, b, lw, ls, cm, cr);

@@ -84,8 +84,8 @@ static void assert_key(const char *key, const char *v, size_t len) {
 }
 
 static void assert_key_is_ours(const char *key, const lb_legacy_lock *l) {
-    size_t len = 0;
-    const char *v = lb_legacy_value(l, &len);
+    size_t len = lb_legacy_info_of(l).value_len;
+    const char *v = lb_legacy_info_of(l).value;
     assert_true(len > 0);
     assert_key(key, v, len);
 }
@@ -165,16 +165,17 @@ static void test_acquire_contend_release_for_every_codec_and_variant(void **stat
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(ca)), LB_OK);
-        assert_true(lb_legacy_held(a));
+        assert_true(lb_legacy_info_of(a).held);
         assert_key_is_ours(key, a);
         assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
-        assert_false(lb_legacy_held(b));
+        assert_false(lb_legacy_info_of(b).held);
         int64_t seen = 0;
-        assert_int_equal(lb_legacy_observed_expiry(b, &seen), LB_OK);
-        assert_int_equal(seen, lb_legacy_expiry(a));
+        assert_true(lb_legacy_info_of(b).observed);
+        seen = lb_legacy_info_of(b).observed_expiry;
+        assert_int_equal(seen, lb_legacy_info_of(a).expiry);
         assert_key_is_ours(key, a);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_OK);
-        assert_false(lb_legacy_held(a));
+        assert_false(lb_legacy_info_of(a).held);
         assert_key(key, NULL, 0);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_ESTATE);
         assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(cb)), LB_OK);
@@ -183,7 +184,7 @@ static void test_acquire_contend_release_for_every_codec_and_variant(void **stat
         /* SETNX; then GET and DEL on the wire, or the script (EVALSHA, then
          * EVAL, as the cache was flushed). The scripted variant first checks,
          * once, that the server runs scripts (EVALSHA, then EVAL). */
-        assert_int_equal(lb_legacy_commands(a),
+        assert_int_equal(lb_legacy_info_of(a).commands,
                          combos[i].variant == LB_LEGACY_SCRIPTED ? 5 : 3);
         lb_legacy_lock_free(a);
         lb_legacy_lock_free(b);
@@ -218,7 +219,7 @@ static void test_a_key_deleted_between_setnx_and_get_is_retried(void **state) {
         lbt_set_expiry(&combos[i], key, 60000, held, &heldlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_hook h = {1, act_del, key, NULL, 0, 0}; /* before GET */
-        lb_machine *m = lb_legacy_try_acquire_machine(a);
+        lb_machine *m = lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0);
         assert_int_equal(lbt_drive(admin, m, &h), LB_OK);
         assert_int_equal(lb_machine_commands(m), 3); /* SETNX, GET (nil), SETNX */
         assert_key_is_ours(key, a);
@@ -236,8 +237,8 @@ static void test_a_key_deleted_before_the_takeover_is_held(void **state) {
         lbt_set_expiry(&combos[i], key, -5000, dead, &deadlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_hook h = {2, act_del, key, NULL, 0, 0}; /* before GETSET or the script */
-        assert_int_equal(lbt_drive(admin, lb_legacy_try_acquire_machine(a), &h), LB_OK);
-        assert_true(lb_legacy_held(a));
+        assert_int_equal(lbt_drive(admin, lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0), &h), LB_OK);
+        assert_true(lb_legacy_info_of(a).held);
         assert_key_is_ours(key, a);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
         lb_legacy_lock_free(a);
@@ -257,8 +258,8 @@ static void test_losing_the_takeover_race_is_busy(void **state) {
         lbt_set_expiry(&combos[i], key, -5000, dead, &deadlen);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         lbt_hook h = {2, act_set, key, racer, racerlen, 0};
-        assert_int_equal(lbt_drive(admin, lb_legacy_try_acquire_machine(a), &h), LB_EBUSY);
-        assert_false(lb_legacy_held(a));
+        assert_int_equal(lbt_drive(admin, lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0), &h), LB_EBUSY);
+        assert_false(lb_legacy_info_of(a).held);
         if (combos[i].variant == LB_LEGACY_SCRIPTED) {
             assert_key(key, racer, racerlen);
         } else {
@@ -314,9 +315,9 @@ static void test_foreign_values_are_reported_and_left_byte_for_byte(void **state
                           variant_name(combos[i].variant), j, v.len);
             lbt_set(key, v.v, v.len);
             assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EFOREIGN);
-            assert_false(lb_legacy_held(a));
+            assert_false(lb_legacy_info_of(a).held);
             assert_key(key, v.v, v.len);
-            assert_non_null(strstr(lb_legacy_errstr(a), "not in this client's format"));
+            assert_non_null(strstr(lb_legacy_info_of(a).errstr, "not in this client's format"));
         }
         lbt_del(key);
         lb_legacy_lock_free(a);
@@ -336,7 +337,7 @@ static void test_keys_of_other_types_are_wrongtype_and_untouched(void **state) {
         lb_legacy_lock *l = lbt_lock(&combos[i], lkey, 30000, NULL);
         assert_int_equal(lb_legacy_try_acquire(h, lb_on_conn(admin)), LB_EWRONGTYPE);
         assert_int_equal(lb_legacy_try_acquire(l, lb_on_conn(admin)), LB_EWRONGTYPE);
-        assert_false(lb_legacy_held(h));
+        assert_false(lb_legacy_info_of(h).held);
         redisReply *r = redisCommand(admin, "HGETALL %s", hkey);
         assert_non_null(r);
         assert_int_equal(r->elements, 2);
@@ -366,7 +367,7 @@ static void test_release_after_a_takeover_is_lost_and_leaves_the_new_value(void 
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         lbt_set_expiry(&combos[i], key, 90000, other, &otherlen); /* another client took it */
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ELOST);
-        assert_false(lb_legacy_held(a));
+        assert_false(lb_legacy_info_of(a).held);
         assert_key(key, other, otherlen);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EBUSY);
         /* Gone altogether: lost as well, and nothing is created. */
@@ -390,7 +391,7 @@ static int64_t still_mono_ns(void *ud) { return ((const int64_t *)ud)[1]; }
  * that deletes (DEL, or the release script): the machine sees the connection
  * fail after the server has run it. */
 static int release_losing_the_delete_reply(redisContext *c, lb_legacy_lock *l) {
-    lb_machine *m = lb_legacy_release_machine(l);
+    lb_machine *m = lb_legacy_machine(l, LB_OP_RELEASE, 0);
     lb_now now = lb_clock_now(NULL);
     int rc = lb_machine_step(m, NULL, &now);
     while (rc == LB_STEP_SEND) {
@@ -426,10 +427,10 @@ static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_val
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 10000, &still);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         assert_int_equal(release_losing_the_delete_reply(admin, a), LB_EIO);
-        assert_false(lb_legacy_held(a));
+        assert_false(lb_legacy_info_of(a).held);
         assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(admin)), LB_OK);
-        size_t la, lb;
-        const char *va = lb_legacy_value(a, &la), *vb = lb_legacy_value(b, &lb);
+        size_t la = lb_legacy_info_of(a).value_len, lb = lb_legacy_info_of(b).value_len;
+        const char *va = lb_legacy_info_of(a).value, *vb = lb_legacy_info_of(b).value;
         assert_true(la == lb && memcmp(va, vb, la) == 0); /* the same value */
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ESTATE);
         assert_key_is_ours(key, b);
@@ -459,7 +460,7 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
         clock.offset_ms = 5000; /* about 7 s left: inside the 10 s margin */
         if (combos[i].variant == LB_LEGACY_WIRE) {
             assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_EEXPIRED);
-            assert_false(lb_legacy_held(a));
+            assert_false(lb_legacy_info_of(a).held);
             assert_key_is_ours(key, a);
             lbt_del(key);
         } else {
@@ -495,16 +496,17 @@ static void test_scripted_extend_writes_a_later_expiry(void **state) {
         lbt_key(key, sizeof key, "extend", i);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
-        const char *v = lb_legacy_value(a, &len);
+        const char *v = lb_legacy_info_of(a).value;
+        len = lb_legacy_info_of(a).value_len;
         memcpy(before, v, len + 1);
-        int64_t old_expiry = lb_legacy_expiry(a);
+        int64_t old_expiry = lb_legacy_info_of(a).expiry;
         if (combos[i].variant == LB_LEGACY_WIRE) {
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_EINVAL);
             assert_key(key, before, len);
         } else {
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_OK);
-            assert_true(lb_legacy_expiry(a) > old_expiry);
-            assert_string_not_equal(lb_legacy_value(a, NULL), before);
+            assert_true(lb_legacy_info_of(a).expiry > old_expiry);
+            assert_string_not_equal(lb_legacy_info_of(a).value, before);
             assert_key_is_ours(key, a);
             lbt_set(key, "x", 1);
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_ELOST);
@@ -598,7 +600,7 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 50), LB_EFOREIGN);
         assert_key(key, "{\"uid\":\"u\"}", 11);
-        assert_true(lb_legacy_commands(a) >= 2);
+        assert_true(lb_legacy_info_of(a).commands >= 2);
         lbt_del(key);
         lb_legacy_lock_free(a);
     }
@@ -649,15 +651,15 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         kill_client(c);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(c)), LB_EIO);
         assert_int_equal(lb_legacy_acquire(a, lb_on_conn(c), 100), LB_EIO);
-        assert_false(lb_legacy_held(a));
+        assert_false(lb_legacy_info_of(a).held);
         redisFree(c);
 
         /* Killed between SETNX and GET. */
         lbt_set_expiry(&combos[i], key, 60000, held, &heldlen);
         c = lbt_connect();
         lbt_hook h = {1, act_kill, key, NULL, 0, client_id(c)};
-        assert_int_equal(lbt_drive(c, lb_legacy_try_acquire_machine(a), &h), LB_EIO);
-        assert_false(lb_legacy_held(a));
+        assert_int_equal(lbt_drive(c, lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0), &h), LB_EIO);
+        assert_false(lb_legacy_info_of(a).held);
         assert_key(key, held, heldlen);
         redisFree(c);
         lbt_del(key);
@@ -671,7 +673,7 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         kill_client(c);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(c)), LB_EIO);
         int wire = combos[i].variant == LB_LEGACY_WIRE;
-        assert_int_equal(lb_legacy_held(a), wire);
+        assert_int_equal(lb_legacy_info_of(a).held, wire);
         assert_key_is_ours(key, a);
         redisFree(c);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), wire ? LB_OK : LB_ESTATE);
@@ -694,10 +696,10 @@ static void test_a_stopped_server_is_eio(void **state) {
     assert_int_equal(lb_legacy_release(wire, lb_on_conn(c)), LB_EIO);
     assert_int_equal(lb_legacy_extend(scripted, lb_on_conn(c), 60000), LB_EIO);
     assert_int_equal(lb_legacy_release(scripted, lb_on_conn(c)), LB_EIO);
-    assert_true(lb_legacy_held(wire));
+    assert_true(lb_legacy_info_of(wire).held);
     lb_legacy_lock *late = lbt_lock(&combos[0], "lg:stop3", 30000, NULL);
     assert_int_equal(lb_legacy_try_acquire(late, lb_on_conn(c)), LB_EIO);
-    assert_false(lb_legacy_held(late));
+    assert_false(lb_legacy_info_of(late).held);
     redisFree(c);
     lb_legacy_lock_free(wire);
     lb_legacy_lock_free(scripted);
@@ -766,10 +768,10 @@ static void test_a_losing_getset_never_shortens_the_winners_lock(void **state) {
     assert_int_equal(lb_codec_encode(&codec, l1_expiry, l1, sizeof l1, &l1len), LB_OK);
     lbt_hook h = {.at = 2, .act = act_set, .key = key, .value = l1, .len = l1len};
     redisContext *c = lbt_connect();
-    lb_machine *m = lb_legacy_try_acquire_machine(ours);
+    lb_machine *m = lb_legacy_machine(ours, LB_OP_TRY_ACQUIRE, 0);
     assert_non_null(m);
     assert_int_equal(lbt_drive(c, m, &h), LB_EBUSY);
-    assert_false(lb_legacy_held(ours));
+    assert_false(lb_legacy_info_of(ours).held);
     /* What the key holds now ends no earlier than L1's lock. */
     redisReply *r = redisCommand(admin, "GET %s", key);
     assert_non_null(r);

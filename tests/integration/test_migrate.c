@@ -23,6 +23,7 @@
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
+#include "migrate/internal.h"
 
 static lbt_redis server;
 static redisContext *admin; /* the test's own connection, for setup and checks */
@@ -47,8 +48,8 @@ static void assert_key(const char *key, const char *v, size_t len) {
 }
 
 static void assert_key_is_ours(const char *key, const lb_mlock *l) {
-    size_t len = 0;
-    const char *v = lb_mlock_value(l, &len);
+    size_t len = lb_mlock_info_of(l).value_len;
+    const char *v = lb_mlock_info_of(l).value;
     assert_true(len > 0);
     assert_key(key, v, len);
 }
@@ -321,7 +322,7 @@ static void run_format_case(const format_case *fc, lb_mode mode) {
     int rc = lb_mlock_try_acquire(l, lb_on_conn(admin));
     if (rc != fc->rc)
         fail_msg("%s (%s): expected %s, got %s: %s", fc->name, lb_mode_name(mode),
-                 lb_err_name(fc->rc), lb_err_name(rc), lb_mlock_errstr(l));
+                 lb_err_name(fc->rc), lb_err_name(rc), lb_mlock_info_of(l).errstr);
     if (fc->taken) {
         assert_key_is_ours(key, l);
         long long pttl = lbt_pttl(key);
@@ -373,13 +374,13 @@ static void test_busy_reports_what_holds_the_key(void **state) {
     lbt_cmd_ok(admin, "SET %s %b", key, v, len);
     lb_mlock *l = lbt_mlock(key, LB_MODE_MODERN, "ms", 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EBUSY);
-    const lb_class *c = lb_mlock_observed(l);
+    const lb_class *c = lb_mlock_info_of(l).observed;
     assert_int_equal(c->format, LB_FORMAT_LEGACY);
     assert_true(c->remaining_ms > 15000 && c->remaining_ms <= 20000);
     /* One round trip per attempt when the key is busy. */
-    uint64_t before = lb_mlock_commands(l);
+    uint64_t before = lb_mlock_info_of(l).commands;
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_EBUSY);
-    assert_int_equal(lb_mlock_commands(l) - before, 1);
+    assert_int_equal(lb_mlock_info_of(l).commands - before, 1);
     lb_mlock_free(l);
     lbt_del(key);
 }
@@ -442,7 +443,7 @@ static void test_takeover_needs_the_observed_value_unchanged(void **state) {
         lbt_cmd_ok(admin, "SET %s %b", key, old, oldlen);
         lb_mlock *l = lbt_mlock(key, variant % 2 ? LB_MODE_MODERN : LB_MODE_COMPAT, "ms", 5000, NULL);
         unsigned sent = 0;
-        int rc = drive(lb_mlock_try_acquire_machine(l), 1, swap_value, &s, &sent);
+        int rc = drive(lb_mlock_machine(l, LB_OP_TRY_ACQUIRE, 0), 1, swap_value, &s, &sent);
         if (variant == 3) {
             assert_int_equal(rc, LB_OK);
             assert_int_equal(sent, 2);
@@ -503,9 +504,10 @@ static void test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_gr
         lbt_del(key);
         lb_now before = lb_clock_now(NULL);
         assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-        assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
+        assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
         size_t len;
-        const char *v = lb_mlock_value(l, &len);
+        const char *v = lb_mlock_info_of(l).value;
+        len = lb_mlock_info_of(l).value_len;
         int64_t t, lo, span;
         /* Every legacy reader of this codec decodes it as "valid until T". */
         assert_int_equal(lb_codec_decode(&o.codec, v, len, &t), LB_OK);
@@ -522,7 +524,8 @@ static void test_compat_values_are_legacy_timestamps_with_ttl_of_timeout_plus_gr
         assert_int_equal(lb_legacy_lock_new(&legacy, key, strlen(key), &lo_opts), LB_OK);
         assert_int_equal(lb_legacy_try_acquire(legacy, lb_on_conn(admin)), LB_EBUSY);
         int64_t seen;
-        assert_int_equal(lb_legacy_observed_expiry(legacy, &seen), LB_OK);
+        assert_true(lb_legacy_info_of(legacy).observed);
+        seen = lb_legacy_info_of(legacy).observed_expiry;
         assert_int_equal(seen, t);
         lb_legacy_lock_free(legacy);
         assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
@@ -541,11 +544,13 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     size_t len;
     int64_t t1, t2;
-    const char *v = lb_mlock_value(l, &len);
+    const char *v = lb_mlock_info_of(l).value;
+        len = lb_mlock_info_of(l).value_len;
     assert_int_equal(lb_codec_decode(&ms, v, len, &t1), LB_OK);
     assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_OK);
     assert_key_is_ours(key, l);
-    v = lb_mlock_value(l, &len);
+    v = lb_mlock_info_of(l).value;
+    len = lb_mlock_info_of(l).value_len;
     assert_int_equal(lb_codec_decode(&ms, v, len, &t2), LB_OK);
     assert_true(t2 >= t1 + 16000);
     long long pttl = lbt_pttl(key);
@@ -553,7 +558,8 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     /* Extending again within the same millisecond still writes a new value. */
     assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_OK);
     int64_t t3;
-    v = lb_mlock_value(l, &len);
+    v = lb_mlock_info_of(l).value;
+    len = lb_mlock_info_of(l).value_len;
     assert_int_equal(lb_codec_decode(&ms, v, len, &t3), LB_OK);
     assert_true(t3 > t2);
     /* Modern: the token stays, the TTL moves. */
@@ -561,16 +567,16 @@ static void test_extend_moves_timestamp_and_ttl_together(void **state) {
     lbt_del("mt:extend2");
     assert_int_equal(lb_mlock_try_acquire(m, lb_on_conn(admin)), LB_OK);
     char tok[40];
-    snprintf(tok, sizeof tok, "%s", lb_mlock_value(m, NULL));
+    snprintf(tok, sizeof tok, "%s", lb_mlock_info_of(m).value);
     assert_int_equal(lb_mlock_extend(m, lb_on_conn(admin), 20000), LB_OK);
-    assert_string_equal(lb_mlock_value(m, NULL), tok);
+    assert_string_equal(lb_mlock_info_of(m).value, tok);
     assert_true(lbt_pttl("mt:extend2") > 19000);
     assert_int_equal(lb_mlock_extend(m, lb_on_conn(admin), 0), LB_EINVAL);
     assert_int_equal(lb_mlock_release(m, lb_on_conn(admin)), LB_OK);
     /* A value someone else replaced is not extended. */
     lbt_cmd_ok(admin, "SET %s %s", key, "1999999999999");
     assert_int_equal(lb_mlock_extend(l, lb_on_conn(admin), 20000), LB_ELOST);
-    assert_false(lb_mlock_held(l));
+    assert_false(lb_mlock_info_of(l).held);
     assert_key(key, "1999999999999", 13);
     assert_int_equal(lbt_pttl(key), -1);
     lb_mlock_free(l);
@@ -602,7 +608,7 @@ static void test_release_deletes_only_our_own_value(void **state) {
     clock.offset_ms = 6000;
     assert_int_equal(lb_mlock_release(k, lb_on_conn(admin)), LB_EEXPIRED);
     assert_key_is_ours(key, k);
-    assert_false(lb_mlock_held(k));
+    assert_false(lb_mlock_info_of(k).held);
     /* Modern: another client's token is never deleted. */
     lbt_del(key);
     lb_mlock *m = lbt_mlock(key, LB_MODE_MODERN, NULL, 5000, NULL);
@@ -634,7 +640,7 @@ static void *mjob_main(void *ud) {
 
 static lb_waiter_stats waiter_stats(lb_waiter *w) {
     lb_waiter_stats st;
-    lb_waiter_get_stats(w, &st);
+    lb_waiter_stats_get(w, &st);
     return st;
 }
 
@@ -669,7 +675,7 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
         assert_int_equal(lb_mlock_release(a, lb_on_conn(admin)), LB_OK);
         pthread_join(th, NULL);
         assert_int_equal(j.rc, LB_OK);
-        assert_true(lb_mlock_held(b));
+        assert_true(lb_mlock_info_of(b).held);
         assert_key_is_ours("mig:wake", b);
         assert_true(waiter_stats(w).messages >= 1);
         assert_int_equal(lb_mlock_release(b, lb_on_conn(j.c)), LB_OK);
@@ -686,13 +692,13 @@ static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {
     lbt_del(key);
     lb_mlock *l = lbt_mlock(key, LB_MODE_LEGACY, "ms", 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_LEGACY);
     assert_int_equal(lbt_pttl(key), -1); /* SETNX: no TTL */
     assert_key_is_ours(key, l);
     /* A compat client sees a live legacy lock. */
     lb_mlock *c = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, NULL);
     assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(admin)), LB_EBUSY);
-    assert_int_equal(lb_mlock_observed(c)->format, LB_FORMAT_LEGACY);
+    assert_int_equal(lb_mlock_info_of(c).observed->format, LB_FORMAT_LEGACY);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(admin)), LB_OK);
     /* The legacy-mode client meets the compat value as a live timestamp. */
@@ -737,29 +743,29 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     /* Absent control key: the configured mode. */
     lb_mlock *l = lbt_follower(key, ns, LB_MODE_LEGACY, 3600000);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_LEGACY);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     /* A set is not seen before the refresh interval without a notification. */
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_LEGACY);
     /* The operation in flight ends in its own mode even after a notification. */
     lb_mlock_notify(l);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_COMPAT);
     assert_true(lbt_pttl(key) > 0);
     /* Switched while held: release still speaks the mode it acquired in. */
     assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_OK);
     assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_mode(l), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_key(key, NULL, 0);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
-    assert_int_equal(strlen(lb_mlock_value(l, NULL)), 32);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_MODERN);
+    assert_int_equal(strlen(lb_mlock_info_of(l).value), 32);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     /* A refresh interval of 0 reads before every acquire; a garbage control
      * key keeps the last known mode; so does a deleted one (evicted, lost in a
@@ -767,30 +773,30 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
      * two stages because the key vanished, and says the key is missing. */
     lb_mlock *e = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
     assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(e).held_mode, LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "warp");
     assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(e).held_mode, LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_control_key_missing(e), 0);
+    assert_int_equal(lb_mlock_info_of(e).control_key_missing, 0);
     lbt_del(k.mode);
     assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_control_key_missing(e), 1);
+    assert_int_equal(lb_mlock_info_of(e).held_mode, LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(e).control_key_missing, 1);
     assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     /* Written again: read again, no longer missing. */
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "compat");
     assert_int_equal(lb_mlock_try_acquire(e, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(e), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_control_key_missing(e), 0);
+    assert_int_equal(lb_mlock_info_of(e).held_mode, LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(e).control_key_missing, 0);
     assert_int_equal(lb_mlock_release(e, lb_on_conn(admin)), LB_OK);
     /* A follower that never read a mode uses its configured one. */
     lbt_del(k.mode);
     lb_mlock *fresh = lbt_follower(key, ns, LB_MODE_LEGACY, 0);
     assert_int_equal(lb_mlock_try_acquire(fresh, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(fresh), LB_MODE_LEGACY);
-    assert_int_equal(lb_mlock_control_key_missing(fresh), 0);
+    assert_int_equal(lb_mlock_info_of(fresh).held_mode, LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_info_of(fresh).control_key_missing, 0);
     assert_int_equal(lb_mlock_release(fresh, lb_on_conn(admin)), LB_OK);
     lb_mlock_free(fresh);
     /* A handle without a namespace cannot refresh or follow. */
@@ -844,7 +850,7 @@ static void test_a_notification_makes_the_next_acquire_reread(void **state) {
     lbt_del(key);
     lb_mlock *l = lbt_follower(key, ns, LB_MODE_COMPAT, 3600000);
     assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_COMPAT);
     relay r = {l, k.channel, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
                LB_MODE_LEGACY};
     pthread_t th;
@@ -864,7 +870,7 @@ static void test_a_notification_makes_the_next_acquire_reread(void **state) {
     pthread_join(th, NULL);
     assert_int_equal(r.heard, LB_MODE_MODERN);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_MODERN);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     lb_mlock_free(l);
 }
@@ -940,16 +946,16 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     char json[2048];
     size_t len;
     lb_census_entry back;
-    assert_int_equal(lb_census_encode(&b, json, sizeof json, &len), LB_OK);
-    assert_int_equal(lb_census_decode(json, len, &back), LB_OK);
+    assert_int_equal(lb__census_encode(&b, json, sizeof json, &len), LB_OK);
+    assert_int_equal(lb__census_decode(json, len, &back), LB_OK);
     assert_string_equal(back.id, b.id);
-    assert_int_equal(lb_census_encode(&b, json, 20, &len), LB_EINVAL);
+    assert_int_equal(lb__census_encode(&b, json, 20, &len), LB_EINVAL);
     static const char *bad[] = {"{}", "[]", "{\"id\":\"x\",\"mode\":\"fast\",\"version\":\"\","
                                 "\"host\":\"\",\"pid\":1,\"seen_ms\":2}",
                                 "{\"id\":\"x\",\"mode\":\"compat\",\"version\":\"\","
                                 "\"host\":\"\",\"pid\":1.5,\"seen_ms\":2}", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_equal(lb_census_decode(bad[i], strlen(bad[i]), &back), LB_EFOREIGN);
+        assert_int_equal(lb__census_decode(bad[i], strlen(bad[i]), &back), LB_EFOREIGN);
     lbt_cmd_ok(admin, "SET %s x", k.census);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n),
                      LB_EWRONGTYPE);
@@ -972,7 +978,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     o.host = "h7";
     lb_mlock *l = NULL;
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
-    assert_string_equal(lb_mlock_client_id(l), "billing-7");
+    assert_string_equal(lb_mlock_info_of(l).client_id, "billing-7");
     lbt_del(key);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
@@ -996,7 +1002,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     o.client_id = "billing-8";
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_mlock_held_mode(l), LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
@@ -1019,7 +1025,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
     char prefix[64];
     snprintf(prefix, sizeof prefix, "h7:%ld:", (long)getpid());
-    assert_memory_equal(lb_mlock_client_id(l), prefix, strlen(prefix));
+    assert_memory_equal(lb_mlock_info_of(l).client_id, prefix, strlen(prefix));
     lb_mlock_free(l);
     lbt_del(k.census);
 }
@@ -1059,11 +1065,11 @@ static int work(worker *wk, redisContext *c) {
     for (int i = 0; i < wk->rounds || (wk->until && !atomic_load(wk->until)); i++) {
         int rc = lb_mlock_acquire(l, lb_on_conn(c), 20000);
         if (rc != LB_OK) {
-            snprintf(wk->why, sizeof wk->why, "acquire: %s %s", lb_err_name(rc), lb_mlock_errstr(l));
+            snprintf(wk->why, sizeof wk->why, "acquire: %s %s", lb_err_name(rc), lb_mlock_info_of(l).errstr);
             wk->failures++;
             break;
         }
-        wk->by_mode[lb_mlock_held_mode(l)]++;
+        wk->by_mode[lb_mlock_info_of(l).held_mode]++;
         redisReply *r = redisCommand(c, "GET %s", COUNTER);
         long long v = r && r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
         if (r) freeReplyObject(r);
@@ -1072,7 +1078,7 @@ static int work(worker *wk, redisContext *c) {
         wk->done++;
         rc = lb_mlock_release(l, lb_on_conn(c));
         if (rc != LB_OK) {
-            snprintf(wk->why, sizeof wk->why, "release: %s %s", lb_err_name(rc), lb_mlock_errstr(l));
+            snprintf(wk->why, sizeof wk->why, "release: %s %s", lb_err_name(rc), lb_mlock_info_of(l).errstr);
             wk->failures++;
         }
     }
@@ -1255,7 +1261,7 @@ static void async_acquired(lb_machine *m, int status, void *ud) {
         a->done++;
         return;
     }
-    assert_int_equal(lb_async_run(a->ac, lb_mlock_release_machine(a->l[i]), NULL, async_released, a),
+    assert_int_equal(lb_async_run(a->ac, lb_mlock_machine(a->l[i], LB_OP_RELEASE, 0), NULL, async_released, a),
                      LB_OK);
 }
 
@@ -1292,21 +1298,21 @@ static void test_the_async_driver_runs_every_mode(void **state) {
     assert_non_null(a.ac);
     assert_int_equal(redisLibeventAttach(a.ac, a.base), REDIS_OK);
     for (int i = 0; i < 3; i++) {
-        a.m[i] = lb_mlock_try_acquire_machine(a.l[i]);
+        a.m[i] = lb_mlock_machine(a.l[i], LB_OP_TRY_ACQUIRE, 0);
         assert_int_equal(lb_async_run(a.ac, a.m[i], NULL, async_acquired, &a), LB_OK);
     }
     /* While in flight, no other operation may start on the handle. */
-    assert_null(lb_mlock_release_machine(a.l[0]));
+    assert_null(lb_mlock_machine(a.l[0], LB_OP_RELEASE, 0));
     assert_int_equal(lb_mlock_try_acquire(a.l[0], lb_on_conn(admin)), LB_ESTATE);
     while (a.done < 3) event_base_loop(a.base, EVLOOP_ONCE);
     for (int i = 0; i < 3; i++) {
         if (a.status[i][0] != LB_OK || a.status[i][1] != LB_OK)
             fail_msg("lock %d: acquire %s, release %s: %s", i, lb_err_name(a.status[i][0]),
-                     lb_err_name(a.status[i][1]), lb_mlock_errstr(a.l[i]));
+                     lb_err_name(a.status[i][1]), lb_mlock_info_of(a.l[i]).errstr);
     }
-    assert_int_equal(lb_mlock_held_mode(a.l[0]), LB_MODE_MODERN);
-    assert_int_equal(lb_mlock_held_mode(a.l[1]), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_held_mode(a.l[2]), LB_MODE_LEGACY);
+    assert_int_equal(lb_mlock_info_of(a.l[0]).held_mode, LB_MODE_MODERN);
+    assert_int_equal(lb_mlock_info_of(a.l[1]).held_mode, LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(a.l[2]).held_mode, LB_MODE_LEGACY);
     for (int i = 0; i < 3; i++) lb_mlock_free(a.l[i]);
     redisAsyncFree(a.ac);
     event_base_free(a.base);

@@ -30,14 +30,14 @@ static void test_acquire_writes_a_random_token_with_a_ttl(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:basic", 10000, 0), *b = new_lock("m:basic", 10000, 0);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
-    const char *tok = lb_lock_token(a);
+    const char *tok = lb_lock_info_of(a).token;
     assert_int_equal(strlen(tok), LB_TOKEN_LEN);
     assert_int_equal(strspn(tok, "0123456789abcdef"), LB_TOKEN_LEN);
     assert_string_equal(lbt_get(conn, "m:basic"), tok);
     assert_true(lbt_int(conn, "PTTL %s", "m:basic") > 9000);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_EBUSY);
-    assert_true(lb_lock_holder_ttl(b) > 9000);
-    assert_string_not_equal(lb_lock_token(b), tok);
+    assert_true(lb_lock_info_of(b).holder_ttl_ms > 9000);
+    assert_string_not_equal(lb_lock_info_of(b).token, tok);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_string_equal(lbt_get(conn, "m:basic"), "");
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_OK);
@@ -55,8 +55,8 @@ static void test_release_after_expiry_leaves_the_new_holder_alone(void **state) 
      * takes" (its deadline saturates, it does not wrap into the past). */
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), INT64_MAX), LB_OK);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_ELOST);
-    assert_false(lb_lock_held(a));
-    assert_string_equal(lbt_get(conn, "m:late"), lb_lock_token(b));
+    assert_false(lb_lock_info_of(a).held);
+    assert_string_equal(lbt_get(conn, "m:late"), lb_lock_info_of(b).token);
     assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 1000, LB_EXTEND_REPLACE), LB_ESTATE);
     assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
     lb_lock_free(a);
@@ -102,13 +102,13 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
     for (int i = 0; i < 5; i++) {
         lb_lock *l = i % 2 ? b : a;
         assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
-        assert_true(lb_lock_fence(l) > last);
-        last = lb_lock_fence(l);
+        assert_true(lb_lock_info_of(l).fence > last);
+        last = lb_lock_info_of(l).fence;
         lb_lock *other = i % 2 ? a : b;
         assert_int_equal(lb_lock_try_acquire(other, lb_on_conn(conn)), LB_EBUSY);
-        assert_true(lb_lock_holder_ttl(other) > 9000);
+        assert_true(lb_lock_info_of(other).holder_ttl_ms > 9000);
         assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
-        assert_int_equal(lb_lock_fence(l), 0);
+        assert_int_equal(lb_lock_info_of(l).fence, 0);
     }
     /* The counter lives beside the lock, in its hash slot. */
     assert_int_equal(atoll(lbt_get(conn, "{m:fence}:fence")), last);
@@ -137,13 +137,13 @@ static void test_other_values_are_held_locks(void **state) {
     lb_lock *a = new_lock("m:other", 10000, 0);
     lbt_cmd_ok(conn, "SET m:other {\"uid\":\"4a7d\"} PX 150");
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_EBUSY);
-    assert_true(lb_lock_holder_ttl(a) >= 0 && lb_lock_holder_ttl(a) <= 150);
+    assert_true(lb_lock_info_of(a).holder_ttl_ms >= 0 && lb_lock_info_of(a).holder_ttl_ms <= 150);
     assert_int_equal(lb_lock_acquire(a, lb_on_conn(conn), 5000), LB_OK);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
 
     lbt_cmd_ok(conn, "SET m:other 1700000000000");
     assert_int_equal(lb_lock_acquire(a, lb_on_conn(conn), 50), LB_ETIMEDOUT);
-    assert_int_equal(lb_lock_holder_ttl(a), -1);
+    assert_int_equal(lb_lock_info_of(a).holder_ttl_ms, -1);
     assert_string_equal(lbt_get(conn, "m:other"), "1700000000000");
     lbt_cmd_ok(conn, "DEL m:other");
     lb_lock_free(a);
@@ -166,12 +166,68 @@ static void test_a_key_of_another_type_is_never_deleted(void **state) {
     lb_lock_free(a);
 }
 
+/* A key that holds a list (or any non-string) is LB_EWRONGTYPE for every lock
+ * kind's acquire, and a blocking acquire returns it after one attempt rather
+ * than waiting out its timeout as if the lock were busy. */
+static void test_a_key_of_another_type_is_wrongtype_and_never_waited_on(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "DEL m:list");
+    lbt_cmd_ok(conn, "RPUSH m:list a b");
+    lb_lock *m = new_lock("m:list", 10000, 0);
+    lb_legacy_lock *g = NULL;
+    assert_int_equal(lb_legacy_lock_new(&g, "m:list", 6, NULL), LB_OK);
+    lb_mlock_options mo;
+    lb_mlock_options_init(&mo);
+    mo.mode = LB_MODE_COMPAT;
+    lb_mlock *c = NULL;
+    assert_int_equal(lb_mlock_new(&c, "m:list", 6, &mo), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(m, lb_on_conn(conn)), LB_EWRONGTYPE);
+    assert_int_equal(lb_legacy_try_acquire(g, lb_on_conn(conn)), LB_EWRONGTYPE);
+    assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(conn)), LB_EWRONGTYPE);
+    uint64_t m0 = lb_lock_info_of(m).commands, g0 = lb_legacy_info_of(g).commands,
+             c0 = lb_mlock_info_of(c).commands;
+    assert_int_equal(lb_lock_acquire(m, lb_on_conn(conn), 3000), LB_EWRONGTYPE);
+    assert_int_equal(lb_legacy_acquire(g, lb_on_conn(conn), 3000), LB_EWRONGTYPE);
+    assert_int_equal(lb_mlock_acquire(c, lb_on_conn(conn), 3000), LB_EWRONGTYPE);
+    /* One attempt each: nothing was waited on. */
+    assert_true(lb_lock_info_of(m).commands - m0 <= 3);
+    assert_true(lb_legacy_info_of(g).commands - g0 <= 3);
+    assert_true(lb_mlock_info_of(c).commands - c0 <= 2);
+    assert_int_equal(lbt_int(conn, "LLEN %s", "m:list"), 2);
+    lbt_cmd_ok(conn, "DEL m:list");
+    lb_lock_free(m);
+    lb_legacy_lock_free(g);
+    lb_mlock_free(c);
+}
+
+/* The locks are not reentrant: acquiring a handle that holds its lock is
+ * LB_ESTATE (and leaves the lock held), as are releasing, extending and
+ * checking a handle that never acquired. */
+static void test_a_handle_is_not_reentrant_and_has_nothing_to_release_before_acquiring(
+    void **state) {
+    (void)state;
+    lb_lock *a = new_lock("m:reent", 10000, 0);
+    int64_t ttl;
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_ESTATE);
+    assert_int_equal(lb_lock_extend(a, lb_on_conn(conn), 1000, LB_EXTEND_REPLACE), LB_ESTATE);
+    assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_ESTATE);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    char token[LB_TOKEN_LEN + 1];
+    snprintf(token, sizeof token, "%s", lb_lock_info_of(a).token);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_ESTATE);
+    assert_int_equal(lb_lock_acquire(a, lb_on_conn(conn), 100), LB_ESTATE);
+    assert_true(lb_lock_info_of(a).held);
+    assert_string_equal(lbt_get(conn, "m:reent"), token);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
+    lb_lock_free(a);
+}
+
 static void test_blocking_acquire_times_out_while_held(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:wait", 10000, 0), *b = new_lock("m:wait", 10000, 0);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 100), LB_ETIMEDOUT);
-    assert_true(lb_lock_commands(b) >= 2);
+    assert_true(lb_lock_info_of(b).commands >= 2);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 1000), LB_OK);
     assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
@@ -189,7 +245,7 @@ static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state)
     lbt_cmd_ok(conn, "CLIENT KILL ID %lld", id->integer);
     freeReplyObject(id);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(victim)), LB_EIO);
-    assert_false(lb_lock_held(a));
+    assert_false(lb_lock_info_of(a).held);
     redisFree(victim);
     lb_lock_free(a);
 }
@@ -257,6 +313,8 @@ int main(void) {
         cmocka_unit_test(test_scripts_survive_a_script_flush),
         cmocka_unit_test(test_other_values_are_held_locks),
         cmocka_unit_test(test_a_key_of_another_type_is_never_deleted),
+        cmocka_unit_test(test_a_key_of_another_type_is_wrongtype_and_never_waited_on),
+        cmocka_unit_test(test_a_handle_is_not_reentrant_and_has_nothing_to_release_before_acquiring),
         cmocka_unit_test(test_blocking_acquire_times_out_while_held),
         cmocka_unit_test(test_a_dropped_connection_is_an_io_error_never_a_grant),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

@@ -70,7 +70,7 @@ static int queue_tokens(const char *queue, char out[][33], int n) {
 
 static lb_waiter_stats stats_of(lb_waiter *w) {
     lb_waiter_stats st;
-    lb_waiter_get_stats(w, &st);
+    lb_waiter_stats_get(w, &st);
     return st;
 }
 
@@ -80,7 +80,7 @@ static lb_waiter_stats stats_of(lb_waiter *w) {
 static uint64_t warmed_up(lb_lock *l) {
     assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
-    return lb_lock_commands(l);
+    return lb_lock_info_of(l).commands;
 }
 
 /* ---- One blocking acquire on a thread of its own ------------------------ */
@@ -122,7 +122,7 @@ static int job_join(job *j) {
 }
 
 static void job_end(job *j) {
-    if (lb_lock_held(j->l)) assert_int_equal(lb_lock_release(j->l, lb_on_conn(j->c)), LB_OK);
+    if (lb_lock_info_of(j->l).held) assert_int_equal(lb_lock_release(j->l, lb_on_conn(j->c)), LB_OK);
     redisFree(j->c);
 }
 
@@ -143,9 +143,9 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(lbt_get(conn, "w:wake"), lb_lock_token(b));
+    assert_string_equal(lbt_get(conn, "w:wake"), lb_lock_info_of(b).token);
     /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
-    assert_int_equal(lb_lock_commands(b) - base, 5);
+    assert_int_equal(lb_lock_info_of(b).commands - base, 5);
     lb_waiter_stats st = stats_of(w);
     assert_true(st.messages >= 1);
     assert_int_equal(st.subscribes, 1);
@@ -211,7 +211,7 @@ static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
     EVENTUALLY(stats_of(w).sleeps >= 2 || job_done(&j));
     lbt_cmd_ok(conn, "DEL w:del");
     assert_int_equal(job_join(&j), LB_OK);
-    assert_true(lb_lock_commands(b) - base <= 5);
+    assert_true(lb_lock_info_of(b).commands - base <= 5);
     assert_int_equal(stats_of(w).messages, 0);
     job_end(&j);
     lb_waiter_free(w);
@@ -259,10 +259,10 @@ static void test_a_killed_subscriber_degrades_to_back_off_and_reconnects(void **
     /* Attempts go on and fail while the holder keeps the lock. */
     sleep_ms(700);
     assert_false(job_done(&j));
-    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(a));
+    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK); /* published to nobody */
     assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_token(b));
+    assert_string_equal(lbt_get(conn, "w:kill"), lb_lock_info_of(b).token);
     assert_false(stats_of(w).connected);
     job_end(&j);
     /* Refused connections were retried after a delay doubling from 5 to 20 ms
@@ -366,7 +366,7 @@ static void test_fair_hand_offs_follow_arrival_order(void **state) {
         int k;
         EVENTUALLY((k = finished_job(jobs, N)) >= 0);
         assert_int_equal(job_join(&jobs[k]), LB_OK);
-        assert_string_equal(lb_lock_token(ls[k]), tokens[i]);
+        assert_string_equal(lb_lock_info_of(ls[k]).token, tokens[i]);
         job_end(&jobs[k]);
         jobs[k].c = NULL;
     }
@@ -397,10 +397,10 @@ static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(v
     EVENTUALLY(lbt_int(conn, "ZCARD {w:one}:queue") == 2 && stats_of(w).blocked == 2);
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
-    assert_int_equal(lb_lock_commands(w1) - base1, 2);
+    assert_int_equal(lb_lock_info_of(w1).commands - base1, 2);
     job_end(&j1); /* hands the lock to w2 */
     assert_int_equal(job_join(&j2), LB_OK);
-    assert_int_equal(lb_lock_commands(w2) - base2, 1);
+    assert_int_equal(lb_lock_info_of(w2).commands - base2, 1);
     assert_int_equal(stats_of(w).handoffs, 2);
     job_end(&j2);
     lb_waiter_free(w);
@@ -432,11 +432,11 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     EVENTUALLY(lbt_int(conn, "ZCARD {w:quiet}:queue") == 1 && stats_of(w).sleeps >= 2 &&
                stats_of(w).blocked == 1);
     sleep_ms(300); /* fifteen back-off steps and more */
-    uint64_t asleep = lb_lock_commands(q) - base;
+    uint64_t asleep = lb_lock_info_of(q).commands - base;
     /* The thread ends before any assertion, so a failure leaves none behind. */
     int released = lb_lock_release(h, lb_on_conn(conn));
     int rc = job_join(&j);
-    uint64_t total = lb_lock_commands(q) - base, handoffs = stats_of(w).handoffs;
+    uint64_t total = lb_lock_info_of(q).commands - base, handoffs = stats_of(w).handoffs;
     job_end(&j);
     lb_waiter_free(w);
     lb_lock_free(h);
@@ -461,14 +461,14 @@ static lb_waiter *new_waiter_lingering(int64_t linger_ms) {
 /* One fair round: h holds, q waits and is handed the lock, then lets it go.
  * Returns the commands q sent. */
 static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
-    uint64_t before = lb_lock_commands(q);
+    uint64_t before = lb_lock_info_of(q).commands;
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, w, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:linger}:queue") == 1 && stats_of(w).blocked == 1);
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
-    uint64_t sent = lb_lock_commands(q) - before;
+    uint64_t sent = lb_lock_info_of(q).commands - before;
     job_end(&j);
     return sent;
 }
@@ -590,8 +590,8 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     __atomic_store_n(&refuse_connects, 0, __ATOMIC_RELEASE);
     EVENTUALLY(job_done(&j));
     assert_int_equal(job_join(&j), LB_OK);
-    assert_true(lb_lock_held(q));
-    assert_string_equal(lb_lock_token(q), token);
+    assert_true(lb_lock_info_of(q).held);
+    assert_string_equal(lb_lock_info_of(q).token, token);
     job_end(&j);
     lb_waiter_free(w);
     lb_lock_free(h);
@@ -652,7 +652,7 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_string_equal(lbt_get(conn, "w:dead"), tokens[1]);
     assert_int_equal(job_join(&jb), LB_OK);
-    assert_string_equal(lb_lock_token(b), tokens[1]);
+    assert_string_equal(lb_lock_info_of(b).token, tokens[1]);
     assert_false(queued("{w:dead}:queue", tokens[0]));
     job_end(&jb);
     redisFree(jd.c);
@@ -772,7 +772,7 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
         sleep_ms(5);
     lb_lock *outsider = new_lock("w:mixed", 0, 50, 50);
     int rc = lb_lock_acquire(outsider, lb_on_conn(conn), 8000);
-    int ours = rc == LB_OK && strcmp(lbt_get(conn, "w:mixed"), lb_lock_token(outsider)) == 0;
+    int ours = rc == LB_OK && strcmp(lbt_get(conn, "w:mixed"), lb_lock_info_of(outsider).token) == 0;
     int released = rc == LB_OK ? lb_lock_release(outsider, lb_on_conn(conn)) : LB_OK;
     /* The threads stop before any assertion, so a failure leaves none behind. */
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -892,7 +892,7 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_acquire_wait(b, lb_on_conn(conn), w, 100), LB_ETIMEDOUT);
     assert_int_equal(lbt_int(conn, "EXISTS {w:leave}:queue"), 0);
-    assert_false(lb_lock_held(b));
+    assert_false(lb_lock_info_of(b).held);
 
     /* Queued behind the holder, b2 is the one a free lock is kept for. */
     lb_lock *b2 = new_lock("w:leave", 1, 300, 300);
@@ -906,7 +906,7 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     const char *v = lbt_get(conn, "w:leave");
     assert_true(v[0] == '\0' || strcmp(v, tokens[0]) == 0);
     assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(lb_lock_token(b2), tokens[0]);
+    assert_string_equal(lb_lock_info_of(b2).token, tokens[0]);
     job_end(&j);
     lb_lock_free(b2);
     assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(conn)), LB_OK);
@@ -925,7 +925,7 @@ static void test_fair_mode_never_touches_a_foreign_key(void **state) {
     lb_lock *l = new_lock("w:foreign", 1, 2, 20);
     lbt_cmd_ok(conn, "SET w:foreign 1700000000000");
     assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(conn), NULL, 100), LB_ETIMEDOUT);
-    assert_int_equal(lb_lock_holder_ttl(l), -1);
+    assert_int_equal(lb_lock_info_of(l).holder_ttl_ms, -1);
     assert_string_equal(lbt_get(conn, "w:foreign"), "1700000000000");
     assert_int_equal(lbt_int(conn, "PTTL w:foreign"), -1);
     assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
@@ -952,14 +952,14 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     assert_int_equal(lb_lock_new(&h, "w:fence", 7, &o), LB_OK);
     assert_int_equal(lb_lock_new(&b, "w:fence", 7, &o), LB_OK);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
-    int64_t first = lb_lock_fence(h);
+    int64_t first = lb_lock_info_of(h).fence;
     assert_true(first > 0);
     job j;
     job_start(&j, b, w, 20000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:fence}:queue") == 1 && stats_of(w).sleeps >= 2);
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
-    assert_int_equal(lb_lock_fence(b), first + 1);
+    assert_int_equal(lb_lock_info_of(b).fence, first + 1);
     assert_int_equal(stats_of(w).handoffs, 1);
     job_end(&j);
     lb_waiter_free(w);
@@ -1000,7 +1000,7 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     assert_null(w);
     lb_waiter_free(NULL);
     lb_waiter_stats st;
-    lb_waiter_get_stats(NULL, &st);
+    lb_waiter_stats_get(NULL, &st);
     assert_int_equal(st.channels, 0);
 
     lb_waiter_options_init(&wo);

@@ -66,13 +66,13 @@ static void test_all_masters_up_grants_once(void **state) {
     (void)state;
     lb_quorum *a = new_quorum("q:all", 10000), *b = new_quorum("q:all", 10000);
     assert_int_equal(lb_quorum_try_acquire(a), LB_OK);
-    assert_int_equal(lb_quorum_votes(a), N);
-    assert_true(lb_quorum_validity_ms(a) > 0 && lb_quorum_validity_ms(a) < 10000);
-    assert_int_equal(holders("q:all", lb_quorum_token(a)), N);
+    assert_int_equal(lb_quorum_info_of(a).votes, N);
+    assert_true(lb_quorum_info_of(a).validity_ms > 0 && lb_quorum_info_of(a).validity_ms < 10000);
+    assert_int_equal(holders("q:all", lb_quorum_info_of(a).token), N);
     assert_int_equal(lb_quorum_try_acquire(b), LB_EBUSY);
-    assert_int_equal(holders("q:all", lb_quorum_token(b)), 0);
+    assert_int_equal(holders("q:all", lb_quorum_info_of(b).token), 0);
     assert_int_equal(lb_quorum_release(a), LB_OK);
-    assert_int_equal(holders("q:all", lb_quorum_token(a)), 0);
+    assert_int_equal(holders("q:all", lb_quorum_info_of(a).token), 0);
     assert_int_equal(lb_quorum_acquire(b, 2000), LB_OK);
     assert_int_equal(lb_quorum_release(b), LB_OK);
     lb_quorum_free(a);
@@ -85,7 +85,7 @@ static void test_two_masters_down_still_grants(void **state) {
     lbt_redis_kill(&servers[3]);
     lb_quorum *a = new_quorum("q:two", 10000);
     assert_int_equal(lb_quorum_try_acquire(a), LB_OK);
-    assert_int_equal(lb_quorum_votes(a), 3);
+    assert_int_equal(lb_quorum_info_of(a).votes, 3);
     assert_int_equal(lb_quorum_release(a), LB_OK);
     lb_quorum_free(a);
     restart_stopped();
@@ -99,15 +99,15 @@ static void test_three_masters_down_never_grants(void **state) {
     lb_quorum *a = new_quorum("q:three", 10000);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(lb_quorum_try_acquire(a), LB_EIO);
-        assert_false(lb_quorum_held(a));
+        assert_false(lb_quorum_info_of(a).held);
         /* The two live masters accepted the token, and were told to let go. */
-        assert_int_equal(holders("q:three", lb_quorum_token(a)), 0);
+        assert_int_equal(holders("q:three", lb_quorum_info_of(a).token), 0);
     }
     assert_int_equal(lb_quorum_acquire(a, 300), LB_ETIMEDOUT);
     /* Masters come back: the failed connections are reconnected. */
     restart_stopped();
     assert_int_equal(lb_quorum_try_acquire(a), LB_OK);
-    assert_int_equal(lb_quorum_votes(a), N);
+    assert_int_equal(lb_quorum_info_of(a).votes, N);
     assert_int_equal(lb_quorum_release(a), LB_OK);
     lb_quorum_free(a);
 }
@@ -120,13 +120,13 @@ static void test_a_minority_holder_blocks_nobody_and_a_majority_holder_everybody
     }
     lb_quorum *a = new_quorum("q:split", 10000);
     assert_int_equal(lb_quorum_try_acquire(a), LB_OK);
-    assert_int_equal(lb_quorum_votes(a), 3);
+    assert_int_equal(lb_quorum_info_of(a).votes, 3);
     assert_int_equal(lb_quorum_release(a), LB_OK);
     assert_int_equal(holders("q:split", "other"), 2); /* theirs left alone */
     redisReply *r = redisCommand(masters[2], "SET q:split other PX 10000");
     freeReplyObject(r);
     assert_int_equal(lb_quorum_try_acquire(a), LB_EBUSY);
-    assert_int_equal(holders("q:split", lb_quorum_token(a)), 0);
+    assert_int_equal(holders("q:split", lb_quorum_info_of(a).token), 0);
     assert_int_equal(holders("q:split", "other"), 3);
     lb_quorum_free(a);
 }
@@ -140,15 +140,15 @@ static void test_time_spent_is_taken_off_the_validity(void **state) {
     lbt_redis_pause(&servers[4], 1);
     lb_quorum *a = new_quorum("q:slow", 2000);
     assert_int_equal(lb_quorum_try_acquire(a), LB_OK);
-    assert_int_equal(lb_quorum_votes(a), 4);
-    assert_true(lb_quorum_validity_ms(a) <= 2000 - 300 - 22);
+    assert_int_equal(lb_quorum_info_of(a).votes, 4);
+    assert_true(lb_quorum_info_of(a).validity_ms <= 2000 - 300 - 22);
     lbt_redis_pause(&servers[4], 0);
     lb_quorum *b = new_quorum_timeout("q:slow2", 300, 299); /* the stall eats the ttl */
     lbt_redis_pause(&servers[4], 1);
     assert_int_not_equal(lb_quorum_try_acquire(b), LB_OK);
     /* The stalled master may still apply b's SET once it resumes (its reply
      * was lost, not its write): that copy expires with the ttl. */
-    assert_int_equal(holders_except("q:slow2", lb_quorum_token(b), 4), 0);
+    assert_int_equal(holders_except("q:slow2", lb_quorum_info_of(b).token, 4), 0);
     lbt_redis_pause(&servers[4], 0);
     assert_int_equal(lb_quorum_release(a), LB_OK);
     lb_quorum_free(a);

@@ -77,7 +77,7 @@ static void test_the_primary_is_found_through_any_sentinel_and_locks_work(void *
     assert_primary_is(s, p);
     lb_lock *a = new_lock("s:basic"), *b = new_lock("s:basic");
     assert_int_equal(lb_lock_acquire(a, lb_on_sentinel(s), 1000), LB_OK);
-    assert_string_equal(value_on(p, "s:basic"), lb_lock_token(a));
+    assert_string_equal(value_on(p, "s:basic"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_sentinel(s)), LB_EBUSY);
     assert_int_equal(lb_lock_extend(a, lb_on_sentinel(s), 30000, LB_EXTEND_REPLACE), LB_OK);
     int64_t ttl;
@@ -258,7 +258,7 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     redisContext *now = lb_sentinel_primary(s);
     assert_non_null(now);
     assert_int_equal(lb_lock_try_acquire(late, lb_on_conn(now)), LB_OK);
-    assert_string_equal(value_on(r, "s:late"), lb_lock_token(late));
+    assert_string_equal(value_on(r, "s:late"), lb_lock_info_of(late).token);
     assert_int_equal(lb_lock_release(late, lb_on_conn(now)), LB_OK);
     lb_lock_free(late);
     lb_sentinel_free(f[0].s);
@@ -299,7 +299,7 @@ static void test_a_demoted_primary_is_refused_not_written(void **state) {
     lb_sentinel_stats st;
     lb_sentinel_stats_get(s, &st);
     char err[160];
-    snprintf(err, sizeof err, "%s", lb_lock_errstr(l));
+    snprintf(err, sizeof err, "%s", lb_lock_info_of(l).errstr);
     /* Put things back as the sentinels expect them before judging. */
     x = redisCommand(pc, "REPLICAOF NO ONE");
     if (x) freeReplyObject(x);

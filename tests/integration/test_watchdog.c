@@ -167,15 +167,17 @@ static void test_keeps_a_300ms_lock_held_for_five_ttls(void **state) {
     recorder r;
     rec_init(&r);
     lb_lock *l = held_lock("wd:keep", 300);
-    int64_t acquired_deadline = lb_lock_deadline_ns(l);
+    int64_t acquired_deadline = lb_lock_info_of(l).deadline_ns;
     watch(wd, l, &r, 0, 0);
     for (int i = 0; i < 15; i++) {
         sleep_ms(100);
-        assert_string_equal(lbt_get(conn, "wd:keep"), lb_lock_token(l));
+        assert_string_equal(lbt_get(conn, "wd:keep"), lb_lock_info_of(l).token);
     }
     int64_t deadline = 0;
     assert_int_equal(lb_watchdog_check(wd, l, &deadline, NULL), LB_OK);
     assert_true(deadline > acquired_deadline);
+    /* The handle's own deadline follows the renewals. */
+    assert_true(lb_lock_info_of(l).deadline_ns > acquired_deadline);
     lb_watchdog_stats st = stats(wd);
     assert_true(st.renewals >= 3);
     assert_int_equal(st.lost, 0);
@@ -208,7 +210,7 @@ static void test_one_thread_renews_forty_locks(void **state) {
         sleep_ms(200);
         for (int i = 0; i < N; i++) {
             snprintf(key, sizeof key, "wd:many:%d", i);
-            assert_string_equal(lbt_get(conn, key), lb_lock_token(locks[i]));
+            assert_string_equal(lbt_get(conn, key), lb_lock_info_of(locks[i]).token);
         }
     }
     lb_watchdog_stats st = stats(wd);
@@ -240,7 +242,7 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     /* The watchdog's extend compares first: the intruder's key keeps no TTL. */
     assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
     assert_int_equal(lbt_int(conn, "PTTL %s", "wd:overwritten"), -1);
-    int reason = 0;
+    lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, l, NULL, &reason), LB_ELOST);
     assert_int_equal(reason, LB_WATCH_REFUSED);
     assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
@@ -327,14 +329,14 @@ static void test_max_hold_stops_renewal_and_is_reported_as_such(void **state) {
     recorder r;
     rec_init(&r);
     lb_lock *l = held_lock("wd:maxhold", 300);
-    int64_t acquired_deadline = lb_lock_deadline_ns(l);
+    int64_t acquired_deadline = lb_lock_info_of(l).deadline_ns;
     int64_t before = mono_ns();
     watch(wd, l, &r, 0, 700);
     int64_t after = mono_ns();
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
     int64_t deadline = 0;
-    int reason = 0;
+    lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, l, &deadline, &reason), LB_ELOST);
     assert_int_equal(reason, LB_WATCH_MAX_HOLD);
     /* Renewed past the acquired lease, never past the limit, reported at its end. */
@@ -357,7 +359,7 @@ static void test_max_hold_below_the_ttl_never_shortens_the_lease(void **state) {
     recorder r;
     rec_init(&r);
     lb_lock *l = held_lock("wd:short-hold", 400);
-    int64_t acquired_deadline = lb_lock_deadline_ns(l);
+    int64_t acquired_deadline = lb_lock_info_of(l).deadline_ns;
     watch(wd, l, &r, 0.1, 100);
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
@@ -382,7 +384,7 @@ static void test_reconnects_when_its_connection_is_killed(void **state) {
     }
     for (int i = 0; i < 6; i++) {
         sleep_ms(100);
-        assert_string_equal(lbt_get(conn, "wd:killed"), lb_lock_token(l));
+        assert_string_equal(lbt_get(conn, "wd:killed"), lb_lock_info_of(l).token);
     }
     lb_watchdog_stats st = stats(wd);
     assert_true(st.reconnects >= 1);
@@ -827,7 +829,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     rec_init(&r);
     watch(wd, l, &r, 0, 0);
     sleep_ms(700);
-    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
+    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_info_of(l).token);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, lb_on_conn(owner)), LB_OK);
     lb_watchdog_free(wd);
@@ -845,7 +847,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     rep = redisCommand(owner, "CLIENT KILL TYPE normal");
     freeReplyObject(rep);
     sleep_ms(500);
-    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_token(l));
+    assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_info_of(l).token);
     assert_true(__atomic_load_n(&connects, __ATOMIC_SEQ_CST) >= 2);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, lb_on_conn(owner)), LB_OK);

@@ -21,9 +21,9 @@ typedef struct mpart {
 
 #define MPART(p) ((mpart *)(void *)(p))
 
-static lb_machine *m_acq(lbr_part *p) { return lb_mlock_try_acquire_machine(MPART(p)->lock); }
-static lb_machine *m_rel(lbr_part *p) { return lb_mlock_release_machine(MPART(p)->lock); }
-static int m_bel(const lbr_part *p) { return lb_mlock_held(MPART(p)->lock); }
+static lb_machine *m_acq(lbr_part *p) { return lb_mlock_machine(MPART(p)->lock, LB_OP_TRY_ACQUIRE, 0); }
+static lb_machine *m_rel(lbr_part *p) { return lb_mlock_machine(MPART(p)->lock, LB_OP_RELEASE, 0); }
+static int m_bel(const lbr_part *p) { return lb_mlock_info_of(MPART(p)->lock).held; }
 
 /* Valid by its own rules: the lease it computed on its own monotonic clock
  * and, for a timestamp value (compat, legacy), the timestamp by its own clock. */
@@ -32,17 +32,19 @@ static int m_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) 
     size_t len;
     int64_t t;
     (void)codec;
-    if (lb_mlock_held_mode(l) != LB_MODE_MODERN) {
-        const char *v = lb_mlock_value(l, &len);
+    if (lb_mlock_info_of(l).held_mode != LB_MODE_MODERN) {
+        const char *v = lb_mlock_info_of(l).value;
+        len = lb_mlock_info_of(l).value_len;
         if (lb_codec_decode(&MPART(p)->codec, v, len, &t) != LB_OK ||
             lb_codec_now(&MPART(p)->codec, now) > t)
             return 0;
     }
-    return now->mono_ns <= lb_mlock_deadline_ns(l);
+    return now->mono_ns <= lb_mlock_info_of(l).deadline_ns;
 }
 
 static const char *m_val(const lbr_part *p, size_t *len) {
-    return lb_mlock_value(MPART(p)->lock, len);
+    *len = lb_mlock_info_of(MPART(p)->lock).value_len;
+    return lb_mlock_info_of(MPART(p)->lock).value;
 }
 
 static void m_destroy(lbr_part *p) {
@@ -207,7 +209,7 @@ static lb_machine *operator_acq(lbr_part *p) {
 
 /* The mode a follower acts in now, -1 for any other participant. */
 int lbr_part_mode(const lbr_part *p) {
-    return p->destroy == m_destroy ? (int)lb_mlock_mode(MPART(p)->lock) : -1;
+    return p->destroy == m_destroy ? (int)lb_mlock_info_of(MPART(p)->lock).mode : -1;
 }
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {

@@ -22,14 +22,15 @@ typedef struct lbpart {
 
 #define LBPART(p) ((lbpart *)(void *)(p))
 
-static lb_machine *lb_acq(lbr_part *p) { return lb_legacy_try_acquire_machine(LBPART(p)->lock); }
-static lb_machine *lb_rel(lbr_part *p) { return lb_legacy_release_machine(LBPART(p)->lock); }
-static int lb_bel(const lbr_part *p) { return lb_legacy_held(LBPART(p)->lock); }
+static lb_machine *lb_acq(lbr_part *p) { return lb_legacy_machine(LBPART(p)->lock, LB_OP_TRY_ACQUIRE, 0); }
+static lb_machine *lb_rel(lbr_part *p) { return lb_legacy_machine(LBPART(p)->lock, LB_OP_RELEASE, 0); }
+static int lb_bel(const lbr_part *p) { return lb_legacy_info_of(LBPART(p)->lock).held; }
 static int lb_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
-    return lb_codec_now(codec, now) <= lb_legacy_expiry(LBPART(p)->lock);
+    return lb_codec_now(codec, now) <= lb_legacy_info_of(LBPART(p)->lock).expiry;
 }
 static const char *lb_val(const lbr_part *p, size_t *len) {
-    return lb_legacy_value(LBPART(p)->lock, len);
+    *len = lb_legacy_info_of(LBPART(p)->lock).value_len;
+    return lb_legacy_info_of(LBPART(p)->lock).value;
 }
 static void lb_destroy(lbr_part *p) {
     lb_legacy_lock_free(LBPART(p)->lock);
@@ -45,15 +46,15 @@ typedef struct tokpart {
 
 #define TOKPART(p) ((tokpart *)(void *)(p))
 
-static lb_machine *tok_acq(lbr_part *p) { return lb_lock_try_acquire_machine(TOKPART(p)->lock); }
-static lb_machine *tok_rel(lbr_part *p) { return lb_lock_release_machine(TOKPART(p)->lock); }
-static int tok_bel(const lbr_part *p) { return lb_lock_held(TOKPART(p)->lock); }
+static lb_machine *tok_acq(lbr_part *p) { return lb_lock_machine(TOKPART(p)->lock, LB_OP_TRY_ACQUIRE, 0); }
+static lb_machine *tok_rel(lbr_part *p) { return lb_lock_machine(TOKPART(p)->lock, LB_OP_RELEASE, 0); }
+static int tok_bel(const lbr_part *p) { return lb_lock_info_of(TOKPART(p)->lock).held; }
 static int tok_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
     (void)codec;
-    return now->mono_ns <= lb_lock_deadline_ns(TOKPART(p)->lock);
+    return now->mono_ns <= lb_lock_info_of(TOKPART(p)->lock).deadline_ns;
 }
 static const char *tok_val(const lbr_part *p, size_t *len) {
-    const char *t = lb_lock_token(TOKPART(p)->lock);
+    const char *t = lb_lock_info_of(TOKPART(p)->lock).token;
     *len = strlen(t);
     return t;
 }

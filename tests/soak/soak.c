@@ -222,9 +222,9 @@ static int acquire(client *cl) {
 }
 
 static int held(const client *cl) {
-    if (cl->leg) return lb_legacy_held(cl->leg);
-    if (cl->ml) return lb_mlock_held(cl->ml);
-    return lb_lock_held(cl->tok);
+    if (cl->leg) return lb_legacy_info_of(cl->leg).held;
+    if (cl->ml) return lb_mlock_info_of(cl->ml).held;
+    return lb_lock_info_of(cl->tok).held;
 }
 
 static int release(client *cl) {
@@ -236,7 +236,7 @@ static int release(client *cl) {
 /* Milliseconds left of our lease by our own clocks. */
 static int64_t lease_left_ms(const client *cl) {
     if (cl->leg) {
-        int64_t e = lb_legacy_expiry(cl->leg);
+        int64_t e = lb_legacy_info_of(cl->leg).expiry;
         /* A seconds value stays valid through its whole second; count from its
          * start to stay on the safe side. */
         if (cl->k == K_S_SCRIPTED) e *= 1000;
@@ -245,7 +245,7 @@ static int64_t lease_left_ms(const client *cl) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t now_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    int64_t dl = cl->ml ? lb_mlock_deadline_ns(cl->ml) : lb_lock_deadline_ns(cl->tok);
+    int64_t dl = cl->ml ? lb_mlock_info_of(cl->ml).deadline_ns : lb_lock_info_of(cl->tok).deadline_ns;
     return (dl - now_ns) / 1000000;
 }
 
@@ -672,7 +672,7 @@ int main(int argc, char **argv) {
     stop_everything(&fault_th, fault_started);
     double elapsed = (double)(mono_ms() - t0) / 1000.0;
     lb_waiter_stats ws;
-    lb_waiter_get_stats(waiter, &ws);
+    lb_waiter_stats_get(waiter, &ws);
     lb_waiter_free(waiter);
 
     /* Counters, read after every writer has stopped. */

@@ -106,7 +106,7 @@ static void test_each_mode_sends_one_script_over_lock_queue_and_state(void **sta
         lb_lock *l = fair_lock(cases[i].fencing);
         if (cases[i].mode != LB__FAIR_TRY) assert_int_equal(lb__fair_begin_wait(l), LB_OK);
         lb__fair_set_mode(l, cases[i].mode);
-        lb_machine *m = lb_lock_try_acquire_machine(l);
+        lb_machine *m = lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0);
         assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
         const lb_cmd *c = lb_machine_command(m);
         arg_is(c, 0, "EVALSHA");
@@ -120,7 +120,7 @@ static void test_each_mode_sends_one_script_over_lock_queue_and_state(void **sta
         assert_int_equal(c->argc, last + 1);
         char want[128];
         /* Lease: twice the back-off ceiling, but at least a second. */
-        snprintf(want, sizeof want, "%s %s 30000 1000", cases[i].word, lb_lock_token(l));
+        snprintf(want, sizeof want, "%s %s 30000 1000", cases[i].word, lb_lock_info_of(l).token);
         arg_is(c, last, want);
         lb_lock_free(l);
     }
@@ -132,13 +132,13 @@ static void test_a_wait_keeps_its_token_across_attempts(void **state) {
     static const rep busy = {X_ARR, 0, NULL, 2, {0, 500}, 0};
     assert_int_equal(lb__fair_begin_wait(l), LB_OK);
     char first[LB__TOKEN_CAP];
-    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
-    memcpy(first, lb_lock_token(l), sizeof first);
-    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
-    assert_string_equal(lb_lock_token(l), first);
+    assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &busy), LB_EBUSY);
+    memcpy(first, lb_lock_info_of(l).token, sizeof first);
+    assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &busy), LB_EBUSY);
+    assert_string_equal(lb_lock_info_of(l).token, first);
     lb__fair_end_wait(l);
-    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &busy), LB_EBUSY);
-    assert_string_not_equal(lb_lock_token(l), first);
+    assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &busy), LB_EBUSY);
+    assert_string_not_equal(lb_lock_info_of(l).token, first);
     lb_lock_free(l);
 }
 
@@ -175,13 +175,13 @@ static void test_acquire_replies(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lb_lock *l = fair_lock(cases[i].fencing);
-        int rc = run_one(lb_lock_try_acquire_machine(l), &cases[i].reply);
+        int rc = run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &cases[i].reply);
         if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
-        assert_int_equal(lb_lock_held(l), cases[i].held);
-        assert_int_equal(lb_lock_fence(l), cases[i].fence);
-        assert_int_equal(lb_lock_holder_ttl(l), cases[i].holder_ttl);
+        assert_int_equal(lb_lock_info_of(l).held, cases[i].held);
+        assert_int_equal(lb_lock_info_of(l).fence, cases[i].fence);
+        assert_int_equal(lb_lock_info_of(l).holder_ttl_ms, cases[i].holder_ttl);
         if (cases[i].held)
-            assert_int_equal(lb_lock_deadline_ns(l), t0.mono_ns + INT64_C(30000) * 1000000);
+            assert_int_equal(lb_lock_info_of(l).deadline_ns, t0.mono_ns + INT64_C(30000) * 1000000);
         lb_lock_free(l);
     }
 }
@@ -204,18 +204,18 @@ static void test_release_replies(void **state) {
     static const rep acquired = {X_ARR, 0, NULL, 2, {1, 0}, 0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lb_lock *l = fair_lock(0);
-        assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &acquired), LB_OK);
-        lb_machine *m = lb_lock_release_machine(l);
+        assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &acquired), LB_OK);
+        lb_machine *m = lb_lock_machine(l, LB_OP_RELEASE, 0);
         assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
         const lb_cmd *c = lb_machine_command(m);
         arg_is(c, 1, lb__script_modern_fair_release.sha1);
         char want[128];
-        snprintf(want, sizeof want, "%s 16 200 {job:7}:released", lb_lock_token(l));
+        snprintf(want, sizeof want, "%s 16 200 {job:7}:released", lb_lock_info_of(l).token);
         arg_is(c, 6, want);
         built b;
         int rc = lb_machine_step(m, build(&b, &cases[i].reply), now());
         if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
-        assert_int_equal(lb_lock_held(l), cases[i].held);
+        assert_int_equal(lb_lock_info_of(l).held, cases[i].held);
         lb_lock_free(l);
     }
 }
@@ -223,7 +223,7 @@ static void test_release_replies(void **state) {
 static void test_release_of_a_lock_not_held_sends_nothing(void **state) {
     (void)state;
     lb_lock *l = fair_lock(0);
-    assert_int_equal(lb_machine_step(lb_lock_release_machine(l), NULL, now()), LB_ESTATE);
+    assert_int_equal(lb_machine_step(lb_lock_machine(l, LB_OP_RELEASE, 0), NULL, now()), LB_ESTATE);
     lb_lock_free(l);
 }
 

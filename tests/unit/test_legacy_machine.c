@@ -413,9 +413,9 @@ static void assert_command(const lb_cmd *cmd, const char *const *argv) {
 
 static lb_machine *start(lb_legacy_lock *l, const phase *p) {
     switch (p->op) {
-    case OP_ACQUIRE: return lb_legacy_try_acquire_machine(l);
-    case OP_RELEASE: return lb_legacy_release_machine(l);
-    default: return lb_legacy_extend_machine(l, p->ttl_ms);
+    case OP_ACQUIRE: return lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
+    case OP_RELEASE: return lb_legacy_machine(l, LB_OP_RELEASE, 0);
+    default: return lb_legacy_machine(l, LB_OP_EXTEND, p->ttl_ms);
     }
 }
 
@@ -441,7 +441,7 @@ static void run_phase(lb_legacy_lock *l, const phase *p, lbt_fake_time *ft, cons
         fail_msg("unexpected further command %.*s", (int)cmd->argvlen[0], cmd->argv[0]);
     }
     if (rc != p->status) fail_msg("got %s, want %s", lb_err_name(rc), lb_err_name(p->status));
-    assert_int_equal(lb_legacy_held(l), p->held);
+    assert_int_equal(lb_legacy_info_of(l).held, p->held);
     assert_int_equal(lb_machine_commands(m), n);
     if (rc != LB_OK) assert_string_not_equal(lb_machine_errstr(m), "");
     /* A finished operation takes no more replies. */
@@ -460,11 +460,12 @@ static void run_case(const machine_case *c) {
     lb_legacy_lock *l = NULL;
     assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
     for (size_t i = 0; i < 4 && c->p[i].op != OP_END; i++) run_phase(l, &c->p[i], &ft, &clk);
-    size_t len = 0;
-    assert_string_equal(lb_legacy_value(l, &len), c->value);
+    size_t len = lb_legacy_info_of(l).value_len;
+    assert_string_equal(lb_legacy_info_of(l).value, c->value);
     assert_int_equal(len, strlen(c->value));
     int64_t t = -1;
-    assert_int_equal(lb_legacy_observed_expiry(l, &t), c->has_observed ? LB_OK : LB_ESTATE);
+    assert_int_equal(lb_legacy_info_of(l).observed, c->has_observed);
+    t = lb_legacy_info_of(l).observed_expiry;
     assert_int_equal(t, c->has_observed ? c->observed : 0);
     lb_legacy_lock_free(l);
 }
@@ -521,7 +522,7 @@ static void test_foreign_values_end_the_attempt_without_a_write(void **state) {
         o.clock = &clk;
         lb_legacy_lock *l = NULL;
         assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
-        lb_machine *m = lb_legacy_try_acquire_machine(l);
+        lb_machine *m = lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
         lb_now now = lb_clock_now(&clk);
         lbt_reply zero = LBT_R_INT(0);
         lbt_reply value = {LBT_STR, 0, cases[i].value ? cases[i].value : big, cases[i].len};
@@ -532,11 +533,10 @@ static void test_foreign_values_end_the_attempt_without_a_write(void **state) {
         assert_string_equal(lb_machine_command(m)->argv[0], "GET");
         assert_int_equal(lb_machine_step(m, lbt_reply_build(&r, &value), &now), LB_EFOREIGN);
         assert_int_equal(lb_machine_commands(m), 2);
-        assert_false(lb_legacy_held(l));
-        int64_t t;
-        assert_int_equal(lb_legacy_observed_expiry(l, &t), LB_ESTATE);
+        assert_false(lb_legacy_info_of(l).held);
+        assert_false(lb_legacy_info_of(l).observed);
         /* The value is reported escaped: printable, bounded, no NUL inside. */
-        const char *shown = lb_legacy_foreign(l);
+        const char *shown = lb_legacy_info_of(l).foreign;
         for (const char *p = shown; *p; p++) assert_true(*p >= 0x20 && *p < 0x7f);
         assert_true(strlen(shown) < 96);
         assert_non_null(strstr(lb_machine_errstr(m), "not in this client's format"));
@@ -565,7 +565,7 @@ static void test_an_implausible_value_names_the_codec_that_reads_it(void **state
         o.clock = &clk;
         lb_legacy_lock *l = NULL;
         assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
-        lb_machine *m = lb_legacy_try_acquire_machine(l);
+        lb_machine *m = lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
         lb_now now = lb_clock_now(&clk);
         lbt_reply zero = LBT_R_INT(0), value = LBT_R_STR(cases[i].value);
         redisReply r;
@@ -588,7 +588,7 @@ static void test_a_ttl_beyond_the_window_fails_without_sending(void **state) {
     o.ttl_ms = LB_PLAUSIBLE_AHEAD_MS;
     lb_legacy_lock *l = NULL;
     assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
-    lb_machine *m = lb_legacy_try_acquire_machine(l);
+    lb_machine *m = lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
     lb_now now = {T0_WALL_US, T0_MONO_NS};
     assert_int_equal(lb_machine_step(m, NULL, &now), LB_EINVAL);
     assert_int_equal(lb_machine_commands(m), 0);
@@ -627,7 +627,7 @@ static void test_lock_creation_rejects_bad_options(void **state) {
     assert_int_equal(lb_legacy_lock_new(NULL, "k", 1, NULL), LB_EINVAL);
     /* NULL options mean the defaults; keys are any bytes. */
     assert_int_equal(lb_legacy_lock_new(&l, "a\0b", 3, NULL), LB_OK);
-    lb_machine *m = lb_legacy_try_acquire_machine(l);
+    lb_machine *m = lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
     lb_now now = lb_clock_now(NULL);
     assert_int_equal(lb_machine_step(m, NULL, &now), LB_STEP_SEND);
     assert_int_equal(lb_machine_command(m)->argvlen[1], 3);
@@ -642,11 +642,11 @@ static void test_a_ttl_too_large_to_encode_fails_without_sending(void **state) {
     o.ttl_ms = INT64_MAX;
     lb_legacy_lock *l = NULL;
     assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &o), LB_OK);
-    lb_machine *m = lb_legacy_try_acquire_machine(l);
+    lb_machine *m = lb_legacy_machine(l, LB_OP_TRY_ACQUIRE, 0);
     lb_now now = {T0_WALL_US, T0_MONO_NS};
     assert_int_equal(lb_machine_step(m, NULL, &now), LB_EINVAL);
     assert_int_equal(lb_machine_commands(m), 0);
-    assert_false(lb_legacy_held(l));
+    assert_false(lb_legacy_info_of(l).held);
     lb_legacy_lock_free(l);
 }
 

@@ -204,14 +204,14 @@ static void test_acquire_handles_every_reply(void **state) {
             int sent;
             char last[512];
             make(&f, (lb_mode)mode, NULL, 0);
-            int rc = feed(&f, lb_mlock_try_acquire_machine(f.l), t[i].replies, t[i].n, &sent,
+            int rc = feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), t[i].replies, t[i].n, &sent,
                           last, sizeof last);
             if (rc != t[i].rc || sent != t[i].sent)
                 fail_msg("%s (%s): rc %s sent %d", t[i].name, lb_mode_name((lb_mode)mode),
                          lb_err_name(rc), sent);
-            assert_int_equal(lb_mlock_held(f.l), rc == LB_OK);
+            assert_int_equal(lb_mlock_info_of(f.l).held, rc == LB_OK);
             if (rc != LB_OK && t[i].seen != LB_FORMAT_ABSENT)
-                assert_int_equal(lb_mlock_observed(f.l)->format, t[i].seen);
+                assert_int_equal(lb_mlock_info_of(f.l).observed->format, t[i].seen);
             /* A takeover call carries the value judged expired as its last argument. */
             if (t[i].n >= 2) {
                 const char *tail = strrchr(last, '|');
@@ -232,10 +232,10 @@ static void test_a_foreign_getset_is_what_legacy_mode_observed(void **state) {
     fixture f;
     int sent;
     make(&f, LB_MODE_LEGACY, NULL, 0);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), r, 3, &sent, NULL, 0),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), r, 3, &sent, NULL, 0),
                      LB_EFOREIGN);
     assert_int_equal(sent, 3);
-    const lb_class *seen = lb_mlock_observed(f.l);
+    const lb_class *seen = lb_mlock_info_of(f.l).observed;
     assert_int_equal(seen->format, LB_FORMAT_UNKNOWN);
     assert_false(seen->expired);
     lb_mlock_free(f.l);
@@ -332,39 +332,39 @@ static void test_commands_have_the_documented_shape(void **state) {
     int sent;
     char last[512];
     make(&f, LB_MODE_COMPAT, NULL, 0);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, last, sizeof last),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), ok, 1, &sent, last, sizeof last),
                      LB_OK);
     /* EVALSHA sha 1 key value px observed: timestamp now + ttl + 1 ms, PX ttl + grace. */
     char want[256];
     snprintf(want, sizeof want, "|1|k|1700000010001|12000|");
     assert_memory_equal(last, "EVALSHA|", 8);
     assert_non_null(strstr(last, want));
-    assert_int_equal(lb_mlock_held_mode(f.l), LB_MODE_COMPAT);
-    assert_int_equal(lb_mlock_deadline_ns(f.l), T0_MONO_NS + INT64_C(10000) * 1000000);
+    assert_int_equal(lb_mlock_info_of(f.l).held_mode, LB_MODE_COMPAT);
+    assert_int_equal(lb_mlock_info_of(f.l).deadline_ns, T0_MONO_NS + INT64_C(10000) * 1000000);
     /* Extend: a later timestamp, PX ttl + grace, compared with ours. */
     static const rep one[1] = {RI(1)};
     lbt_fake_advance(&f.ft, 1000);
-    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, last, sizeof last),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_EXTEND, 10000), one, 1, &sent, last, sizeof last),
                      LB_OK);
     assert_non_null(strstr(last, "|1|k|1700000010001|1700000011001|12000"));
     /* Expired by our clock: refused without a command, key left to its TTL. */
     lbt_fake_advance(&f.ft, 20000);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), one, 1, &sent, NULL, 0), LB_EEXPIRED);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), one, 1, &sent, NULL, 0), LB_EEXPIRED);
     assert_int_equal(sent, 0);
-    assert_false(lb_mlock_held(f.l));
+    assert_false(lb_mlock_info_of(f.l).held);
     lb_mlock_free(f.l);
 
     make(&f, LB_MODE_MODERN, NULL, 0);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, last, sizeof last),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), ok, 1, &sent, last, sizeof last),
                      LB_OK);
-    size_t len;
-    const char *tok = lb_mlock_value(f.l, &len);
+    size_t len = lb_mlock_info_of(f.l).value_len;
+    const char *tok = lb_mlock_info_of(f.l).value;
     assert_int_equal(len, 32);
     snprintf(want, sizeof want, "|1|k|%s|10000|", tok);
     assert_non_null(strstr(last, want));
     /* Modern release after the lease: the token is unique, the script compares. */
     lbt_fake_advance(&f.ft, 20000);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), one, 1, &sent, last, sizeof last),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), one, 1, &sent, last, sizeof last),
                      LB_OK);
     snprintf(want, sizeof want, "|1|k|%s|{k}:released", tok);
     assert_non_null(strstr(last, want));
@@ -381,18 +381,18 @@ static void test_a_compat_extend_within_the_margin_is_refused(void **state) {
     fixture f;
     int sent;
     make(&f, LB_MODE_COMPAT, NULL, 0); /* expiry T0 + 10001 ms */
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), ok, 1, &sent, NULL, 0), LB_OK);
     lbt_fake_advance(&f.ft, 9500);
-    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, NULL, 0),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_EXTEND, 10000), one, 1, &sent, NULL, 0),
                      LB_EEXPIRED);
     assert_int_equal(sent, 0);
-    assert_false(lb_mlock_held(f.l));
+    assert_false(lb_mlock_info_of(f.l).held);
     lb_mlock_free(f.l);
     /* Just outside the margin it runs. */
     make(&f, LB_MODE_COMPAT, NULL, 0);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), ok, 1, &sent, NULL, 0), LB_OK);
     lbt_fake_advance(&f.ft, 9000);
-    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10000), one, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_EXTEND, 10000), one, 1, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 1);
     lb_mlock_free(f.l);
 }
@@ -417,11 +417,11 @@ static void test_release_and_extend_replies(void **state) {
         fixture f;
         int sent;
         make(&f, LB_MODE_COMPAT, NULL, 0);
-        assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), ok, 1, &sent, NULL, 0), LB_OK);
-        lb_machine *m = t[i].extend ? lb_mlock_extend_machine(f.l, 5000) : lb_mlock_release_machine(f.l);
+        assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), ok, 1, &sent, NULL, 0), LB_OK);
+        lb_machine *m = t[i].extend ? lb_mlock_machine(f.l, LB_OP_EXTEND, 5000) : lb_mlock_machine(f.l, LB_OP_RELEASE, 0);
         int rc = feed(&f, m, &t[i].r, 1, &sent, NULL, 0);
-        if (rc != t[i].rc || lb_mlock_held(f.l) != t[i].held)
-            fail_msg("row %zu: rc %s held %d", i, lb_err_name(rc), lb_mlock_held(f.l));
+        if (rc != t[i].rc || lb_mlock_info_of(f.l).held != t[i].held)
+            fail_msg("row %zu: rc %s held %d", i, lb_err_name(rc), lb_mlock_info_of(f.l).held);
         lb_mlock_free(f.l);
     }
     /* A modern release with no reply stays held: a token is ours alone, so
@@ -431,15 +431,15 @@ static void test_release_and_extend_replies(void **state) {
     make(&f, LB_MODE_MODERN, NULL, 0);
     static const rep modern_ok[1] = {{X_ARR, 0, NULL, 1, {EI(1)}}};
     static const rep none[1] = {RNONE};
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), modern_ok, 1, &sent, NULL, 0),
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), modern_ok, 1, &sent, NULL, 0),
                      LB_OK);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), none, 1, &sent, NULL, 0), LB_EIO);
-    assert_true(lb_mlock_held(f.l));
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), none, 1, &sent, NULL, 0), LB_EIO);
+    assert_true(lb_mlock_info_of(f.l).held);
     lb_mlock_free(f.l);
     /* Not held: nothing to release or extend. */
     make(&f, LB_MODE_MODERN, NULL, 0);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), NULL, 0, &sent, NULL, 0), LB_ESTATE);
-    assert_int_equal(feed(&f, lb_mlock_extend_machine(f.l, 10), NULL, 0, &sent, NULL, 0), LB_ESTATE);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), NULL, 0, &sent, NULL, 0), LB_ESTATE);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_EXTEND, 10), NULL, 0, &sent, NULL, 0), LB_ESTATE);
     assert_int_equal(sent, 0);
     lb_mlock_free(f.l);
 }
@@ -466,12 +466,12 @@ static void test_mode_reads_decide_the_next_operations_mode(void **state) {
         int sent;
         char last[512];
         make(&f, LB_MODE_COMPAT, "ns", 1);
-        lb_machine *m = lb_mlock_try_acquire_machine(f.l);
+        lb_machine *m = lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0);
         int rc = feed(&f, m, &t[i].touch, 1, &sent, last, sizeof last);
         assert_memory_equal(last, "EVALSHA|", 8);
         assert_non_null(strstr(last, "|2|{ns}:lb-mode|{ns}:lb-census||"));
-        if (rc != t[i].rc || lb_mlock_mode(f.l) != t[i].after)
-            fail_msg("row %zu: rc %s mode %s", i, lb_err_name(rc), lb_mode_name(lb_mlock_mode(f.l)));
+        if (rc != t[i].rc || lb_mlock_info_of(f.l).mode != t[i].after)
+            fail_msg("row %zu: rc %s mode %s", i, lb_err_name(rc), lb_mode_name(lb_mlock_info_of(f.l).mode));
         if (rc == LB_STEP_SEND) {
             /* The acquire that follows speaks the mode just read. */
             const lb_cmd *cmd = lb_machine_command(m);
@@ -487,27 +487,27 @@ static void test_mode_reads_decide_the_next_operations_mode(void **state) {
     static const rep seq[2] = {{X_ARR, 0, NULL, 1, {EI(0)}}, {X_ARR, 0, NULL, 1, {EI(1)}}};
     static const rep rel[1] = {RI(1)};
     make(&f, LB_MODE_COMPAT, "ns", 1);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), seq, 2, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 2);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), &seq[1], 1, &sent, last,
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), rel, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), &seq[1], 1, &sent, last,
                           sizeof last), LB_OK);
     assert_int_equal(sent, 1);
     assert_null(strstr(last, "lb-mode"));
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), rel, 1, &sent, NULL, 0), LB_OK);
     lb_mlock_notify(f.l);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), seq, 2, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 2);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), rel, 1, &sent, NULL, 0), LB_OK);
     lbt_fake_advance(&f.ft, 1000);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), seq, 2, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 2);
-    assert_int_equal(feed(&f, lb_mlock_release_machine(f.l), rel, 1, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_RELEASE, 0), rel, 1, &sent, NULL, 0), LB_OK);
     /* A read that failed is tried again by the next acquire. */
     static const rep broken[1] = {RNONE};
     lb_mlock_notify(f.l);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), broken, 1, &sent, NULL, 0), LB_EIO);
-    assert_int_equal(feed(&f, lb_mlock_try_acquire_machine(f.l), seq, 2, &sent, NULL, 0), LB_OK);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), broken, 1, &sent, NULL, 0), LB_EIO);
+    assert_int_equal(feed(&f, lb_mlock_machine(f.l, LB_OP_TRY_ACQUIRE, 0), seq, 2, &sent, NULL, 0), LB_OK);
     assert_int_equal(sent, 2);
     lb_mlock_free(f.l);
 }
@@ -549,8 +549,8 @@ static void test_bad_options_are_refused(void **state) {
     assert_int_equal(lb_mlock_new(&l, "k", 1, &o), LB_EINVAL);
     assert_int_equal(lb_mlock_new(NULL, "k", 1, &o), LB_EINVAL);
     assert_int_equal(lb_mlock_new(&l, "k", 1, NULL), LB_OK); /* defaults */
-    assert_int_equal(lb_mlock_mode(l), LB_MODE_COMPAT);
-    assert_string_equal(lb_mlock_client_id(l), "");
+    assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_COMPAT);
+    assert_string_equal(lb_mlock_info_of(l).client_id, "");
     lb_mlock_free(l);
     lb_mlock_free(NULL);
 }

@@ -61,7 +61,7 @@ static int pair(target *t, kind k, const char *key, long *commands) {
         if (lb_legacy_lock_new(&l, key, strlen(key), NULL) != LB_OK) return -1;
         rc = t->cl ? lb_legacy_try_acquire(l, lb_on_cluster(t->cl)) : lb_legacy_try_acquire(l, lb_on_conn(t->c));
         if (rc == LB_OK) rc = t->cl ? lb_legacy_release(l, lb_on_cluster(t->cl)) : lb_legacy_release(l, lb_on_conn(t->c));
-        *commands += (long)lb_legacy_commands(l);
+        *commands += (long)lb_legacy_info_of(l).commands;
         lb_legacy_lock_free(l);
         return rc;
     }
@@ -72,7 +72,7 @@ static int pair(target *t, kind k, const char *key, long *commands) {
     if (lb_lock_new(&l, key, strlen(key), &o) != LB_OK) return -1;
     rc = t->cl ? lb_lock_try_acquire(l, lb_on_cluster(t->cl)) : lb_lock_try_acquire(l, lb_on_conn(t->c));
     if (rc == LB_OK) rc = t->cl ? lb_lock_release(l, lb_on_cluster(t->cl)) : lb_lock_release(l, lb_on_conn(t->c));
-    *commands += (long)lb_lock_commands(l);
+    *commands += (long)lb_lock_info_of(l).commands;
     lb_lock_free(l);
     return rc;
 }
@@ -258,7 +258,7 @@ static void async_released(lb_machine *m, int status, void *ud) {
 static void async_acquired(lb_machine *m, int status, void *ud) {
     ajob *j = ud;
     j->r->commands += lb_machine_commands(m);
-    if (status != LB_OK || async_go(j, lb_lock_release_machine(j->lock), async_released) != LB_OK)
+    if (status != LB_OK || async_go(j, lb_lock_machine(j->lock, LB_OP_RELEASE, 0), async_released) != LB_OK)
         async_end(j, 0);
 }
 
@@ -271,7 +271,7 @@ static void async_start(ajob *j) {
         return;
     }
     r->in_flight++;
-    if (async_go(j, lb_lock_try_acquire_machine(j->lock), async_acquired) != LB_OK) async_end(j, 0);
+    if (async_go(j, lb_lock_machine(j->lock, LB_OP_TRY_ACQUIRE, 0), async_acquired) != LB_OK) async_end(j, 0);
 }
 
 /* n keys on one thread through the asynchronous driver of `ca` or `ac`. */

@@ -21,8 +21,13 @@ DEP_CFLAGS := $(shell pkg-config --cflags hiredis libcjson 2>/dev/null)
 DEP_LIBS   := $(shell pkg-config --libs hiredis libcjson 2>/dev/null || echo -lhiredis -lcjson)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wformat=2 -Wvla
-CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -Iinclude -I. -Itests -I$(BUILD) \
+# -MMD -MP: each compile writes a .d file beside its output naming the headers
+# it read (included below), so touching a header rebuilds exactly its users.
+CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -MMD -MP -Iinclude -I. -I$(BUILD) \
              $(DEP_CFLAGS) $(SAN) $(CFLAGS)
+# Test code (tests/harness, tests/race, the test programs) includes "harness/..."
+# and "race/..."; the library and the tool never see tests/.
+TEST_CFLAGS = $(CFLAGS_ALL) -Itests
 LDFLAGS_ALL = $(SAN) $(LDFLAGS)
 LIBS    := $(DEP_LIBS) -lm -lpthread
 
@@ -40,19 +45,25 @@ TOOL_SRC := $(wildcard migrate/cli/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 
-.PHONY: all lib tool install uninstall clean test test-run unit integration interop asan tsan \
-        valgrind deps demo demo-run bench help check-deps explore
+.PHONY: all lib tool install uninstall clean test test-run unit unit-run integration \
+        integration-run asan tsan valgrind deps demo demo-run bench help check-deps explore
 
 all: lib tool
 
 lib: $(STATIC) $(SHARED)
 tool: $(TOOL)
 
-# Every object depends on every project header: coarse, but never stale.
-LOCAL_HEADERS := $(wildcard */internal.h migrate/cli/*.h tests/harness/*.h tests/race/*.h)
-$(BUILD)/obj/%.o: %.c $(HEADERS) $(LOCAL_HEADERS) | $(GEN_SRC)
+# Library and tool objects; each header a source reads is a prerequisite
+# through its .d file.
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+# Objects of test code: the test programs, the harness, the race models, the
+# benchmark, the soak and the fuzz targets.
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gen/scripts.o: $(GEN_SRC)
 	@mkdir -p $(dir $@)
@@ -108,20 +119,23 @@ uninstall:
 TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
-CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c
+CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
-# Keep harness objects between runs (they are only prerequisites of pattern rules).
-.SECONDARY: $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ)
-TEST_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_UNIT_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_INT_BINS  := $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)
+TEST_OBJ  := $(TEST_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o)
+# Keep these objects between runs (they are only prerequisites of pattern rules).
+.SECONDARY: $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(TEST_OBJ)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # The asynchronous driver's tests run on libevent's loop.
 EVENT_LIBS  := $(shell pkg-config --libs libevent 2>/dev/null || echo -levent)
 
-$(BUILD)/tests/%: tests/%.c $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) $(wildcard tests/harness/*.h tests/race/*.h)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) \
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) \
 	    $(CMOCKA_LIBS) $(EVENT_LIBS) $(LIBS)
 
 JAVA_SRC := $(wildcard tests/interop/java/*.java)
@@ -143,6 +157,20 @@ test: check-deps
 # Builds everything and runs every suite; `make test` without the dependency check.
 test-run: all test-bins
 	BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
+
+# One group of suites: tests/unit (no server, no tool), or tests/integration
+# (real redis-servers, the tool, the Java lockers).
+unit: check-deps
+	$(MAKE) unit-run
+
+unit-run: $(TEST_UNIT_BINS)
+	BUILD=$(BUILD) sh tests/run.sh $(TEST_UNIT_BINS)
+
+integration: check-deps
+	$(MAKE) integration-run
+
+integration-run: all $(TEST_INT_BINS) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
+	BUILD=$(BUILD) sh tests/run.sh $(TEST_INT_BINS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
 asan:
@@ -170,7 +198,7 @@ explore: $(BUILD)/tests/integration/test_races
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).
-VALGRIND_TESTS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%) \
+VALGRIND_TESTS := $(TEST_UNIT_BINS) \
     $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async)
 valgrind: test-bins
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(VALGRIND_TESTS)
@@ -191,13 +219,12 @@ bench: $(STATIC) $(TOOL)
 	$(MAKE) $(BUILD)/bench/lockbridge-bench
 	BUILD=$(BUILD) sh tools/bench.sh
 
-# The benchmark's main and its other files in tests/bench (one part each).
-BENCH_SRC := $(filter-out tests/bench/lockbridge-bench.c,$(wildcard tests/bench/*.c))
-$(BUILD)/bench/lockbridge-bench: tests/bench/lockbridge-bench.c $(BENCH_SRC) tests/bench/bench.h \
-    $(HARNESS_OBJ) $(STATIC)
+# The benchmark: its main, lockbridge-bench.c, and its other files in tests/bench
+# (one part each).
+BENCH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/bench/*.c))
+$(BUILD)/bench/lockbridge-bench: $(BENCH_OBJ) $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(BENCH_SRC) $(HARNESS_OBJ) $(STATIC) \
-	    $(EVENT_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(BENCH_OBJ) $(HARNESS_OBJ) $(STATIC) $(EVENT_LIBS) $(LIBS)
 
 # Opt-in: the peers make bench compares with (Debian's python3-redis and
 # gnuplot for the plots; node-redlock and redis-semaphore from npm, into
@@ -206,10 +233,6 @@ $(BUILD)/bench/lockbridge-bench: tests/bench/lockbridge-bench.c $(BENCH_SRC) tes
 bench-peers:
 	sh tools/deps.sh --bench
 	cd tests/bench/peers && npm install --no-audit --no-fund
-
-$(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
 
 # ---- soak -------------------------------------------------------------------------
 # tests/soak/soak.c: every legal fleet, lockbridge clients beside the Java lockers,
@@ -220,9 +243,9 @@ $(BUILD)/bench/%: tests/bench/%.c $(HARNESS_OBJ) $(STATIC)
 SOAK_SECONDS ?= 300
 SOAK_CLIENTS ?= 32
 .PHONY: soak soak-run soak-short
-$(BUILD)/soak/soak: tests/soak/soak.c $(HARNESS_OBJ) $(STATIC)
+$(BUILD)/soak/soak: $(BUILD)/obj/tests/soak/soak.o $(HARNESS_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(STATIC) $(LIBS)
 
 soak: check-deps
 	$(MAKE) soak-run
@@ -272,9 +295,12 @@ fuzz-bins:
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link" \
 	    $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz/%)
 
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(STATIC)
+# Compiled with SAN's -fsanitize=fuzzer-no-link; libFuzzer's main comes in at the link.
+FUZZ_OBJ := $(FUZZ_NAMES:%=$(BUILD)/obj/tests/fuzz/%.o)
+.SECONDARY: $(FUZZ_OBJ)
+$(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ $< $(STATIC) $(LIBS)
+	$(CC) -fsanitize=fuzzer $(LDFLAGS_ALL) -o $@ $< $(STATIC) $(LIBS)
 
 fuzz: fuzz-bins
 	@for t in $(FUZZ_NAMES); do \
@@ -290,13 +316,25 @@ fuzz: fuzz-bins
 fuzz-long:
 	$(MAKE) fuzz FUZZ_SECONDS=600 FUZZ_RUNS=-1 FUZZ_SEED=0
 
+# The header dependencies -MMD wrote at each object's last compile (none before
+# the first build, when every object is built anyway).
+OBJ_ALL := $(LIB_OBJ) $(TOOL_OBJ) $(TEST_OBJ) $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(BENCH_OBJ) \
+           $(BUILD)/obj/tests/soak/soak.o $(FUZZ_OBJ)
+-include $(wildcard $(OBJ_ALL:.o=.d))
+
+# Every folder a target builds into: $(BUILD) (the tests, valgrind's run, the
+# benchmark, the soak), asan's build-asan, soak-short's $(BUILD)-asan, tsan's
+# build-tsan and the fuzzing build.
+BUILD_DIRS = $(sort build build-asan build-tsan build-fuzz $(BUILD) $(BUILD)-asan $(FUZZ_BUILD))
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf $(BUILD_DIRS)
 
 help:
 	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests"
+	@echo "make unit       build and run tests/unit only (no server needed)"
+	@echo "make integration  build and run tests/integration only (servers, tool, JVM)"
 	@echo "make asan       the same tests under ASan+UBSan"
 	@echo "make tsan       the threaded tests (TSAN_TESTS) under ThreadSanitizer"
 	@echo "make valgrind   unit and library integration tests under valgrind"

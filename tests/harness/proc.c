@@ -138,6 +138,27 @@ void lbt_parse(const lbt_proc *p, lbt_lines *out) {
     }
 }
 
+/* Unlike lbt_parse, any number of lines: a scan may print one per key. */
+cJSON *lbt_last_json(const lbt_proc *p, int rc, int expect_exit) {
+    if (rc != expect_exit)
+        fail_msg("exit %d, expected %d:\n%s%s", rc, expect_exit, p->out, p->err);
+    char copy[sizeof p->out];
+    memcpy(copy, p->out, p->outlen + 1);
+    cJSON *last = NULL;
+    char *save = NULL;
+    for (char *s = strtok_r(copy, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
+        cJSON_Delete(last);
+        last = cJSON_Parse(s);
+        if (!last) fail_msg("not JSON: %s", s);
+    }
+    if (!last) fail_msg("no output; stderr: %s", p->err);
+    return last;
+}
+
+cJSON *lbt_run_json(lbt_proc *p, const char *const *args, int expect_exit) {
+    return lbt_last_json(p, lbt_run(p, args), expect_exit);
+}
+
 void lbt_lines_free(lbt_lines *l) {
     for (int i = 0; i < l->n; i++) cJSON_Delete(l->line[i]);
     l->n = 0;

@@ -48,6 +48,13 @@ int lbt_finish_with(lbt_proc *p, void (*meanwhile)(void), int every_ms);
 /* lbt_spawn, then lbt_finish: the exit code. */
 int lbt_run(lbt_proc *p, const char *const *args);
 
+/* Checks a run's exit code `rc` against `expect_exit` (failing with the run's
+ * output if they differ) and that every stdout line is JSON; returns the last
+ * line parsed (caller frees). */
+cJSON *lbt_last_json(const lbt_proc *p, int rc, int expect_exit);
+/* lbt_run, then lbt_last_json. */
+cJSON *lbt_run_json(lbt_proc *p, const char *const *args, int expect_exit);
+
 /* Parses every stdout line as JSON; each must be valid. */
 void lbt_parse(const lbt_proc *p, lbt_lines *out);
 void lbt_lines_free(lbt_lines *l);

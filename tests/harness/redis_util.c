@@ -58,3 +58,12 @@ long long lbt_calls(redisContext *c, const char *name) {
     freeReplyObject(r);
     return n;
 }
+
+void lbt_del_matching(redisContext *c, const char *pattern) {
+    redisReply *r = redisCommand(c, "KEYS %s", pattern);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++)
+        lbt_cmd_ok(c, "DEL %b", r->element[i]->str, (size_t)r->element[i]->len);
+    freeReplyObject(r);
+}

@@ -20,5 +20,7 @@ const char *lbt_get(redisContext *c, const char *key);
 /* The calls INFO commandstats counts for the command Redis names `name`
  * ("setnx", "script|load"): 0 before the first. */
 long long lbt_calls(redisContext *c, const char *name);
+/* Deletes every key KEYS `pattern` finds (a test's own keys, on a test server). */
+void lbt_del_matching(redisContext *c, const char *pattern);
 
 #endif

@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "harness/cli.h"
 #include "harness/cluster.h"
 #include "harness/proc.h"
 #include "harness/redis_util.h"
@@ -27,24 +27,7 @@
 static lbt_cluster cluster;
 static lbt_proc proc;
 
-/* The last JSON line of the tool's stdout, after checking its exit code. */
-static cJSON *last_json(int rc, int expect_exit) {
-    if (rc != expect_exit) fail_msg("exit %d, expected %d: %s", rc, expect_exit, proc.err);
-    char *end = proc.out + proc.outlen;
-    while (end > proc.out && end[-1] == '\n') *--end = '\0';
-    char *line = strrchr(proc.out, '\n');
-    cJSON *o = cJSON_Parse(line ? line + 1 : proc.out);
-    if (!o) fail_msg("not JSON: %s", proc.out);
-    return o;
-}
-
 /* ---- The cluster ----------------------------------------------------------------- */
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
 /* The node that owns `key`'s slot. */
 static int owner_of(const char *key) {
     int i = lbt_cluster_owner(&cluster, lb_cluster_keyslot(key, strlen(key)));
@@ -115,7 +98,7 @@ static int other_primary(int a, int b) {
 static void test_status_counts_the_keys_of_every_primary(void **state) {
     (void)state;
     char k[64], v[32];
-    snprintf(v, sizeof v, "%lld", (long long)(wall_ms() + 600000));
+    snprintf(v, sizeof v, "%lld", (long long)(lbt_wall_ms() + 600000));
     assert_spread("clc:s:");
     for (int i = 0; i < NKEYS; i++) {
         key_name(k, sizeof k, "clc:s:", i);
@@ -128,7 +111,7 @@ static void test_status_counts_the_keys_of_every_primary(void **state) {
     for (int e = 0; e < 2; e++) {
         const char *args[] = {"-p", port_of(entry[e]), "status", "--ns", "clc-s", "--match",
                               "clc:s:*", "--count", "7", "--json", NULL};
-        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        cJSON *o = lbt_run_json(&proc, args, 0);
         assert_string_equal(lbt_str_of(o, "event"), "status");
         assert_true(lbt_num_of(o, "keys") == NKEYS);
         assert_true(lbt_bool_of(o, "cluster"));
@@ -157,7 +140,7 @@ static void test_status_counts_the_keys_of_every_primary(void **state) {
 static void test_sweep_acts_on_the_keys_of_every_primary(void **state) {
     (void)state;
     char k[64], run[32], old[32];
-    int64_t now = wall_ms();
+    int64_t now = lbt_wall_ms();
     long long running = now + 600000;
     snprintf(run, sizeof run, "%lld", running);
     snprintf(old, sizeof old, "%lld", (long long)(now - 3600000));
@@ -175,7 +158,7 @@ static void test_sweep_acts_on_the_keys_of_every_primary(void **state) {
     for (int i = 0; i < NKEYS; i++) expire += i % 4 == 0, del += i % 4 == 1;
     const char *args[] = {"-p", port_of(0), "sweep", "--ns", "swns", "--match", "clc:w:*", "--grace-ms",
                           "10000", "--count", "5", "--expire-live", "--json", NULL};
-    cJSON *o = last_json(lbt_run(&proc, args), 0);
+    cJSON *o = lbt_run_json(&proc, args, 0);
     assert_string_equal(lbt_str_of(o, "event"), "sweep_summary");
     assert_true(lbt_num_of(o, "scanned") == NKEYS);
     assert_true(lbt_bool_of(o, "cluster"));
@@ -219,18 +202,18 @@ static void test_mode_get_and_set_on_any_node(void **state) {
     int owner = owner_of(mode_key), elsewhere = other_primary(owner, -1);
     const char *get[] = {"-p", port_of(elsewhere), "mode", "get", "--ns", "clc-m", "--json",
                          NULL};
-    cJSON *o = last_json(lbt_run(&proc, get), 0);
+    cJSON *o = lbt_run_json(&proc, get, 0);
     assert_string_equal(lbt_str_of(o, "mode"), "legacy");
     assert_false(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
     const char *set[] = {"-p", port_of(elsewhere), "mode", "set", "compat", "--ns", "clc-m",
                          "--match", "clc:m:*", "--ttl-ms", "0", "--refresh-ms", "0", "--json",
                          NULL};
-    o = last_json(lbt_run(&proc, set), 0);
+    o = lbt_run_json(&proc, set, 0);
     assert_true(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "compat");
-    o = last_json(lbt_run(&proc, get), 0);
+    o = lbt_run_json(&proc, get, 0);
     assert_string_equal(lbt_str_of(o, "mode"), "compat");
     assert_true(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
@@ -242,12 +225,12 @@ static void test_mode_get_and_set_on_any_node(void **state) {
         if (owner_of(k) == third) break;
     }
     char v[32];
-    snprintf(v, sizeof v, "%lld", (long long)(wall_ms() + 600000));
+    snprintf(v, sizeof v, "%lld", (long long)(lbt_wall_ms() + 600000));
     on_owner(k, "SET %s %s", k, v);
     const char *modern[] = {"-p", port_of(elsewhere), "mode", "set", "modern", "--ns",
                             "clc-m", "--match", "clc:m:*", "--observe-ms", "0", "--json",
                             NULL};
-    o = last_json(lbt_run(&proc, modern), 6);
+    o = lbt_run_json(&proc, modern, 6);
     assert_false(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "compat");
@@ -259,7 +242,7 @@ static void test_mode_get_and_set_on_any_node(void **state) {
                           "--match", "clc:m:*", "--observe-ms", "0", "--override",
                           "legacy-writers", "--override", "observation", "--override",
                           "empty-scan", "--json", NULL};
-    o = last_json(lbt_run(&proc, skip), 0);
+    o = lbt_run_json(&proc, skip, 0);
     assert_true(lbt_bool_of(o, "changed"));
     cJSON_Delete(o);
     assert_string_equal(value_of(mode_key), "modern");
@@ -295,7 +278,7 @@ static void test_mode_set_modern_counts_setnx_on_every_primary(void **state) {
                           "--match", "clc:o:*", "--observe-ms", "1500", "--override",
                           "stage-time", "--override", "empty-scan", "--json", NULL};
     lbt_spawn(&proc, args);
-    cJSON *o = last_json(lbt_finish_with(&proc, setnx_meanwhile, 50), 6);
+    cJSON *o = lbt_last_json(&proc, lbt_finish_with(&proc, setnx_meanwhile, 50), 6);
     assert_false(lbt_bool_of(o, "changed"));
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "blockers");
     assert_true(cJSON_IsArray(b) && cJSON_GetArraySize(b) == 1);
@@ -332,7 +315,7 @@ static void test_status_on_a_cluster_with_info_refused_scans_every_primary(void 
     const char *args[] = {"-p", port_of(owner_of("clc:a:0")), "--user", "clc-noinfo", "-a",
                           "clc-pw", "status", "--ns", "clc-a", "--match", "clc:a:*", "--json",
                           NULL};
-    cJSON *o = last_json(lbt_run(&proc, args), 0);
+    cJSON *o = lbt_run_json(&proc, args, 0);
     assert_true(lbt_num_of(o, "keys") == NKEYS);
     assert_true(lbt_bool_of(o, "cluster"));
     assert_true(lbt_num_of(o, "primaries_scanned") == 3);
@@ -410,7 +393,7 @@ static void test_hold_works_through_every_node_for_every_mode(void **state) {
                 if (rc != 0)
                     fail_msg("%s through node %d (%s): exit %d: %s %s", k, n, modes[m][1], rc,
                              proc.out, proc.err);
-                cJSON *o = last_json(rc, 0);
+                cJSON *o = lbt_last_json(&proc, rc, 0);
                 assert_string_equal(lbt_str_of(o, "event"), "released");
                 cJSON_Delete(o);
                 assert_string_equal(value_of(k), "");
@@ -426,7 +409,7 @@ static void test_inspect_reads_a_key_through_every_node(void **state) {
     on_owner(key, "SET %s %s", key, "value-on-owner");
     for (int n = 0; n < LBT_CLUSTER_NODES; n++) {
         const char *args[] = {"-p", port_of(n), "inspect", key, "--json", NULL};
-        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        cJSON *o = lbt_run_json(&proc, args, 0);
         assert_string_equal(lbt_str_of(o, "type"), "string");
         assert_string_equal(lbt_str_of(o, "value"), "value-on-owner");
         cJSON_Delete(o);
@@ -444,7 +427,7 @@ static void test_contend_through_a_node_that_owns_neither_key(void **state) {
         const char *args[] = {"-p", port_of(node), "contend", key, "--clients", "4",
                               "--seconds", "1", "--counter-key", counter, "--mode",
                               mode ? "modern" : "compat", "--wait-ms", "2000", "--json", NULL};
-        cJSON *o = last_json(lbt_run(&proc, args), 0);
+        cJSON *o = lbt_run_json(&proc, args, 0);
         assert_true(lbt_num_of(o, "acquisitions") > 0);
         assert_true(lbt_num_of(o, "lost_updates") == 0);
         assert_true(lbt_num_of(o, "failed_clients") == 0);

@@ -10,11 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "harness/cli.h"
 #include "harness/proc.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
@@ -23,41 +23,19 @@
 /* Grace given to sweep in these tests, ms (its default, written out). */
 #define GRACE_MS 60000
 
-static lbt_redis server;
-static redisContext *conn;
-static char port[16];
-static lbt_proc proc;
-
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
-
-/* Runs the tool, expects `exit`, and returns its last JSON line (caller frees). */
-static cJSON *run_last(const char *const *args, int exit) {
-    int rc = lbt_run(&proc, args);
-    if (rc != exit) fail_msg("exit %d, expected %d: %s%s", rc, exit, proc.out, proc.err);
-    lbt_lines l;
-    lbt_parse(&proc, &l);
-    assert_true(l.n >= 1);
-    cJSON *last = l.line[l.n - 1];
-    l.line[--l.n] = NULL;
-    lbt_lines_free(&l);
-    return last;
-}
+static lbt_cli cli;
 
 /* The key still holds exactly `value`, with no TTL. */
 static void assert_untouched(const char *key, const char *value) {
-    assert_string_equal(lbt_get(conn, key), value);
-    assert_int_equal(lbt_int(conn, "PTTL %s", key), -1);
+    assert_string_equal(lbt_get(cli.conn, key), value);
+    assert_int_equal(lbt_int(cli.conn, "PTTL %s", key), -1);
 }
 
 /* The key still holds `value`; if sweep gave it a TTL, the TTL ends at its
  * true expiry `at_ms` + grace, never at a misread instant. */
 static void assert_never_misread(const char *key, const char *value, int64_t at_ms) {
-    assert_string_equal(lbt_get(conn, key), value);
-    long long end = lbt_int(conn, "PEXPIRETIME %s", key);
+    assert_string_equal(lbt_get(cli.conn, key), value);
+    long long end = lbt_int(cli.conn, "PEXPIRETIME %s", key);
     if (end != -1 && end != at_ms + GRACE_MS)
         fail_msg("%s: expires at %lld, its timestamp + grace is %lld", key, end,
                  (long long)(at_ms + GRACE_MS));
@@ -69,10 +47,10 @@ static void assert_never_misread(const char *key, const char *value, int64_t at_
 static void test_a_seconds_value_beside_the_ms_codec_is_ambiguous_and_names_s(void **state) {
     (void)state;
     char secs[32];
-    snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
-    lbt_cmd_ok(conn, "SET %s %s", "cv:r", secs);
-    const char *inspect[] = {"-p", port, "inspect", "cv:r", "--json", NULL};
-    cJSON *o = run_last(inspect, 0);
+    snprintf(secs, sizeof secs, "%lld", (long long)(lbt_wall_ms() / 1000 + 600));
+    lbt_cmd_ok(cli.conn, "SET %s %s", "cv:r", secs);
+    const char *inspect[] = {"-p", cli.port, "inspect", "cv:r", "--json", NULL};
+    cJSON *o = lbt_run_json(&cli.proc, inspect, 0);
     assert_string_equal(lbt_str_of(o, "format"), "ambiguous");
     assert_string_equal(lbt_str_of(o, "ambiguity"), "implausible");
     assert_string_equal(lbt_str_of(o, "codec"), "ms");
@@ -81,43 +59,45 @@ static void test_a_seconds_value_beside_the_ms_codec_is_ambiguous_and_names_s(vo
     assert_null(cJSON_GetObjectItemCaseSensitive(o, "expired"));
     cJSON_Delete(o);
     /* status: the row says so, and no expired legacy lock is found to sweep. */
-    const char *status[] = {"-p", port, "status", "--ns", "cv:ns", "--match", "cv:r", "--json",
+    const char *status[] = {"-p", cli.port, "status", "--ns", "cv:ns", "--match", "cv:r", "--json",
                             NULL};
-    assert_int_equal(lbt_run(&proc, status), 0);
+    assert_int_equal(lbt_run(&cli.proc, status), 0);
     lbt_lines l;
-    lbt_parse(&proc, &l);
+    lbt_parse(&cli.proc, &l);
     assert_int_equal(l.n, 2);
     assert_string_equal(lbt_str_of(l.line[0], "format"), "ambiguous");
     assert_string_equal(lbt_str_of(l.line[0], "plausible_codec"), "s");
     assert_true(lbt_num_of(l.line[1], "legacy_expired_present") == 0);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(l.line[1], "formats"), "ambiguous") ==
                 1);
-    assert_null(strstr(proc.out, "lockbridge sweep"));
+    assert_null(strstr(cli.proc.out, "lockbridge sweep"));
     lbt_lines_free(&l);
-    const char *text[] = {"-p", port, "status", "--ns", "cv:ns", "--match", "cv:r", NULL};
-    assert_int_equal(lbt_run(&proc, text), 0);
-    assert_non_null(strstr(proc.out, "implausible as ms; s"));
-    lbt_cmd_ok(conn, "DEL %s", "cv:r");
+    const char *text[] = {"-p", cli.port, "status", "--ns", "cv:ns", "--match", "cv:r", NULL};
+    assert_int_equal(lbt_run(&cli.proc, text), 0);
+    assert_non_null(strstr(cli.proc.out, "implausible as ms; s"));
+    lbt_cmd_ok(cli.conn, "DEL %s", "cv:r");
 }
 
 static void test_sweep_plans_nothing_for_a_value_outside_the_window(void **state) {
     (void)state;
     char secs[32];
-    snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
-    lbt_cmd_ok(conn, "SET %s %s", "cv:w", secs);
-    const char *dry[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:w", "--dry-run", "--json", NULL};
-    cJSON *o = run_last(dry, 0);
+    snprintf(secs, sizeof secs, "%lld", (long long)(lbt_wall_ms() / 1000 + 600));
+    lbt_cmd_ok(cli.conn, "SET %s %s", "cv:w", secs);
+    const char *dry[] = {"-p", cli.port, "sweep", "--ns", "swns", "--match", "cv:w", "--dry-run",
+                         "--json", NULL};
+    cJSON *o = lbt_run_json(&cli.proc, dry, 0);
     assert_string_equal(lbt_str_of(o, "event"), "sweep_summary");
     assert_true(lbt_num_of(o, "candidates") == 0);
     assert_true(lbt_num_of(o, "to_delete") == 0);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "left_alone"), "ambiguous") == 1);
     cJSON_Delete(o);
-    const char *wet[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:w", "--json", NULL};
-    o = run_last(wet, 0);
+    const char *wet[] = {"-p", cli.port, "sweep", "--ns", "swns", "--match", "cv:w", "--json",
+                         NULL};
+    o = lbt_run_json(&cli.proc, wet, 0);
     assert_true(lbt_num_of(o, "acted") == 0);
     cJSON_Delete(o);
     assert_untouched("cv:w", secs);
-    lbt_cmd_ok(conn, "DEL %s", "cv:w");
+    lbt_cmd_ok(cli.conn, "DEL %s", "cv:w");
 }
 
 /* No lock takes it over: the legacy lock (wire and scripted) and the
@@ -139,19 +119,19 @@ static void test_no_lock_takes_over_a_value_outside_the_window(void **state) {
         {{"--mode", "modern", NULL, NULL}, 2, "LB_ETIMEDOUT", 0},
     };
     char secs[32];
-    snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
-    lbt_cmd_ok(conn, "SET %s %s", "cv:h", secs);
-    lbt_cmd_ok(conn, "SET %s %s", "{cv:hns}:lb-mode", "modern");
+    snprintf(secs, sizeof secs, "%lld", (long long)(lbt_wall_ms() / 1000 + 600));
+    lbt_cmd_ok(cli.conn, "SET %s %s", "cv:h", secs);
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cv:hns}:lb-mode", "modern");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *args[12] = {"-p", port, "hold", "cv:h", "--wait-ms", "20"};
+        const char *args[12] = {"-p", cli.port, "hold", "cv:h", "--wait-ms", "20"};
         int n = 6;
         for (int j = 0; j < 4 && cases[i].opt[j]; j++) args[n++] = cases[i].opt[j];
         args[n] = NULL;
-        int rc = lbt_run(&proc, args);
+        int rc = lbt_run(&cli.proc, args);
         if (rc != cases[i].exit)
-            fail_msg("%s %s: exit %d: %s", cases[i].opt[0], cases[i].opt[1], rc, proc.out);
+            fail_msg("%s %s: exit %d: %s", cases[i].opt[0], cases[i].opt[1], rc, cli.proc.out);
         lbt_lines l;
-        lbt_parse(&proc, &l);
+        lbt_parse(&cli.proc, &l);
         assert_int_equal(l.n, 1);
         assert_string_equal(lbt_str_of(l.line[0], "event"), "not_acquired");
         assert_string_equal(lbt_str_of(l.line[0], "status"), cases[i].status);
@@ -160,7 +140,7 @@ static void test_no_lock_takes_over_a_value_outside_the_window(void **state) {
         lbt_lines_free(&l);
         assert_untouched("cv:h", secs);
     }
-    lbt_cmd_ok(conn, "DEL %s %s %s", "cv:h", "{cv:hns}:lb-mode", "{cv:hns}:lb-census");
+    lbt_cmd_ok(cli.conn, "DEL %s %s %s", "cv:h", "{cv:hns}:lb-mode", "{cv:hns}:lb-census");
 }
 
 /* ---- Several codecs ---------------------------------------------------------------- */
@@ -172,17 +152,17 @@ static void test_with_ms_and_s_each_value_reads_as_what_it_is(void **state) {
     static const char *const orders[][4] = {{"--codec", "ms", "--codec", "s"},
                                             {"--codec", "s", "--codec", "ms"}};
     for (size_t i = 0; i < 2; i++) {
-        int64_t now = wall_ms();
+        int64_t now = lbt_wall_ms();
         int64_t r_s = now / 1000 + 600, l1_ms = now + 600000;
         char r[32], l1[32];
         snprintf(r, sizeof r, "%lld", (long long)r_s);
         snprintf(l1, sizeof l1, "%lld", (long long)l1_ms);
-        lbt_cmd_ok(conn, "SET %s %s", "cv:m:r", r);
-        lbt_cmd_ok(conn, "SET %s %s", "cv:m:l1", l1);
-        const char *sweep[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:m:*", orders[i][0],
-                               orders[i][1], orders[i][2], orders[i][3], "--grace-ms", "60000",
-                               "--json", NULL};
-        cJSON *o = run_last(sweep, 0);
+        lbt_cmd_ok(cli.conn, "SET %s %s", "cv:m:r", r);
+        lbt_cmd_ok(cli.conn, "SET %s %s", "cv:m:l1", l1);
+        const char *sweep[] = {"-p", cli.port, "sweep", "--ns", "swns", "--match", "cv:m:*",
+                               orders[i][0], orders[i][1], orders[i][2], orders[i][3], "--grace-ms",
+                               "60000", "--json", NULL};
+        cJSON *o = lbt_run_json(&cli.proc, sweep, 0);
         assert_true(lbt_num_of(o, "to_delete") == 0);
         cJSON_Delete(o);
         assert_never_misread("cv:m:r", r, r_s * 1000);
@@ -191,9 +171,9 @@ static void test_with_ms_and_s_each_value_reads_as_what_it_is(void **state) {
             const char *key, *codec;
         } reads[] = {{"cv:m:r", "s"}, {"cv:m:l1", "ms"}};
         for (size_t k = 0; k < 2; k++) {
-            const char *args[] = {"-p", port, "inspect", reads[k].key, orders[i][0], orders[i][1],
-                                  orders[i][2], orders[i][3], "--json", NULL};
-            cJSON *got = run_last(args, 0);
+            const char *args[] = {"-p", cli.port, "inspect", reads[k].key, orders[i][0],
+                                  orders[i][1], orders[i][2], orders[i][3], "--json", NULL};
+            cJSON *got = lbt_run_json(&cli.proc, args, 0);
             /* A timestamp: legacy, or compat once sweep gave it a TTL. */
             const char *format = lbt_str_of(got, "format");
             if (strcmp(format, "legacy") != 0 && strcmp(format, "compat") != 0)
@@ -204,7 +184,7 @@ static void test_with_ms_and_s_each_value_reads_as_what_it_is(void **state) {
             assert_true(left > 500000 && left <= 601000);
             cJSON_Delete(got);
         }
-        lbt_cmd_ok(conn, "DEL %s %s", "cv:m:r", "cv:m:l1");
+        lbt_cmd_ok(cli.conn, "DEL %s %s", "cv:m:r", "cv:m:l1");
     }
 }
 
@@ -214,24 +194,24 @@ static void test_with_ms_and_s_each_value_reads_as_what_it_is(void **state) {
 static void test_codecs_that_disagree_make_a_value_ambiguous_and_sweep_leaves_it(void **state) {
     (void)state;
     char v[64];
-    snprintf(v, sizeof v, "{\"expiryTime\":%lld}", (long long)(wall_ms() + 600000));
-    lbt_cmd_ok(conn, "SET %s %s", "cv:d", v);
-    const char *inspect[] = {"-p", port, "inspect", "cv:d", "--codec", "json", "--codec",
+    snprintf(v, sizeof v, "{\"expiryTime\":%lld}", (long long)(lbt_wall_ms() + 600000));
+    lbt_cmd_ok(cli.conn, "SET %s %s", "cv:d", v);
+    const char *inspect[] = {"-p", cli.port, "inspect", "cv:d", "--codec", "json", "--codec",
                              "json:unit=ms,clock=epoch", "--json", NULL};
-    cJSON *o = run_last(inspect, 0);
+    cJSON *o = lbt_run_json(&cli.proc, inspect, 0);
     assert_string_equal(lbt_str_of(o, "format"), "ambiguous");
     assert_string_equal(lbt_str_of(o, "ambiguity"), "disagree");
     assert_string_equal(lbt_str_of(o, "codec"), "json:field=expiryTime,unit=ns,clock=mono");
     assert_string_equal(lbt_str_of(o, "codec2"), "json:field=expiryTime,unit=ms,clock=epoch");
     cJSON_Delete(o);
-    const char *sweep[] = {"-p", port, "sweep", "--ns", "swns", "--match", "cv:d", "--codec",
+    const char *sweep[] = {"-p", cli.port, "sweep", "--ns", "swns", "--match", "cv:d", "--codec",
                            "json:unit=ms,clock=epoch", "--codec", "json", "--json", NULL};
-    o = run_last(sweep, 0);
+    o = lbt_run_json(&cli.proc, sweep, 0);
     assert_true(lbt_num_of(o, "candidates") == 0);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "left_alone"), "ambiguous") == 1);
     cJSON_Delete(o);
     assert_untouched("cv:d", v);
-    lbt_cmd_ok(conn, "DEL %s", "cv:d");
+    lbt_cmd_ok(cli.conn, "DEL %s", "cv:d");
 }
 
 /* ---- The gate ---------------------------------------------------------------------- */
@@ -240,38 +220,33 @@ static void test_codecs_that_disagree_make_a_value_ambiguous_and_sweep_leaves_it
 static void test_an_ambiguous_value_is_legacy_evidence_for_the_gate(void **state) {
     (void)state;
     char secs[32];
-    snprintf(secs, sizeof secs, "%lld", (long long)(wall_ms() / 1000 + 600));
-    lbt_cmd_ok(conn, "SET %s %s", "cv:g", secs);
-    lbt_cmd_ok(conn, "SET %s %s", "{cv:gns}:lb-mode", "compat");
-    const char *status[] = {"-p", port, "status", "--ns", "cv:gns", "--match", "cv:g", "--json",
+    snprintf(secs, sizeof secs, "%lld", (long long)(lbt_wall_ms() / 1000 + 600));
+    lbt_cmd_ok(cli.conn, "SET %s %s", "cv:g", secs);
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cv:gns}:lb-mode", "compat");
+    const char *status[] = {"-p", cli.port, "status", "--ns", "cv:gns", "--match", "cv:g", "--json",
                             NULL};
-    cJSON *o = run_last(status, 6);
+    cJSON *o = lbt_run_json(&cli.proc, status, 6);
     assert_string_equal(lbt_str_of(o, "next"), "compat -> modern");
     assert_string_equal(lbt_str_of(o, "verdict"), "not ready");
     assert_true(lbt_num_of(o, "legacy_recent") == 1);
     cJSON_Delete(o);
-    const char *set[] = {"-p", port, "mode", "set", "modern", "--ns", "cv:gns", "--match", "cv:g",
-                         "--observe-ms", "0", NULL};
-    assert_int_equal(lbt_run(&proc, set), 6);
-    assert_string_equal(lbt_get(conn, "{cv:gns}:lb-mode"), "compat");
+    const char *set[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "cv:gns", "--match",
+                         "cv:g", "--observe-ms", "0", NULL};
+    assert_int_equal(lbt_run(&cli.proc, set), 6);
+    assert_string_equal(lbt_get(cli.conn, "{cv:gns}:lb-mode"), "compat");
     assert_untouched("cv:g", secs);
-    lbt_cmd_ok(conn, "DEL %s %s", "cv:g", "{cv:gns}:lb-mode");
+    lbt_cmd_ok(cli.conn, "DEL %s %s", "cv:g", "{cv:gns}:lb-mode");
 }
 
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
-    if (lbt_tool_init("test_cli_values") != 0) return -1;
-    if (lbt_redis_start(&server, NULL) != 0) return -1;
-    snprintf(port, sizeof port, "%d", server.port);
-    conn = lbt_redis_connect(&server);
-    return conn ? 0 : -1;
+    return lbt_cli_start(&cli, "test_cli_values");
 }
 
 static int teardown(void **state) {
     (void)state;
-    if (conn) redisFree(conn);
-    lbt_redis_stop(&server);
+    lbt_cli_stop(&cli);
     return 0;
 }
 

@@ -1106,11 +1106,18 @@ static long long counter_value(void) {
     return v;
 }
 
-static void run_threads(worker *w, int n) {
+/* Threads of one process, thread i in modes[i], each with its own connection
+ * and lock handle on `key`. */
+static void run_threads(const lb_mode *modes, int n, const char *key) {
     pthread_t th[8];
+    worker w[8];
+    assert_true(n <= 8);
     lbt_del(COUNTER);
-    lbt_del(w[0].key);
-    for (int i = 0; i < n; i++) assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    lbt_del(key);
+    for (int i = 0; i < n; i++) {
+        w[i] = (worker){key, modes[i], NULL, ROUNDS, NULL, 0, 0, {0}, ""};
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
     for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
     int total = 0;
     for (int i = 0; i < n; i++) {
@@ -1123,20 +1130,14 @@ static void run_threads(worker *w, int n) {
 
 static void test_legacy_and_compat_threads_lose_no_update(void **state) {
     (void)state;
-    worker w[4] = {{"mt:mixed1", LB_MODE_LEGACY, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed1", LB_MODE_COMPAT, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed1", LB_MODE_LEGACY, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed1", LB_MODE_COMPAT, NULL, ROUNDS, NULL, 0, 0, {0}, ""}};
-    run_threads(w, 4);
+    const lb_mode modes[4] = {LB_MODE_LEGACY, LB_MODE_COMPAT, LB_MODE_LEGACY, LB_MODE_COMPAT};
+    run_threads(modes, 4, "mt:mixed1");
 }
 
 static void test_compat_and_modern_threads_lose_no_update(void **state) {
     (void)state;
-    worker w[4] = {{"mt:mixed2", LB_MODE_MODERN, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed2", LB_MODE_COMPAT, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed2", LB_MODE_MODERN, NULL, ROUNDS, NULL, 0, 0, {0}, ""},
-                   {"mt:mixed2", LB_MODE_COMPAT, NULL, ROUNDS, NULL, 0, 0, {0}, ""}};
-    run_threads(w, 4);
+    const lb_mode modes[4] = {LB_MODE_MODERN, LB_MODE_COMPAT, LB_MODE_MODERN, LB_MODE_COMPAT};
+    run_threads(modes, 4, "mt:mixed2");
 }
 
 /* Separate processes: nothing shared but Redis. */

@@ -29,12 +29,13 @@ local function drop(w)
 end
 
 -- The oldest waiter whose lease has not lapsed, and its lease left (ms);
--- lapsed waiters met on the way are dropped.
+-- lapsed waiters met on the way are dropped. An entry may name an inbox
+-- after its lease and TTL: only the lease is read here.
 local function head()
   while true do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     if not h then return nil, 0 end
-    local exp = tonumber(string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) %d+$'))
+    local exp = tonumber(string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) %d+'))
     if exp and exp > now then return h, exp - now end
     drop(h)
   end

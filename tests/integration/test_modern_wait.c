@@ -967,6 +967,83 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     lb_lock_free(b);
 }
 
+/* ---- Queue places, grants and errors ------------------------------------------ */
+
+/* HGET hash field into out (cap bytes); "" when absent. */
+static void hget(const char *hash, const char *field, char *out, size_t cap) {
+    redisReply *r = redisCommand(conn, "HGET %s %s", hash, field);
+    assert_non_null(r);
+    assert_true(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* A fair lock whose queued, listening waiter sleeps long (a third of a 60 s
+ * lease): nothing but a message or an event makes it attempt during a test. */
+static lb_lock *sleepy_lock(const char *key) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 2000;
+    o.fair_lease_ms = 60000;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    return l;
+}
+
+/* Has h take the key, starts q's wait on w behind it, and returns once q is
+ * queued naming its inbox and asleep in its long queued sleep; its token
+ * into token[33]. A first, uncontended wait subscribes the inbox (and not
+ * the key's channel, so that the wait here subscribes it afresh: queued,
+ * subscribed, attempted again, asleep). */
+static void queue_asleep(job *j, lb_lock *h, lb_lock *q, lb_waiter *w, const char *queue,
+                         const char *state, char *token) {
+    assert_int_equal(lb_lock_acquire_wait(q, conn, w, 1000), LB_OK);
+    assert_int_equal(lb_lock_release(q, conn), LB_OK);
+    EVENTUALLY(stats_of(w).inbox == 1);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    uint64_t sleeps = stats_of(w).sleeps;
+    job_start(j, q, w, 30000);
+    EVENTUALLY(lbt_int(conn, "ZCARD %s", queue) == 1 && stats_of(w).sleeps == sleeps + 2 &&
+               stats_of(w).blocked == 1);
+    char tokens[1][33], entry[256];
+    assert_int_equal(queue_tokens(queue, tokens, 1), 1);
+    memcpy(token, tokens[0], 33);
+    hget(state, token, entry, sizeof entry);
+    assert_non_null(strstr(entry, " lb-inbox:"));
+}
+
+/* When the key is freed without a hand-off (a DEL, an expiry), a queued
+ * waiter that named its inbox keeps its place: a try of another client finds
+ * the key kept for that waiter and does not take it. */
+static void test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed(
+    void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:freed", 1, 2, 100), *t = new_lock("w:freed", 1, 2, 100);
+    lb_lock *q = sleepy_lock("w:freed");
+    job j;
+    char token[33];
+    queue_asleep(&j, h, q, w, "{w:freed}:queue", "{w:freed}:fair", token);
+    lbt_cmd_ok(conn, "DEL w:freed"); /* as a legacy release would: nothing handed */
+    int tried = lb_lock_try_acquire(t, conn);
+    int still = queued("{w:freed}:queue", token);
+    /* The thread ends before any assertion. A "released" message (what no
+     * DEL sends) wakes the waiter, which takes the free key as the head. */
+    if (tried == LB_OK) assert_int_equal(lb_lock_release(t, conn), LB_OK);
+    else lbt_cmd_ok(conn, "PUBLISH {w:freed}:released released");
+    int rc = job_join(&j);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(t);
+    lb_lock_free(q);
+    assert_int_equal(tried, LB_EBUSY);
+    assert_true(still);
+    assert_int_equal(rc, LB_OK);
+}
+
 static void test_bad_options_and_arguments_are_refused(void **state) {
     (void)state;
     lb_lock_options o;
@@ -1131,6 +1208,7 @@ int main(void) {
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
+        cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

@@ -47,7 +47,13 @@ local function seen()
   if redis.call('PTTL', KEYS[3]) < 2 * lease then redis.call('PEXPIRE', KEYS[3], 2 * lease) end
 end
 
-local v = redis.call('GET', KEYS[1])
+-- A key of another type at the lock's name fails an attempt, but not a
+-- leave: a wait that ended on that error still gives up its place.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if mode ~= 'leave' then return v end
+  v = false
+end
 if v == token then
   -- A release handed the lock to us; it also counted our fencing number.
   drop(token)

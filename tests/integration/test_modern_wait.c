@@ -1044,6 +1044,36 @@ static void test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_f
     assert_int_equal(rc, LB_OK);
 }
 
+/* A wait that ends with an error (here the key turned into a hash while the
+ * waiter was queued) leaves the queue: a release would otherwise hand the
+ * lock to a token nobody uses, and every waiter would wait out its TTL. The
+ * error is still what the wait reports. */
+static void test_a_wait_that_fails_with_an_error_leaves_the_queue(void **state) {
+    (void)state;
+    lb_lock *h = new_lock("w:err", 1, 2, 100), *q = new_lock("w:err", 1, 50, 50);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 20000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:err}:queue") == 1);
+    char tokens[1][33];
+    assert_int_equal(queue_tokens("{w:err}:queue", tokens, 1), 1);
+    lbt_cmd_ok(conn, "MULTI");
+    lbt_cmd_ok(conn, "DEL w:err");
+    lbt_cmd_ok(conn, "HSET w:err f v");
+    lbt_cmd_ok(conn, "EXEC");
+    int rc = job_join(&j);
+    int still = queued("{w:err}:queue", tokens[0]);
+    char why[256];
+    snprintf(why, sizeof why, "%s", lb_lock_errstr(q));
+    job_end(&j);
+    lbt_cmd_ok(conn, "DEL w:err");
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_int_equal(rc, LB_EWRONGTYPE);
+    assert_non_null(strstr(why, "WRONGTYPE"));
+    assert_false(still);
+}
+
 static void test_bad_options_and_arguments_are_refused(void **state) {
     (void)state;
     lb_lock_options o;
@@ -1209,6 +1239,7 @@ int main(void) {
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
+        cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

@@ -105,18 +105,24 @@ void lb__fair_end_wait(lb_lock *l) {
     lb__fair_set_inbox(l, NULL, 0);
 }
 
-static int acquired(lb_lock *l, int64_t fence) {
+/* The lease runs from the attempt's send for `left_ms`, what the key had
+ * left when the script read it: a hand-off's PX started at the release,
+ * which may be a back-off step or more before this attempt, so counting our
+ * whole TTL from the send would over-estimate it. Never more than our TTL;
+ * -1 (a key without TTL, which never lapses) counts as our TTL. */
+static int acquired(lb_lock *l, int64_t fence, int64_t left_ms) {
     l->held = 1;
     l->fence = fence;
     l->holder_ttl_ms = -1;
-    l->deadline_ns = lb__lease_end_ns(l->sent_ns, l->opts.ttl_ms);
+    int64_t ms = left_ms < 0 || left_ms > l->opts.ttl_ms ? l->opts.ttl_ms : left_ms;
+    l->deadline_ns = lb__lease_end_ns(l->sent_ns, ms);
     return LB_OK;
 }
 
 /* A hand-off told by message: the release wrote our token after our last
  * attempt was sent (an earlier one would have made that attempt see it), so
- * the lease counted from that send is a safe under-estimate. */
-int lb__fair_handed(lb_lock *l, int64_t fence) { return acquired(l, fence); }
+ * our whole TTL counted from that send is a safe under-estimate. */
+int lb__fair_handed(lb_lock *l, int64_t fence) { return acquired(l, fence, l->opts.ttl_ms); }
 
 static void keys(lb_lock *l) {
     lb__fair *f = l->fair;
@@ -153,13 +159,16 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
         return lb__fail(&l->m, LB_EIO, "connection failed during acquire; a lock or a "
                         "queue place we may have got lapses with its TTL or lease");
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "fair acquire script");
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
-    long long ok = r->element[0]->integer, v = r->element[1]->integer;
-    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing))
-        return acquired(l, l->opts.fencing ? v : 0);
-    if (ok != 0 || v < -2) return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    for (size_t i = 0; i < 3; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
+    long long ok = r->element[0]->integer, v = r->element[1]->integer, x = r->element[2]->integer;
+    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
+        return acquired(l, l->opts.fencing ? v : 0, x);
+    if (ok != 0 || v < -2 || x != 0)
+        return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
     if (l->fair->mode == LB__FAIR_LEAVE) return lb__fail(&l->m, LB_EBUSY, "left the queue");
     l->holder_ttl_ms = v == -2 ? 0 : v;

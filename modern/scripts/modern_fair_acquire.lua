@@ -13,7 +13,9 @@
 -- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
 -- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
 -- inbox: the waiter's own channel, where a release hands it the lock.
--- Returns {1, fence} when ours, {0, ms worth waiting} when not.
+-- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a
+-- hand-off's PX started at the release, before this attempt); {0, ms worth
+-- waiting, 0} when not.
 local mode, token, ttl, lease, inbox =
   string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
@@ -59,11 +61,11 @@ if v == token then
   drop(token)
   local fence = 0
   if KEYS[4] then fence = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
-  return {1, fence}
+  return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 if mode == 'leave' then
   drop(token)
-  return {0, -2}
+  return {0, -2, 0}
 end
 
 local hint
@@ -85,8 +87,8 @@ if not v then
     redis.call('HDEL', KEYS[3], '~streak', '~open')
     -- Only beside a queue (whose state has a TTL) is the holder worth noting.
     if redis.call('PTTL', KEYS[3]) > 0 then redis.call('HSET', KEYS[3], '~holder', token) end
-    if KEYS[4] then return {1, redis.call('INCR', KEYS[4])} end
-    return {1, 0}
+    if KEYS[4] then return {1, redis.call('INCR', KEYS[4]), tonumber(ttl)} end
+    return {1, 0, tonumber(ttl)}
   end
 else
   hint = redis.call('PTTL', KEYS[1])
@@ -106,4 +108,4 @@ if mode == 'wait' then
     if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
   end
 end
-return {0, hint}
+return {0, hint, 0}

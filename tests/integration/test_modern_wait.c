@@ -1044,6 +1044,47 @@ static void test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_f
     assert_int_equal(rc, LB_OK);
 }
 
+/* A hand-off the new holder learns of at its next attempt (no waiter here,
+ * so no message) started the key's TTL at the release: the lease the handle
+ * reports ends no later than the key does, however long after the release
+ * that attempt came. */
+static void test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key(
+    void **state) {
+    (void)state;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 5000;
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 1000;
+    o.fair_lease_ms = 10000;
+    lb_lock *h = new_lock("w:late", 1, 2, 100), *q = NULL;
+    assert_int_equal(lb_lock_new(&q, "w:late", 6, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, conn), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 20000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:late}:queue") == 1);
+    char tokens[1][33], first[256], now[256];
+    assert_int_equal(queue_tokens("{w:late}:queue", tokens, 1), 1);
+    hget("{w:late}:fair", tokens[0], first, sizeof first);
+    /* An attempt refreshed the lease just now: the next is a step (1 s) away. */
+    EVENTUALLY((hget("{w:late}:fair", tokens[0], now, sizeof now), strcmp(now, first) != 0));
+    int released = lb_lock_release(h, conn);
+    long long pttl = lbt_int(conn, "PTTL w:late");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t key_end_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (pttl + 1) * 1000000;
+    int rc = job_join(&j);
+    int64_t deadline = lb_lock_deadline_ns(q);
+    job_end(&j);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_int_equal(released, LB_OK);
+    assert_true(pttl > 0 && pttl <= 5000);
+    assert_int_equal(rc, LB_OK);
+    if (deadline > key_end_ns)
+        fail_msg("the lease ends %lld ms after the key", (long long)(deadline - key_end_ns) / 1000000);
+}
+
 /* A wait that ends with an error (here the key turned into a hash while the
  * waiter was queued) leaves the queue: a release would otherwise hand the
  * lock to a token nobody uses, and every waiter would wait out its TTL. The
@@ -1239,6 +1280,7 @@ int main(void) {
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
+        cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),

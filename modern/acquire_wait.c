@@ -87,8 +87,8 @@ static int leave_on_error(wait_state *s, int rc) {
 static int handed(void *ud) {
     wait_state *s = ud;
     lb_lock *l = s->l;
-    if (l->opts.fencing && s->rec.fence <= 0) return LB_EBUSY;
-    return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
+    if (l->opts.fencing && s->rec.got_fence <= 0) return LB_EBUSY;
+    return lb__fair_handed(l, s->rec.got_place, l->opts.fencing ? s->rec.got_fence : 0);
 }
 
 int lb_lock_acquire_wait(lb_lock *l, struct redisContext *c, lb_waiter *w, int64_t wait_ms) {

@@ -17,6 +17,8 @@ struct lb__fair {
     size_t queuelen, statelen;
     int mode;                /* LB__FAIR_TRY, _WAIT or _LEAVE: the next attempt's */
     int keep_token;          /* a blocking wait keeps one token in the queue */
+    int64_t place;           /* our queue place (ticket), as the wait attempt
+                              * that queued us reported it; 0: none known */
     const char *inbox;       /* the waiter's inbox for hand-offs, or NULL */
     size_t inboxlen;
     char *arg;               /* the packed script argument */
@@ -89,6 +91,7 @@ int lb__fair_begin_wait(lb_lock *l) {
     if (!l->fixed_token && lb__token(l->token) != LB_OK) return LB_EIO;
     l->fair->keep_token = 1;
     l->fair->mode = LB__FAIR_WAIT;
+    l->fair->place = 0;
     return LB_OK;
 }
 
@@ -102,6 +105,7 @@ void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len) {
 void lb__fair_end_wait(lb_lock *l) {
     l->fair->keep_token = 0;
     l->fair->mode = LB__FAIR_TRY;
+    l->fair->place = 0;
     lb__fair_set_inbox(l, NULL, 0);
 }
 
@@ -119,10 +123,17 @@ static int acquired(lb_lock *l, int64_t fence, int64_t left_ms) {
     return LB_OK;
 }
 
-/* A hand-off told by message: the release wrote our token after our last
- * attempt was sent (an earlier one would have made that attempt see it), so
- * our whole TTL counted from that send is a safe under-estimate. */
-int lb__fair_handed(lb_lock *l, int64_t fence) { return acquired(l, fence, l->opts.ttl_ms); }
+/* A hand-off told by message. The token alone does not prove it ours: a
+ * grant of an earlier place of our token may have lapsed before we read it,
+ * the token having queued again since. A grant of the place we hold now is:
+ * our last attempt, busy, found the key without our token and kept us in
+ * that place, so the release wrote it after that attempt was sent, and our
+ * whole TTL counted from that send is a safe under-estimate. Any other grant
+ * (an older place, or none named) is checked by an attempt. */
+int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence) {
+    if (place <= 0 || place != l->fair->place) return LB_EBUSY;
+    return acquired(l, fence, l->opts.ttl_ms);
+}
 
 static void keys(lb_lock *l) {
     lb__fair *f = l->fair;
@@ -167,8 +178,10 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
     long long ok = r->element[0]->integer, v = r->element[1]->integer, x = r->element[2]->integer;
     if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
         return acquired(l, l->opts.fencing ? v : 0, x);
-    if (ok != 0 || v < -2 || x != 0)
+    if (ok != 0 || v < -2 || x < 0)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    /* A new place when this attempt queued us; 0: we kept ours. */
+    if (l->fair->mode == LB__FAIR_WAIT && x > 0) l->fair->place = x;
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
     if (l->fair->mode == LB__FAIR_LEAVE) return lb__fail(&l->m, LB_EBUSY, "left the queue");
     l->holder_ttl_ms = v == -2 ? 0 : v;

@@ -59,7 +59,10 @@ void lb__fair_end_wait(lb_lock *l);
 #define LB__INBOX_PREFIX_MAX 64                             /* bytes */
 #define LB__INBOX_MAX (LB__INBOX_PREFIX_MAX + LB_TOKEN_LEN) /* bytes */
 void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
-int lb__fair_handed(lb_lock *l, int64_t fence);
+/* A hand-off message granted queue place `place` (-1: none named): LB_OK
+ * when that is the place our attempts have kept us in, else LB_EBUSY (to be
+ * checked by an attempt). */
+int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
 
 /* The waiter (modern/waiter.c) as lb_lock_acquire_wait uses it. A thread
@@ -71,7 +74,8 @@ typedef struct lb__wrec {
     struct lb__wrec *next;
     char token[LB__TOKEN_CAP]; /* "" when not fair */
     int handed;                /* set by the waiter's thread under its lock */
-    int64_t fence;             /* from the message; -1 when it had none */
+    int64_t place, fence;      /* from the message; -1 when it had none */
+    int64_t got_place, got_fence; /* the wait's own: what lb__waiter_wait took */
 } lb__wrec;
 /* READY: subscribed; QUIET: subscribed since the peek, and nothing the wait
  * could have missed was read since; PENDING: SUBSCRIBE on its way; DOWN. */
@@ -93,7 +97,9 @@ void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek 
 lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
                             const lb__wpeek *since, uint64_t *gen, int *ready);
 /* Sleeps until the event count differs from *gen (updated; not when deaf),
- * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*. */
+ * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*; on
+ * LB__WAKE_HANDED the hand-off is taken: moved to rec->got_*, so that the
+ * next one wakes the wait again. */
 int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms,
                     int deaf);
 uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);

@@ -7,7 +7,8 @@
 -- a token other than the last fair grant's (~holder, noted beside a queue),
 -- a non-fair or legacy client's.
 -- KEYS[1] lock, KEYS[2] queue (zset token -> ticket: the server's clock in
--- microseconds when it joined, so that ZADD NX alone keeps a place), KEYS[3]
+-- microseconds when it joined, so that ZADD NX alone keeps a place; the
+-- ticket names that place, and a release's grant carries it), KEYS[3]
 -- state (hash:
 -- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
 -- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
@@ -15,7 +16,8 @@
 -- inbox: the waiter's own channel, where a release hands it the lock.
 -- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a
 -- hand-off's PX started at the release, before this attempt); {0, ms worth
--- waiting, 0} when not.
+-- waiting, place} when not, place our ticket when this attempt queued us
+-- anew, 0 when we kept our place (or do not queue): the client remembers it.
 local mode, token, ttl, lease, inbox =
   string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
@@ -98,8 +100,9 @@ else
 end
 if mode == 'try' then seen() end
 
+local place = 0
 if mode == 'wait' then
-  redis.call('ZADD', KEYS[2], 'NX', ticket, token)
+  if redis.call('ZADD', KEYS[2], 'NX', ticket, token) == 1 then place = tonumber(ticket) end
   local entry = (now + lease) .. ' ' .. ttl
   if inbox ~= '' then entry = entry .. ' ' .. inbox end
   redis.call('HSET', KEYS[3], token, entry)
@@ -108,4 +111,4 @@ if mode == 'wait' then
     if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
   end
 end
-return {0, hint, 0}
+return {0, hint, place}

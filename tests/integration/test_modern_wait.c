@@ -512,21 +512,23 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
     job_start(&j2, q2, w2, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 2 && stats_of(w2).blocked == 1);
-    char first[LB_TOKEN_LEN + 1];
-    redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0");
-    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
+    char first[LB_TOKEN_LEN + 1], place[32];
+    redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0 WITHSCORES");
+    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 2);
     snprintf(first, sizeof first, "%s", z->element[0]->str);
+    snprintf(place, sizeof place, "%.0f", atof(z->element[1]->str));
     freeReplyObject(z);
 
     assert_int_equal(lb_lock_release(h, conn), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(stats_of(w1).handoffs, 1);
     lbt_cmd_ok(conn, "PUBLISH w:inbox-marker marker");
-    /* In order: the hand-off on an inbox, then the marker; nothing between. */
+    /* In order: the hand-off on an inbox, then the marker; nothing between.
+     * The grant names the token and the queue place it was given for. */
     char msg[256], want[256];
     next_message(sub, msg, sizeof msg);
     assert_memory_equal(msg, "lb-inbox:", 9);
-    snprintf(want, sizeof want, " %s", first);
+    snprintf(want, sizeof want, " %s %s", first, place);
     assert_string_equal(strchr(msg, ' '), want);
     next_message(sub, msg, sizeof msg);
     assert_string_equal(msg, "w:inbox-marker marker");
@@ -1085,6 +1087,50 @@ static void test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the
         fail_msg("the lease ends %lld ms after the key", (long long)(deadline - key_end_ns) / 1000000);
 }
 
+/* A hand-off message read late, naming our token at an earlier place in the
+ * queue (a grant that lapsed before the waiter heard of it, the token having
+ * queued again since), grants nothing: the waiter checks with the server and
+ * waits on while the key is another's; the grant for its current place, from
+ * the holder's release, is the one it takes. */
+static void test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:stale", 1, 2, 100), *q = sleepy_lock("w:stale");
+    job j;
+    char token[33], entry[256], now[256], holder[33];
+    queue_asleep(&j, h, q, w, "{w:stale}:queue", "{w:stale}:fair", token);
+    snprintf(holder, sizeof holder, "%s", lb_lock_token(h));
+    hget("{w:stale}:fair", token, entry, sizeof entry);
+    redisReply *r = redisCommand(conn, "ZSCORE {w:stale}:queue %s", token);
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    long long place = atoll(r->str);
+    freeReplyObject(r);
+    assert_true(place > 1);
+    /* The release of that earlier grant published this on the inbox. */
+    char late[64];
+    snprintf(late, sizeof late, "%s %lld", token, place - 1);
+    lbt_cmd_ok(conn, "PUBLISH %s %s", strstr(entry, " lb-inbox:") + 1, late);
+    EVENTUALLY(stats_of(w).messages >= 1);
+    EVENTUALLY(job_done(&j) ||
+               (hget("{w:stale}:fair", token, now, sizeof now), strcmp(now, entry) != 0));
+    int early = job_done(&j);
+    char during[33];
+    snprintf(during, sizeof during, "%s", lbt_get(conn, "w:stale"));
+    int released = lb_lock_release(h, conn);
+    int rc = job_join(&j);
+    char after[33];
+    snprintf(after, sizeof after, "%s", lbt_get(conn, "w:stale"));
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_false(early); /* it did not take the lock while h held it */
+    assert_string_equal(during, holder);
+    assert_int_equal(released, LB_OK);
+    assert_int_equal(rc, LB_OK);
+    assert_string_equal(after, token);
+}
+
 /* A wait that ends with an error (here the key turned into a hash while the
  * waiter was queued) leaves the queue: a release would otherwise hand the
  * lock to a token nobody uses, and every waiter would wait out its TTL. The
@@ -1281,6 +1327,7 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
         cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
+        cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),

@@ -169,6 +169,7 @@ static void test_acquire_replies(void **state) {
         {"held", 0, {X_ARR, 0, NULL, 3, {0, 1500, 0}, 0}, LB_EBUSY, 0, 0, 1500, 0},
         {"held without TTL", 0, {X_ARR, 0, NULL, 3, {0, -1, 0}, 0}, LB_EBUSY, 0, 0, -1, 0},
         {"left the queue", 0, {X_ARR, 0, NULL, 3, {0, -2, 0}, 0}, LB_EBUSY, 0, 0, 0, 0},
+        {"negative place", 0, {X_ARR, 0, NULL, 3, {0, 1500, -1}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"negative hint", 0, {X_ARR, 0, NULL, 3, {0, -3, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"unknown status", 0, {X_ARR, 0, NULL, 3, {2, 5, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"negative fence", 1, {X_ARR, 0, NULL, 3, {1, -4, 30000}, 0}, LB_EPROTO, 0, 0, -1, 0},
@@ -197,6 +198,29 @@ static void test_acquire_replies(void **state) {
                              t0.mono_ns + cases[i].lease_ms * INT64_C(1000000));
         lb_lock_free(l);
     }
+}
+
+/* A hand-off message is taken only for the queue place the wait's last
+ * attempt reported: a grant of an earlier place of the same token (read late,
+ * after it lapsed and the token queued again), or one naming no place, is
+ * left for an attempt to check. */
+static void test_a_grant_is_taken_only_for_the_current_queue_place(void **state) {
+    (void)state;
+    lb_lock *l = fair_lock(0);
+    static const rep queued = {X_ARR, 0, NULL, 3, {0, 500, 1700000000000002LL}, 0};
+    static const rep kept = {X_ARR, 0, NULL, 3, {0, 500, 0}, 0};
+    assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+    assert_int_equal(lb__fair_handed(l, 1700000000000002LL, 0), LB_EBUSY); /* not queued yet */
+    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &queued), LB_EBUSY);
+    assert_int_equal(run_one(lb_lock_try_acquire_machine(l), &kept), LB_EBUSY);
+    assert_int_equal(lb__fair_handed(l, 1700000000000001LL, 0), LB_EBUSY);
+    assert_int_equal(lb__fair_handed(l, -1, 0), LB_EBUSY);
+    assert_false(lb_lock_held(l));
+    assert_int_equal(lb__fair_handed(l, 1700000000000002LL, 0), LB_OK);
+    assert_true(lb_lock_held(l));
+    assert_int_equal(lb_lock_deadline_ns(l), t0.mono_ns + INT64_C(30000) * 1000000);
+    lb__fair_end_wait(l);
+    lb_lock_free(l);
 }
 
 /* An answer we cannot read leaves the handle held: the lock may still be
@@ -245,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_each_mode_sends_one_script_over_lock_queue_and_state),
         cmocka_unit_test(test_a_wait_keeps_its_token_across_attempts),
         cmocka_unit_test(test_acquire_replies),
+        cmocka_unit_test(test_a_grant_is_taken_only_for_the_current_queue_place),
         cmocka_unit_test(test_release_replies),
         cmocka_unit_test(test_release_of_a_lock_not_held_sends_nothing),
     };

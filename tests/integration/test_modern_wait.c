@@ -1,7 +1,8 @@
 /* Waiting that wakes on release, and fair mode, against a real redis-server:
  * wake-ups counted in attempts rather than timed, the TTL bound for releases
  * that publish nothing, a killed subscriber, FIFO hand-offs, dead waiters,
- * shares among contending threads and a client outside the queue. */
+ * shares among contending threads, a client outside the queue, and what a
+ * grant, a free key or an error does to a queue place. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>

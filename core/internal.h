@@ -122,7 +122,8 @@ typedef struct lb__wrec {
     struct lb__wrec *next;
     char token[LB__TOKEN_CAP]; /* "" when not fair */
     int handed;                /* set by the waiter's thread under its lock */
-    int64_t fence;             /* from the message; -1 when it had none */
+    int64_t place, fence;      /* from the message; -1 when it had none */
+    int64_t got_place, got_fence; /* the wait's own: what lb__waiter_wait took */
 } lb__wrec;
 /* READY: subscribed; QUIET: subscribed since the peek, and nothing the wait
  * could have missed was read since; PENDING: SUBSCRIBE on its way; DOWN. */
@@ -144,7 +145,9 @@ void lb__waiter_peek(struct lb_waiter *w, const char *ch, size_t len, lb__wpeek 
 lb__wchan *lb__waiter_watch(struct lb_waiter *w, const char *ch, size_t len, lb__wrec *rec,
                             const lb__wpeek *since, uint64_t *gen, int *ready);
 /* Sleeps until the event count differs from *gen (updated; not when deaf),
- * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*. */
+ * `rec` is handed the lock, or `ms` pass. Returns one of LB__WAKE_*; on
+ * LB__WAKE_HANDED the hand-off is taken: moved to rec->got_*, so that the
+ * next one wakes the wait again. */
 int lb__waiter_wait(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, int64_t ms,
                     int deaf);
 uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);

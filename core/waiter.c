@@ -220,29 +220,45 @@ static void reconcile(lb_waiter *w) {
     }
 }
 
-/* "<32 hex digits>" or "<32 hex digits> <fence>": a fair hand-off. */
-static int parse_handoff(const char *s, size_t len, int64_t *fence) {
-    *fence = -1;
+/* " <1 to 18 digits>" at s + *at, or nothing left: whether it parsed; *at
+ * moves past it, *out gets it (-1 when nothing was left). */
+static int number(const char *s, size_t len, size_t *at, int64_t *out) {
+    *out = -1;
+    if (*at == len) return 1;
+    size_t i = *at + 1, end = i;
+    if (s[*at] != ' ') return 0;
+    int64_t v = 0;
+    while (end < len && s[end] != ' ') {
+        if (s[end] < '0' || s[end] > '9' || end - i == 18) return 0;
+        v = v * 10 + (s[end++] - '0');
+    }
+    if (end == i) return 0;
+    *at = end;
+    *out = v;
+    return 1;
+}
+
+/* A fair hand-off: "<32 hex digits> <place> <fence>" (fencing on),
+ * "<32 hex digits> <place>", or the token alone. Older releases sent the
+ * token alone or "<token> <fence>": the place read from those matches no
+ * queue place, so the wait checks them by an attempt. */
+static int parse_handoff(const char *s, size_t len, int64_t *place, int64_t *fence) {
+    *place = *fence = -1;
     if (len < LB_TOKEN_LEN) return 0;
     for (size_t i = 0; i < LB_TOKEN_LEN; i++)
         if (!strchr("0123456789abcdef", s[i]) || !s[i]) return 0;
-    if (len == LB_TOKEN_LEN) return 1;
-    if (s[LB_TOKEN_LEN] != ' ' || len == LB_TOKEN_LEN + 1 || len > LB_TOKEN_LEN + 19) return 0;
-    int64_t v = 0;
-    for (size_t i = LB_TOKEN_LEN + 1; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        v = v * 10 + (s[i] - '0');
-    }
-    *fence = v;
-    return 1;
+    size_t at = LB_TOKEN_LEN;
+    return number(s, len, &at, place) && number(s, len, &at, fence) && at == len;
 }
 
 /* Marks the wait of `c` whose token the hand-off names, if one watches;
  * returns `c` then (its waits are to be woken), else NULL. */
-static lb__wchan *claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t fence) {
+static lb__wchan *claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t place,
+                        int64_t fence) {
     for (lb__wrec *r = c->recs; r; r = r->next) {
         if (r->token[0] && memcmp(r->token, token, LB_TOKEN_LEN) == 0) {
             r->handed = 1;
+            r->place = place;
             r->fence = fence;
             w->st.handoffs++;
             return c;
@@ -253,10 +269,11 @@ static lb__wchan *claim(lb_waiter *w, lb__wchan *c, const char *token, int64_t f
 
 /* A hand-off on the inbox names a token, not a lock: every watched channel
  * is searched (a client waits on few locks at once). */
-static lb__wchan *claim_anywhere(lb_waiter *w, const char *token, int64_t fence) {
+static lb__wchan *claim_anywhere(lb_waiter *w, const char *token, int64_t place,
+                                 int64_t fence) {
     for (size_t b = 0; b < NBUCKETS; b++)
         for (lb__wchan *c = w->buckets[b]; c; c = c->next)
-            if (c->recs && claim(w, c, token, fence)) return c;
+            if (c->recs && claim(w, c, token, place, fence)) return c;
     return NULL;
 }
 
@@ -266,11 +283,12 @@ static lb__wchan *claim_anywhere(lb_waiter *w, const char *token, int64_t fence)
  * mu; the caller wakes them once it has let mu go, so that they do not wake
  * only to block on it. */
 static lb__wchan *deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
-    int64_t fence;
+    int64_t place, fence;
     w->st.messages++;
-    if (msg->type == REDIS_REPLY_STRING && parse_handoff(msg->str, (size_t)msg->len, &fence)) {
-        lb__wchan *to = c->inbox ? claim_anywhere(w, msg->str, fence)
-                                 : claim(w, c, msg->str, fence);
+    if (msg->type == REDIS_REPLY_STRING &&
+        parse_handoff(msg->str, (size_t)msg->len, &place, &fence)) {
+        lb__wchan *to = c->inbox ? claim_anywhere(w, msg->str, place, fence)
+                                 : claim(w, c, msg->str, place, fence);
         if (!to) {
             /* Another client's, or ours before its wait was watching. */
             memcpy(c->recent[c->unclaimed % RECENT], msg->str, LB_TOKEN_LEN);
@@ -596,7 +614,7 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
         c->refs++;
         if (rec) {
             rec->handed = 0;
-            rec->fence = -1;
+            rec->place = rec->fence = -1;
             rec->next = c->recs;
             c->recs = rec;
         }
@@ -645,6 +663,9 @@ int lb__waiter_wait(lb_waiter *w, lb__wchan *c, lb__wrec *rec, uint64_t *gen, in
     int rc = LB__WAKE_TIMEOUT;
     for (;;) {
         if (rec && rec->handed) {
+            rec->handed = 0;
+            rec->got_place = rec->place;
+            rec->got_fence = rec->fence;
             rc = LB__WAKE_HANDED;
             break;
         }

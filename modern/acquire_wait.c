@@ -3,6 +3,8 @@
  * holder's remaining TTL; in fair mode it keeps its place in the queue. */
 #include <string.h>
 
+#include <hiredis/hiredis.h>
+
 #include "lockbridge/wait.h"
 #include "modern/internal.h"
 
@@ -53,13 +55,35 @@ static int give_up(void *ud) {
     return rc == LB_OK ? LB_OK : LB_ETIMEDOUT;
 }
 
+/* A single connection already known broken: nothing more can be sent on it.
+ * (A cluster or sentinel target opens a new one for the next command.) */
+static int broken(lb_target t) {
+    return t.kind == LB_TARGET_CONN && ((redisContext *)t.handle)->err;
+}
+
+/* A fair wait that ended with an error (an error reply, a reply it cannot
+ * read) would keep its place: a release would hand the lock to a token nobody
+ * uses, and every waiter behind it would wait out that TTL. It leaves, best
+ * effort (not over a connection already known broken: its place lapses with
+ * its lease). Should the leave find that a hand-off reached us, the wait got
+ * what it asked for; otherwise it reports its own error, message included. */
+static int leave_on_error(wait_state *s, int rc) {
+    if (rc == LB_OK || rc == LB_ETIMEDOUT || broken(s->t)) return rc;
+    char why[sizeof s->l->errstr];
+    memcpy(why, s->l->errstr, sizeof why);
+    lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
+    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) return LB_OK;
+    memcpy(s->l->errstr, why, sizeof why);
+    return rc;
+}
+
 /* A hand-off without a fencing number (from a releaser without fencing) is
  * confirmed by the next attempt, which reads the counter. */
 static int handed(void *ud) {
     wait_state *s = ud;
     lb_lock *l = s->l;
-    if (l->opts.fencing && s->rec.fence <= 0) return LB_EBUSY;
-    return lb__fair_handed(l, l->opts.fencing ? s->rec.fence : 0);
+    if (l->opts.fencing && s->rec.got_fence <= 0) return LB_EBUSY;
+    return lb__fair_handed(l, s->rec.got_place, l->opts.fencing ? s->rec.got_fence : 0);
 }
 
 int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
@@ -79,7 +103,10 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
     /* The wait keeps one token throughout: its record names it. */
     if (l->fair) memcpy(s.rec.token, l->token, LB__TOKEN_CAP);
     int rc = lb__wait_run(&run);
-    if (l->fair) lb__fair_end_wait(l);
+    if (l->fair) {
+        rc = leave_on_error(&s, rc);
+        lb__fair_end_wait(l);
+    }
     return rc;
 }
 

@@ -17,6 +17,8 @@ struct lb__fair {
     size_t queuelen, statelen;
     int mode;                /* LB__FAIR_TRY, _WAIT or _LEAVE: the next attempt's */
     int keep_token;          /* a blocking wait keeps one token in the queue */
+    int64_t place;           /* our queue place (ticket), as the wait attempt
+                              * that queued us reported it; 0: none known */
     const char *inbox;       /* the waiter's inbox for hand-offs, or NULL */
     size_t inboxlen;
     char *arg;               /* the packed script argument */
@@ -89,6 +91,7 @@ int lb__fair_begin_wait(lb_lock *l) {
     if (!l->fixed_token && lb__token(l->token) != LB_OK) return LB_EIO;
     l->fair->keep_token = 1;
     l->fair->mode = LB__FAIR_WAIT;
+    l->fair->place = 0;
     return LB_OK;
 }
 
@@ -102,21 +105,35 @@ void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len) {
 void lb__fair_end_wait(lb_lock *l) {
     l->fair->keep_token = 0;
     l->fair->mode = LB__FAIR_TRY;
+    l->fair->place = 0;
     lb__fair_set_inbox(l, NULL, 0);
 }
 
-static int acquired(lb_lock *l, int64_t fence) {
+/* The lease runs from the attempt's send for `left_ms`, what the key had
+ * left when the script read it: a hand-off's PX started at the release,
+ * which may be a back-off step or more before this attempt, so counting our
+ * whole TTL from the send would over-estimate it. Never more than our TTL;
+ * -1 (a key without TTL, which never lapses) counts as our TTL. */
+static int acquired(lb_lock *l, int64_t fence, int64_t left_ms) {
     l->held = 1;
     l->fence = fence;
     l->holder_ttl_ms = -1;
-    l->deadline_ns = lb__lease_end_ns(l->sent_ns, l->opts.ttl_ms);
+    int64_t ms = left_ms < 0 || left_ms > l->opts.ttl_ms ? l->opts.ttl_ms : left_ms;
+    l->deadline_ns = lb__lease_end_ns(l->sent_ns, ms);
     return LB_OK;
 }
 
-/* A hand-off told by message: the release wrote our token after our last
- * attempt was sent (an earlier one would have made that attempt see it), so
- * the lease counted from that send is a safe under-estimate. */
-int lb__fair_handed(lb_lock *l, int64_t fence) { return acquired(l, fence); }
+/* A hand-off told by message. The token alone does not prove it ours: a
+ * grant of an earlier place of our token may have lapsed before we read it,
+ * the token having queued again since. A grant of the place we hold now is:
+ * our last attempt, busy, found the key without our token and kept us in
+ * that place, so the release wrote it after that attempt was sent, and our
+ * whole TTL counted from that send is a safe under-estimate. Any other grant
+ * (an older place, or none named) is checked by an attempt. */
+int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence) {
+    if (place <= 0 || place != l->fair->place) return LB_EBUSY;
+    return acquired(l, fence, l->opts.ttl_ms);
+}
 
 static void keys(lb_lock *l) {
     lb__fair *f = l->fair;
@@ -153,13 +170,18 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
         return lb__fail(&l->m, LB_EIO, "connection failed during acquire; a lock or a "
                         "queue place we may have got lapses with its TTL or lease");
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "fair acquire script");
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
-    long long ok = r->element[0]->integer, v = r->element[1]->integer;
-    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing))
-        return acquired(l, l->opts.fencing ? v : 0);
-    if (ok != 0 || v < -2) return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    for (size_t i = 0; i < 3; i++)
+        if (r->element[i]->type != REDIS_REPLY_INTEGER)
+            return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
+    long long ok = r->element[0]->integer, v = r->element[1]->integer, x = r->element[2]->integer;
+    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
+        return acquired(l, l->opts.fencing ? v : 0, x);
+    if (ok != 0 || v < -2 || x < 0)
+        return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    /* A new place when this attempt queued us; 0: we kept ours. */
+    if (l->fair->mode == LB__FAIR_WAIT && x > 0) l->fair->place = x;
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
     if (l->fair->mode == LB__FAIR_LEAVE) return lb__fail(&l->m, LB_EBUSY, "left the queue");
     l->holder_ttl_ms = v == -2 ? 0 : v;

@@ -61,7 +61,10 @@ void lb__fair_end_wait(lb_lock *l);
 /* The inbox the next attempts name for a hand-off (NULL: the lock's channel). */
 #define LB__INBOX_MAX (LB__INBOX_PREFIX_MAX + LB_TOKEN_LEN) /* bytes */
 void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
-int lb__fair_handed(lb_lock *l, int64_t fence);
+/* A hand-off message granted queue place `place` (-1: none named): LB_OK
+ * when that is the place our attempts have kept us in, else LB_EBUSY (to be
+ * checked by an attempt). */
+int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
 
 

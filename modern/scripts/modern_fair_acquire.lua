@@ -7,13 +7,17 @@
 -- a token other than the last fair grant's (~holder, noted beside a queue),
 -- a non-fair or legacy client's.
 -- KEYS[1] lock, KEYS[2] queue (zset token -> ticket: the server's clock in
--- microseconds when it joined, so that ZADD NX alone keeps a place), KEYS[3]
+-- microseconds when it joined, so that ZADD NX alone keeps a place; the
+-- ticket names that place, and a release's grant carries it), KEYS[3]
 -- state (hash:
 -- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
 -- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
 -- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
 -- inbox: the waiter's own channel, where a release hands it the lock.
--- Returns {1, fence} when ours, {0, ms worth waiting} when not.
+-- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a
+-- hand-off's PX started at the release, before this attempt); {0, ms worth
+-- waiting, place} when not, place our ticket when this attempt queued us
+-- anew, 0 when we kept our place (or do not queue): the client remembers it.
 local mode, token, ttl, lease, inbox =
   string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
@@ -29,12 +33,13 @@ local function drop(w)
 end
 
 -- The oldest waiter whose lease has not lapsed, and its lease left (ms);
--- lapsed waiters met on the way are dropped.
+-- lapsed waiters met on the way are dropped. An entry may name an inbox
+-- after its lease and TTL: only the lease is read here.
 local function head()
   while true do
     local h = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
     if not h then return nil, 0 end
-    local exp = tonumber(string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) %d+$'))
+    local exp = tonumber(string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) %d+'))
     if exp and exp > now then return h, exp - now end
     drop(h)
   end
@@ -46,17 +51,23 @@ local function seen()
   if redis.call('PTTL', KEYS[3]) < 2 * lease then redis.call('PEXPIRE', KEYS[3], 2 * lease) end
 end
 
-local v = redis.call('GET', KEYS[1])
+-- A key of another type at the lock's name fails an attempt, but not a
+-- leave: a wait that ended on that error still gives up its place.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  if mode ~= 'leave' then return v end
+  v = false
+end
 if v == token then
   -- A release handed the lock to us; it also counted our fencing number.
   drop(token)
   local fence = 0
   if KEYS[4] then fence = tonumber(redis.call('GET', KEYS[4]) or '0') or 0 end
-  return {1, fence}
+  return {1, fence, redis.call('PTTL', KEYS[1])}
 end
 if mode == 'leave' then
   drop(token)
-  return {0, -2}
+  return {0, -2, 0}
 end
 
 local hint
@@ -78,8 +89,8 @@ if not v then
     redis.call('HDEL', KEYS[3], '~streak', '~open')
     -- Only beside a queue (whose state has a TTL) is the holder worth noting.
     if redis.call('PTTL', KEYS[3]) > 0 then redis.call('HSET', KEYS[3], '~holder', token) end
-    if KEYS[4] then return {1, redis.call('INCR', KEYS[4])} end
-    return {1, 0}
+    if KEYS[4] then return {1, redis.call('INCR', KEYS[4]), tonumber(ttl)} end
+    return {1, 0, tonumber(ttl)}
   end
 else
   hint = redis.call('PTTL', KEYS[1])
@@ -89,8 +100,9 @@ else
 end
 if mode == 'try' then seen() end
 
+local place = 0
 if mode == 'wait' then
-  redis.call('ZADD', KEYS[2], 'NX', ticket, token)
+  if redis.call('ZADD', KEYS[2], 'NX', ticket, token) == 1 then place = tonumber(ticket) end
   local entry = (now + lease) .. ' ' .. ttl
   if inbox ~= '' then entry = entry .. ' ' .. inbox end
   redis.call('HSET', KEYS[3], token, entry)
@@ -99,4 +111,4 @@ if mode == 'wait' then
     if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
   end
 end
-return {0, hint}
+return {0, hint, place}

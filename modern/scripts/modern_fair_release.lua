@@ -1,7 +1,9 @@
 -- Fair release: if the lock holds our token, hands it to the oldest waiter
 -- whose lease has not lapsed (writes that waiter's token with its own TTL and
--- publishes the token on the waiter's inbox, or on the release channel for a
--- waiter that named none), or deletes it and publishes "released". After `every` hand-offs in a row (0: never) the lock may be
+-- publishes the grant "token ticket[ fence]" on the waiter's inbox, or on the
+-- release channel for a waiter that named none: the ticket names the queue
+-- place granted, so that a grant read late, after the token queued again,
+-- grants nothing), or deletes it and publishes "released". After `every` hand-offs in a row (0: never) the lock may be
 -- left free instead, queued waiters keeping off it for `ms`, so that clients
 -- outside the queue get a turn. Such windows are `gap` x `ms` apart: gap is
 -- 4 after a window since which an outsider was seen (a try of a fair client
@@ -47,8 +49,8 @@ if h then
     due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
   end
   if not due then
-    local msg = h
-    if KEYS[4] then msg = h .. ' ' .. redis.call('INCR', KEYS[4]) end
+    local msg = h .. ' ' .. string.format('%.0f', tonumber(ticket))
+    if KEYS[4] then msg = msg .. ' ' .. redis.call('INCR', KEYS[4]) end
     -- Published before the key is written: a PUBLISH the ACL refuses ends
     -- the script with the lock still ours (the waiter popped off the queue
     -- rejoins at its next attempt). A user whose ACL refuses the inbox

@@ -1,7 +1,8 @@
 /* Waiting that wakes on release, and fair mode, against a real redis-server:
  * wake-ups counted in attempts rather than timed, the TTL bound for releases
  * that publish nothing, a killed subscriber, FIFO hand-offs, dead waiters,
- * shares among contending threads and a client outside the queue. */
+ * shares among contending threads, a client outside the queue, and what a
+ * grant, a free key or an error does to a queue place. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -512,21 +513,23 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 1 && stats_of(w1).blocked == 1);
     job_start(&j2, q2, w2, 30000);
     EVENTUALLY(lbt_int(conn, "ZCARD {w:inbox}:queue") == 2 && stats_of(w2).blocked == 1);
-    char first[LB_TOKEN_LEN + 1];
-    redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0");
-    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 1);
+    char first[LB_TOKEN_LEN + 1], place[32];
+    redisReply *z = redisCommand(conn, "ZRANGE {w:inbox}:queue 0 0 WITHSCORES");
+    assert_true(z && z->type == REDIS_REPLY_ARRAY && z->elements == 2);
     snprintf(first, sizeof first, "%s", z->element[0]->str);
+    snprintf(place, sizeof place, "%.0f", atof(z->element[1]->str));
     freeReplyObject(z);
 
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
     assert_int_equal(stats_of(w1).handoffs, 1);
     lbt_cmd_ok(conn, "PUBLISH w:inbox-marker marker");
-    /* In order: the hand-off on an inbox, then the marker; nothing between. */
+    /* In order: the hand-off on an inbox, then the marker; nothing between.
+     * The grant names the token and the queue place it was given for. */
     char msg[256], want[256];
     next_message(sub, msg, sizeof msg);
     assert_memory_equal(msg, "lb-inbox:", 9);
-    snprintf(want, sizeof want, " %s", first);
+    snprintf(want, sizeof want, " %s %s", first, place);
     assert_string_equal(strchr(msg, ' '), want);
     next_message(sub, msg, sizeof msg);
     assert_string_equal(msg, "w:inbox-marker marker");
@@ -967,6 +970,198 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     lb_lock_free(b);
 }
 
+/* ---- Queue places, grants and errors ------------------------------------------ */
+
+/* HGET hash field into out (cap bytes); "" when absent. */
+static void hget(const char *hash, const char *field, char *out, size_t cap) {
+    redisReply *r = redisCommand(conn, "HGET %s %s", hash, field);
+    assert_non_null(r);
+    assert_true(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+}
+
+/* A fair lock whose queued, listening waiter sleeps long (a third of a 60 s
+ * lease): nothing but a message or an event makes it attempt during a test. */
+static lb_lock *sleepy_lock(const char *key) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 2000;
+    o.fair_lease_ms = 60000;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    return l;
+}
+
+/* Has h take the key, starts q's wait on w behind it, and returns once q is
+ * queued naming its inbox and asleep in its long queued sleep; its token
+ * into token[33]. A first, uncontended wait subscribes the inbox (and not
+ * the key's channel, so that the wait here subscribes it afresh: queued,
+ * subscribed, attempted again, asleep). */
+static void queue_asleep(job *j, lb_lock *h, lb_lock *q, lb_waiter *w, const char *queue,
+                         const char *state, char *token) {
+    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(conn), w, 1000), LB_OK);
+    assert_int_equal(lb_lock_release(q, lb_on_conn(conn)), LB_OK);
+    EVENTUALLY(stats_of(w).inbox == 1);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    uint64_t sleeps = stats_of(w).sleeps;
+    job_start(j, q, w, 30000);
+    EVENTUALLY(lbt_int(conn, "ZCARD %s", queue) == 1 && stats_of(w).sleeps == sleeps + 2 &&
+               stats_of(w).blocked == 1);
+    char tokens[1][33], entry[256];
+    assert_int_equal(queue_tokens(queue, tokens, 1), 1);
+    memcpy(token, tokens[0], 33);
+    hget(state, token, entry, sizeof entry);
+    assert_non_null(strstr(entry, " lb-inbox:"));
+}
+
+/* When the key is freed without a hand-off (a DEL, an expiry), a queued
+ * waiter that named its inbox keeps its place: a try of another client finds
+ * the key kept for that waiter and does not take it. */
+static void test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed(
+    void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:freed", 1, 2, 100), *t = new_lock("w:freed", 1, 2, 100);
+    lb_lock *q = sleepy_lock("w:freed");
+    job j;
+    char token[33];
+    queue_asleep(&j, h, q, w, "{w:freed}:queue", "{w:freed}:fair", token);
+    lbt_cmd_ok(conn, "DEL w:freed"); /* as a legacy release would: nothing handed */
+    int tried = lb_lock_try_acquire(t, lb_on_conn(conn));
+    int still = queued("{w:freed}:queue", token);
+    /* The thread ends before any assertion. A "released" message (what no
+     * DEL sends) wakes the waiter, which takes the free key as the head. */
+    if (tried == LB_OK) assert_int_equal(lb_lock_release(t, lb_on_conn(conn)), LB_OK);
+    else lbt_cmd_ok(conn, "PUBLISH {w:freed}:released released");
+    int rc = job_join(&j);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(t);
+    lb_lock_free(q);
+    assert_int_equal(tried, LB_EBUSY);
+    assert_true(still);
+    assert_int_equal(rc, LB_OK);
+}
+
+/* A hand-off the new holder learns of at its next attempt (no waiter here,
+ * so no message) started the key's TTL at the release: the lease the handle
+ * reports ends no later than the key does, however long after the release
+ * that attempt came. */
+static void test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key(
+    void **state) {
+    (void)state;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 5000;
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 1000;
+    o.fair_lease_ms = 10000;
+    lb_lock *h = new_lock("w:late", 1, 2, 100), *q = NULL;
+    assert_int_equal(lb_lock_new(&q, "w:late", 6, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 20000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:late}:queue") == 1);
+    char tokens[1][33], first[256], now[256];
+    assert_int_equal(queue_tokens("{w:late}:queue", tokens, 1), 1);
+    hget("{w:late}:fair", tokens[0], first, sizeof first);
+    /* An attempt refreshed the lease just now: the next is a step (1 s) away. */
+    EVENTUALLY((hget("{w:late}:fair", tokens[0], now, sizeof now), strcmp(now, first) != 0));
+    int released = lb_lock_release(h, lb_on_conn(conn));
+    long long pttl = lbt_int(conn, "PTTL w:late");
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t key_end_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (pttl + 1) * 1000000;
+    int rc = job_join(&j);
+    int64_t deadline = lb_lock_info_of(q).deadline_ns;
+    job_end(&j);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_int_equal(released, LB_OK);
+    assert_true(pttl > 0 && pttl <= 5000);
+    assert_int_equal(rc, LB_OK);
+    if (deadline > key_end_ns)
+        fail_msg("the lease ends %lld ms after the key", (long long)(deadline - key_end_ns) / 1000000);
+}
+
+/* A hand-off message read late, naming our token at an earlier place in the
+ * queue (a grant that lapsed before the waiter heard of it, the token having
+ * queued again since), grants nothing: the waiter checks with the server and
+ * waits on while the key is another's; the grant for its current place, from
+ * the holder's release, is the one it takes. */
+static void test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:stale", 1, 2, 100), *q = sleepy_lock("w:stale");
+    job j;
+    char token[33], entry[256], holder[33];
+    queue_asleep(&j, h, q, w, "{w:stale}:queue", "{w:stale}:fair", token);
+    snprintf(holder, sizeof holder, "%s", lb_lock_info_of(h).token);
+    hget("{w:stale}:fair", token, entry, sizeof entry);
+    redisReply *r = redisCommand(conn, "ZSCORE {w:stale}:queue %s", token);
+    assert_true(r && r->type == REDIS_REPLY_STRING);
+    long long place = atoll(r->str);
+    freeReplyObject(r);
+    assert_true(place > 1);
+    /* The release of that earlier grant published this on the inbox. The
+     * wait either returns, or checks with an attempt and sleeps again. */
+    char late[64];
+    snprintf(late, sizeof late, "%s %lld", token, place - 1);
+    uint64_t sleeps = stats_of(w).sleeps;
+    lbt_cmd_ok(conn, "PUBLISH %s %s", strstr(entry, " lb-inbox:") + 1, late);
+    EVENTUALLY(job_done(&j) || (stats_of(w).sleeps > sleeps && stats_of(w).blocked == 1));
+    int early = job_done(&j);
+    char during[33];
+    snprintf(during, sizeof during, "%s", lbt_get(conn, "w:stale"));
+    int released = lb_lock_release(h, lb_on_conn(conn));
+    int rc = job_join(&j);
+    char after[33];
+    snprintf(after, sizeof after, "%s", lbt_get(conn, "w:stale"));
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_false(early); /* it did not take the lock while h held it */
+    assert_string_equal(during, holder);
+    assert_int_equal(released, LB_OK);
+    assert_int_equal(rc, LB_OK);
+    assert_string_equal(after, token);
+}
+
+/* A wait that ends with an error (here the key turned into a hash while the
+ * waiter was queued) leaves the queue: a release would otherwise hand the
+ * lock to a token nobody uses, and every waiter would wait out its TTL. The
+ * error is still what the wait reports. */
+static void test_a_wait_that_fails_with_an_error_leaves_the_queue(void **state) {
+    (void)state;
+    lb_lock *h = new_lock("w:err", 1, 2, 100), *q = new_lock("w:err", 1, 50, 50);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 20000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:err}:queue") == 1);
+    char tokens[1][33];
+    assert_int_equal(queue_tokens("{w:err}:queue", tokens, 1), 1);
+    lbt_cmd_ok(conn, "MULTI");
+    lbt_cmd_ok(conn, "DEL w:err");
+    lbt_cmd_ok(conn, "HSET w:err f v");
+    lbt_cmd_ok(conn, "EXEC");
+    int rc = job_join(&j);
+    int still = queued("{w:err}:queue", tokens[0]);
+    char why[256];
+    snprintf(why, sizeof why, "%s", lb_lock_info_of(q).errstr);
+    job_end(&j);
+    lbt_cmd_ok(conn, "DEL w:err");
+    lb_lock_free(h);
+    lb_lock_free(q);
+    assert_int_equal(rc, LB_EWRONGTYPE);
+    assert_non_null(strstr(why, "WRONGTYPE"));
+    assert_false(still);
+}
+
 static void test_bad_options_and_arguments_are_refused(void **state) {
     (void)state;
     lb_lock_options o;
@@ -1131,6 +1326,10 @@ int main(void) {
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
+        cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
+        cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
+        cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
+        cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

@@ -22,13 +22,13 @@ typedef struct rep {
     long long i;
     const char *s;
     int n;          /* X_ARR: elements, each an integer unless `strings` */
-    long long e[3];
+    long long e[4];
     int strings;
 } rep;
 
 typedef struct built {
-    redisReply top, elems[3];
-    redisReply *ptrs[3];
+    redisReply top, elems[4];
+    redisReply *ptrs[4];
 } built;
 
 static const redisReply *build(built *b, const rep *d) {
@@ -129,7 +129,7 @@ static void test_each_mode_sends_one_script_over_lock_queue_and_state(void **sta
 static void test_a_wait_keeps_its_token_across_attempts(void **state) {
     (void)state;
     lb_lock *l = fair_lock(0);
-    static const rep busy = {X_ARR, 0, NULL, 2, {0, 500}, 0};
+    static const rep busy = {X_ARR, 0, NULL, 3, {0, 500, 0}, 0};
     assert_int_equal(lb__fair_begin_wait(l), LB_OK);
     char first[LB__TOKEN_CAP];
     assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &busy), LB_EBUSY);
@@ -150,28 +150,41 @@ static void test_acquire_replies(void **state) {
         rep reply;
         int rc, held;
         int64_t fence, holder_ttl;
+        int64_t lease_ms; /* when held: the deadline, counted from the send */
     } cases[] = {
-        {"free", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_OK, 1, 0, -1},
-        {"handed, fenced", 1, {X_ARR, 0, NULL, 2, {1, 42}, 0}, LB_OK, 1, 42, -1},
-        {"fenced without a number", 1, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1},
-        {"a number without fencing", 0, {X_ARR, 0, NULL, 2, {1, 9}, 0}, LB_OK, 1, 0, -1},
-        {"held", 0, {X_ARR, 0, NULL, 2, {0, 1500}, 0}, LB_EBUSY, 0, 0, 1500},
-        {"held without TTL", 0, {X_ARR, 0, NULL, 2, {0, -1}, 0}, LB_EBUSY, 0, 0, -1},
-        {"left the queue", 0, {X_ARR, 0, NULL, 2, {0, -2}, 0}, LB_EBUSY, 0, 0, 0},
-        {"negative hint", 0, {X_ARR, 0, NULL, 2, {0, -3}, 0}, LB_EPROTO, 0, 0, -1},
-        {"unknown status", 0, {X_ARR, 0, NULL, 2, {2, 5}, 0}, LB_EPROTO, 0, 0, -1},
-        {"negative fence", 1, {X_ARR, 0, NULL, 2, {1, -4}, 0}, LB_EPROTO, 0, 0, -1},
-        {"three elements", 0, {X_ARR, 0, NULL, 3, {1, 0, 0}, 0}, LB_EPROTO, 0, 0, -1},
-        {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1},
-        {"string elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 1}, LB_EPROTO, 0, 0, -1},
-        {"an integer", 0, {X_INT, 1, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
-        {"nil", 0, {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
-        {"a string", 0, {X_STR, 0, "OK", 0, {0}, 0}, LB_EPROTO, 0, 0, -1},
+        {"free", 0, {X_ARR, 0, NULL, 3, {1, 0, 30000}, 0}, LB_OK, 1, 0, -1, 30000},
+        {"handed, fenced", 1, {X_ARR, 0, NULL, 3, {1, 42, 30000}, 0}, LB_OK, 1, 42, -1, 30000},
+        {"handed at a release before", 0, {X_ARR, 0, NULL, 3, {1, 0, 1200}, 0}, LB_OK, 1, 0, -1,
+         1200},
+        {"handed, the key without TTL", 0, {X_ARR, 0, NULL, 3, {1, 0, -1}, 0}, LB_OK, 1, 0, -1,
+         30000},
+        {"more left than our TTL", 0, {X_ARR, 0, NULL, 3, {1, 0, 90000}, 0}, LB_OK, 1, 0, -1,
+         30000},
+        {"nothing left", 0, {X_ARR, 0, NULL, 3, {1, 0, 0}, 0}, LB_OK, 1, 0, -1, 0},
+        {"negative time left", 0, {X_ARR, 0, NULL, 3, {1, 0, -2}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"fenced without a number", 1, {X_ARR, 0, NULL, 3, {1, 0, 30000}, 0}, LB_EPROTO, 0, 0,
+         -1, 0},
+        {"a number without fencing", 0, {X_ARR, 0, NULL, 3, {1, 9, 30000}, 0}, LB_OK, 1, 0, -1,
+         30000},
+        {"held", 0, {X_ARR, 0, NULL, 3, {0, 1500, 0}, 0}, LB_EBUSY, 0, 0, 1500, 0},
+        {"held without TTL", 0, {X_ARR, 0, NULL, 3, {0, -1, 0}, 0}, LB_EBUSY, 0, 0, -1, 0},
+        {"left the queue", 0, {X_ARR, 0, NULL, 3, {0, -2, 0}, 0}, LB_EBUSY, 0, 0, 0, 0},
+        {"negative place", 0, {X_ARR, 0, NULL, 3, {0, 1500, -1}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"negative hint", 0, {X_ARR, 0, NULL, 3, {0, -3, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"unknown status", 0, {X_ARR, 0, NULL, 3, {2, 5, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"negative fence", 1, {X_ARR, 0, NULL, 3, {1, -4, 30000}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"four elements", 0, {X_ARR, 0, NULL, 4, {1, 0, 0, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"two elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"string elements", 0, {X_ARR, 0, NULL, 3, {1, 0, 30000}, 1}, LB_EPROTO, 0, 0, -1, 0},
+        {"an integer", 0, {X_INT, 1, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"nil", 0, {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"a string", 0, {X_STR, 0, "OK", 0, {0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"wrong type", 0, {X_ERR, 0, "WRONGTYPE Operation against a key", 0, {0}, 0},
-         LB_EWRONGTYPE, 0, 0, -1},
+         LB_EWRONGTYPE, 0, 0, -1, 0},
         {"an error", 0, {X_ERR, 0, "ERR fair acquire: bad arguments", 0, {0}, 0}, LB_EREDIS, 0, 0,
-         -1},
-        {"no reply", 0, {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 0, 0, -1},
+         -1, 0},
+        {"no reply", 0, {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 0, 0, -1, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lb_lock *l = fair_lock(cases[i].fencing);
@@ -181,9 +194,33 @@ static void test_acquire_replies(void **state) {
         assert_int_equal(lb_lock_info_of(l).fence, cases[i].fence);
         assert_int_equal(lb_lock_info_of(l).holder_ttl_ms, cases[i].holder_ttl);
         if (cases[i].held)
-            assert_int_equal(lb_lock_info_of(l).deadline_ns, t0.mono_ns + INT64_C(30000) * 1000000);
+            assert_int_equal(lb_lock_info_of(l).deadline_ns,
+                             t0.mono_ns + cases[i].lease_ms * INT64_C(1000000));
         lb_lock_free(l);
     }
+}
+
+/* A hand-off message is taken only for the queue place the wait's last
+ * attempt reported: a grant of an earlier place of the same token (read late,
+ * after it lapsed and the token queued again), or one naming no place, is
+ * left for an attempt to check. */
+static void test_a_grant_is_taken_only_for_the_current_queue_place(void **state) {
+    (void)state;
+    lb_lock *l = fair_lock(0);
+    static const rep queued = {X_ARR, 0, NULL, 3, {0, 500, 1700000000000002LL}, 0};
+    static const rep kept = {X_ARR, 0, NULL, 3, {0, 500, 0}, 0};
+    assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+    assert_int_equal(lb__fair_handed(l, 1700000000000002LL, 0), LB_EBUSY); /* not queued yet */
+    assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &queued), LB_EBUSY);
+    assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &kept), LB_EBUSY);
+    assert_int_equal(lb__fair_handed(l, 1700000000000001LL, 0), LB_EBUSY);
+    assert_int_equal(lb__fair_handed(l, -1, 0), LB_EBUSY);
+    assert_false(lb_lock_info_of(l).held);
+    assert_int_equal(lb__fair_handed(l, 1700000000000002LL, 0), LB_OK);
+    assert_true(lb_lock_info_of(l).held);
+    assert_int_equal(lb_lock_info_of(l).deadline_ns, t0.mono_ns + INT64_C(30000) * 1000000);
+    lb__fair_end_wait(l);
+    lb_lock_free(l);
 }
 
 /* An answer we cannot read leaves the handle held: the lock may still be
@@ -201,7 +238,7 @@ static void test_release_replies(void **state) {
         {"an error", {X_ERR, 0, "ERR fair release: bad arguments", 0, {0}, 0}, LB_EREDIS, 1},
         {"no reply", {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 1},
     };
-    static const rep acquired = {X_ARR, 0, NULL, 2, {1, 0}, 0};
+    static const rep acquired = {X_ARR, 0, NULL, 3, {1, 0, 30000}, 0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lb_lock *l = fair_lock(0);
         assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &acquired), LB_OK);
@@ -232,6 +269,7 @@ int main(void) {
         cmocka_unit_test(test_each_mode_sends_one_script_over_lock_queue_and_state),
         cmocka_unit_test(test_a_wait_keeps_its_token_across_attempts),
         cmocka_unit_test(test_acquire_replies),
+        cmocka_unit_test(test_a_grant_is_taken_only_for_the_current_queue_place),
         cmocka_unit_test(test_release_replies),
         cmocka_unit_test(test_release_of_a_lock_not_held_sends_nothing),
     };

@@ -20,6 +20,8 @@ struct lb_machine {
     lb_cmd cmd;
     const lb_script *script; /* set when cmd is an EVALSHA of this script */
     unsigned commands;       /* commands emitted in this operation */
+    uint64_t total;          /* commands emitted by every operation of the handle
+                              * (zeroed with the handle), whichever driver ran it */
     int running;             /* an operation has started and not ended */
     /* Set by an acquire whose lock only a script can release: the drivers
      * first check the server runs scripts (once per handle, scripts_seen). */

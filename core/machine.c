@@ -95,6 +95,7 @@ void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]) {
  * an ACL): the acquire fails instead, before anything is written. */
 int lb__probe_reply(lb_machine *m, const redisReply *r, int second) {
     m->commands++;
+    m->total++;
     if (!r) {
         m->running = 0;
         return lb__fail(m, LB_EIO, "connection failed while checking that the server runs scripts");
@@ -122,12 +123,17 @@ int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
         m->cmd.argv[1] = m->script->body;
         m->cmd.argvlen[1] = strlen(m->script->body);
         m->commands++;
+        m->total++;
         return LB_STEP_SEND;
     }
     m->script = NULL;
     int rc = m->step(m, reply, now);
-    if (rc == LB_STEP_SEND) m->commands++;
-    else m->running = 0;
+    if (rc == LB_STEP_SEND) {
+        m->commands++;
+        m->total++;
+    } else {
+        m->running = 0;
+    }
     return rc;
 }
 

@@ -37,7 +37,6 @@ struct lb_legacy_lock {
     int has_observed_expiry;
     int64_t observed_expiry;
     char foreign[96];
-    uint64_t commands;
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
 };

@@ -81,7 +81,6 @@ int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char 
 static int run(lb_legacy_lock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE;
     int rc = lb_target_run(t, m, l->opts.clock);
-    l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
@@ -121,7 +120,7 @@ lb_legacy_info lb_legacy_info_of(const lb_legacy_lock *l) {
     i.observed = l->has_observed_expiry;
     i.observed_expiry = l->has_observed_expiry ? l->observed_expiry : 0;
     i.foreign = l->foreign;
-    i.commands = l->commands;
+    i.commands = l->m.total;
     i.errstr = l->errstr;
     return i;
 }

@@ -70,7 +70,6 @@ struct lb_mlock {
     char client_id[LB_CENSUS_ID_MAX];
     char host[LB_CENSUS_HOST_MAX];
     char version[LB_CENSUS_VERSION_MAX];
-    uint64_t commands;
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
 };

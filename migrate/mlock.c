@@ -143,7 +143,6 @@ void lb_mlock_free(lb_mlock *l) {
 static int run(lb_mlock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
     int rc = lb_target_run(t, m, l->opts.clock);
-    l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
@@ -196,7 +195,7 @@ lb_mlock_info lb_mlock_info_of(const lb_mlock *l) {
     i.value_len = l->valuelen;
     i.deadline_ns = l->deadline_ns;
     i.observed = &l->seen;
-    i.commands = l->commands;
+    i.commands = l->m.total;
     i.client_id = l->client_id;
     i.errstr = l->errstr;
     return i;

@@ -30,7 +30,6 @@ struct lb_lock {
     int64_t extend_ms;
     lb_extend_mode extend_mode;
     int64_t check_ttl_ms;
-    uint64_t commands;
     uint64_t rng;
     char errstr[LB__ERRSTR_CAP];
     struct lb__watch *watch; /* set while a watchdog renews the lock */

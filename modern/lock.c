@@ -80,7 +80,6 @@ void lb_lock_free(lb_lock *l) {
 static int run(lb_lock *l, lb_target t, lb_machine *m) {
     if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
     int rc = lb_target_run(t, m, l->opts.clock);
-    l->commands += lb_machine_commands(m);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
 }
@@ -139,7 +138,7 @@ lb_lock_info lb_lock_info_of(const lb_lock *l) {
     /* A watched lock's lease moves with each renewal, which runs on the
      * watchdog's thread: the watch keeps that deadline. */
     i.deadline_ns = l->watch ? lb__watch_deadline_ns(l) : l->deadline_ns;
-    i.commands = l->commands;
+    i.commands = l->m.total;
     i.errstr = l->errstr;
     return i;
 }

@@ -49,12 +49,14 @@ static void count(loop *lp, int status) {
 typedef struct job {
     loop *lp;
     lb_lock *lock;
+    uint64_t after_acquire, after_release; /* the handle's command count then */
 } job;
 
 static void released(lb_machine *m, int status, void *ud) {
     job *j = ud;
     (void)m;
     if (status == LB_OK) j->lp->released++;
+    j->after_release = lb_lock_info_of(j->lock).commands;
     count(j->lp, status);
     j->lp->pending--;
     lb_lock_free(j->lock); /* the callback may free the machine's owner */
@@ -70,6 +72,7 @@ static void acquired(lb_machine *m, int status, void *ud) {
         return;
     }
     j->lp->acquired++;
+    j->after_acquire = lb_lock_info_of(j->lock).commands;
     assert_int_equal(lb_async_run(j->lp->ac, lb_lock_machine(j->lock, LB_OP_RELEASE, 0), NULL, released, j),
                      LB_OK);
 }
@@ -94,6 +97,13 @@ static void test_one_thread_runs_thousands_of_locks_at_once(void **state) {
     while (lp.pending > 0) event_base_loop(lp.base, EVLOOP_ONCE);
     assert_int_equal(lp.acquired, N);
     assert_int_equal(lp.released, N);
+    /* Commands run through the event loop count as the blocking calls' do: the
+     * script check of a fresh handle (its EVALSHA, and the EVAL after a NOSCRIPT),
+     * the SET, then the release script. */
+    for (int i = 0; i < N; i++) {
+        assert_in_range(jobs[i].after_acquire, 2, 3);
+        assert_in_range(jobs[i].after_release - jobs[i].after_acquire, 1, 2);
+    }
     redisContext *c = lbt_redis_connect(&server);
     redisReply *r = redisCommand(c, "DBSIZE");
     assert_int_equal(r->integer, 0); /* every lock released */

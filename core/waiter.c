@@ -62,7 +62,7 @@ void lb_waiter_options_init(lb_waiter_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
     o->port = 6379;
-    o->connect_timeout_ms = 2000;
+    o->connect_timeout_ms = 1000; /* as the watchdog's */
     o->reconnect_min_ms = 10;
     o->reconnect_max_ms = 1000;
     o->linger_ms = 1000;

@@ -17,7 +17,8 @@ typedef struct lb_waiter_options {
     int port;                   /* and port (6379) */
     const char *username;       /* NULL: AUTH with the password alone; copied */
     const char *password;       /* NULL: no AUTH; copied. (Channels ignore SELECT.) */
-    int64_t connect_timeout_ms; /* connect and AUTH, and any write, ms (2000) */
+    int64_t connect_timeout_ms; /* connect and AUTH, and any write, ms (1000, as the
+                                 * watchdog's) */
     /* Optional, replaces host, port, username and password: returns a new
      * connected blocking context or NULL. Called by lb_waiter_new, then from
      * the waiter's thread to reconnect. */

@@ -899,11 +899,10 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
 
 void lb__race_proxy_reset(lb__race_proxy *p) {
     for (int i = 0; i < MAX_CONNS; i++) conn_close(p, i);
-    /* Connections the clients left queued in the backlog belong to the run
-     * that ended. */
+    /* Connections still queued are kept: an outside client may have
+     * connected as soon as the ports were printed; a dead client's queued
+     * connection is accepted and then closed at its end of file. */
     for (int i = 0; i < p->cfg.nclients; i++) {
-        int fd;
-        while ((fd = accept(p->cl[i].listen_fd, NULL, NULL)) >= 0) close(fd);
         int l = p->cl[i].listen_fd, port = p->cl[i].port;
         memset(&p->cl[i], 0, sizeof p->cl[i]);
         p->cl[i].listen_fd = l;

@@ -215,7 +215,8 @@ static void reset_keys(redisContext *c, const settings *s) {
 
 static int meets(const result *r) {
     if (r->expect == LB__RACE_EXPECT_PASS) return r->verdict == LB__RACE_PASSED;
-    return r->verdict == LB__RACE_CAUGHT && (!r->expect_kind[0] || strcmp(r->expect_kind, r->kind) == 0);
+    return r->verdict == LB__RACE_CAUGHT &&
+           (!r->expect_kind[0] || strcmp(r->expect_kind, r->kind) == 0);
 }
 
 static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, const int *ports,
@@ -340,7 +341,8 @@ static int write_junit(const settings *s, const lb__race_row *rows, const result
             fputs("    <skipped message=\"the row does not apply to this locker\"/>\n", f);
         } else {
             if (!res[i].ok) {
-                fprintf(f, "    <failure message=\"%s (expected %s): ", verdict_name(res[i].verdict), exp);
+                fprintf(f, "    <failure message=\"%s (expected %s): ",
+                        verdict_name(res[i].verdict), exp);
                 xml_text(f, res[i].detail[0] ? res[i].detail : "no violation seen");
                 fputs("\"/>\n", f);
             }

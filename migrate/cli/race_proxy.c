@@ -17,8 +17,10 @@
 #include "migrate/cli/race.h"
 
 /* Every size a client or the server controls is bounded: a client may not have
- * more than IN_MAX bytes unparsed (one command included), and no side may have
- * more than OUT_MAX bytes queued towards it. */
+ * more than IN_MAX bytes unparsed (one command included) nor more than OUT_MAX
+ * bytes of commands held back, and no side more than OUT_MAX bytes queued
+ * towards it; past these the proxy stops reading from that side. A command
+ * longer than IN_MAX, or a reply longer than OUT_MAX, closes the connection. */
 #define IN_MAX (1 << 20)
 #define OUT_MAX (8 << 20)
 #define ARGS_MAX 100000 /* arguments of one command */
@@ -27,6 +29,7 @@
 #define MAX_CONNS 64
 #define TRACE_MAX 32768
 #define FINISH_STEPS 16
+#define READ_CHUNK 16384
 
 typedef struct buf {
     char *d;
@@ -52,6 +55,7 @@ typedef struct conn {
     int cfd, ufd, client;
     buf in, out, up, rep;
     cmd *pend, *pend_tail, *fly, *fly_tail;
+    size_t pend_bytes; /* bytes of the commands held back in pend */
     int touched; /* has sent a lock-key command: its counter reads are critical sections */
     char lastget[LB_OBSERVED_MAX];
     size_t lastgetlen;
@@ -107,7 +111,8 @@ static void buf_drop(buf *b, size_t n) {
     b->len -= n;
 }
 
-static void trace_add(lb__race_proxy *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void trace_add(lb__race_proxy *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void trace_add(lb__race_proxy *p, const char *fmt, ...) {
     if (p->tracelen + 8 >= sizeof p->trace) return;
     va_list ap;
@@ -236,7 +241,8 @@ static int reply_span(const char *d, size_t len, size_t *pos, int depth) {
 /* ---- Commands --------------------------------------------------------------------------- */
 
 static int arg_is(const char *d, const req *r, int i, const char *s) {
-    return i < r->argc && i < ARGS_KEPT && r->len[i] == strlen(s) && memcmp(d + r->off[i], s, r->len[i]) == 0;
+    return i < r->argc && i < ARGS_KEPT && r->len[i] == strlen(s) &&
+           memcmp(d + r->off[i], s, r->len[i]) == 0;
 }
 
 static int arg_is_ci(const char *d, const req *r, int i, const char *s) {
@@ -356,7 +362,9 @@ static void write_key(lb__race_proxy *p, int x, const cmd *m) {
         double was, now;
         if (m->val && value_number(p->keyval, p->keyvallen, &was) == 0 &&
             value_number(m->val, m->vallen, &now) == 0 && now >= was)
-            trace_add(p, "  note: %c replaced %c's value with a later expiry (not a double grant)\n",
+            trace_add(p,
+                      "  note: %c replaced %c's value with an equal or later expiry "
+                      "(not a double grant)\n",
                       name_of(x), name_of(y));
         else
             violate(p, "overwritten", "%c overwrote %c's lock while %c holds it (%s)", name_of(x),
@@ -535,6 +543,7 @@ static void accept_conn(lb__race_proxy *p, int client) {
 
 static void forward(lb__race_proxy *p, conn *c, cmd *m) {
     int x = c->client;
+    c->pend_bytes -= m->rawlen;
     if (buf_add(&c->up, m->raw, m->rawlen, OUT_MAX) != 0) {
         p->failed = 1;
         return;
@@ -568,6 +577,7 @@ static int take_requests(lb__race_proxy *p, conn *c) {
         cmd *m = cmd_new(p, c->in.d, used, &r);
         if (!m) return -1;
         m->seq = ++p->seq;
+        c->pend_bytes += m->rawlen;
         push(&c->pend, &c->pend_tail, m);
         buf_drop(&c->in, used);
     }
@@ -583,7 +593,7 @@ static void take_replies(lb__race_proxy *p, conn *c) {
             p->failed = 1;
             return;
         }
-        if (buf_add(&c->out, c->rep.d, pos, OUT_MAX) != 0) p->failed = 1;
+        if (buf_add(&c->out, c->rep.d, pos, 2 * OUT_MAX) != 0) p->failed = 1;
         if (m->lock || (m->counter && c->touched)) {
             char shown[120];
             render_reply(c->rep.d, pos, shown, sizeof shown);
@@ -600,7 +610,7 @@ static void take_replies(lb__race_proxy *p, conn *c) {
 
 /* Reads what is there; 0 on EOF or error. */
 static int read_into(int fd, buf *b, size_t max) {
-    char tmp[16384];
+    char tmp[READ_CHUNK];
     ssize_t n = read(fd, tmp, sizeof tmp);
     if (n == 0) return 0;
     if (n < 0) return errno == EAGAIN || errno == EINTR;
@@ -618,7 +628,7 @@ static int write_from(int fd, buf *b) {
 static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
     rclient *cl = &p->cl[c->client];
     if (cev & (POLLIN | POLLHUP | POLLERR)) {
-        if (!read_into(c->cfd, &c->in, IN_MAX + 65536)) return -1;
+        if (!read_into(c->cfd, &c->in, IN_MAX + READ_CHUNK)) return -1;
         cl->last_rx = now_ms();
         if (take_requests(p, c) != 0) {
             trace_add(p, "  %c: malformed or oversized request; connection closed\n",
@@ -627,7 +637,7 @@ static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
         }
     }
     if (uev & (POLLIN | POLLHUP | POLLERR)) {
-        if (!read_into(c->ufd, &c->rep, OUT_MAX)) return -1;
+        if (!read_into(c->ufd, &c->rep, OUT_MAX + READ_CHUNK)) return -1;
         take_replies(p, c);
     }
     advance(p, c);
@@ -652,9 +662,11 @@ static void poll_once(lb__race_proxy *p, int ms) {
         conn *c = p->conns[i];
         int frozen = c && p->cl[c->client].frozen;
         fds[n].fd = c && !frozen ? c->cfd : -1;
-        fds[n].events = (short)(POLLIN | (c && c->out.len ? POLLOUT : 0));
+        int take = c && c->in.len < IN_MAX && c->pend_bytes < OUT_MAX;
+        int hear = c && c->out.len < OUT_MAX && c->rep.len < OUT_MAX;
+        fds[n].events = (short)((take ? POLLIN : 0) | (c && c->out.len ? POLLOUT : 0));
         fds[n + 1].fd = c ? c->ufd : -1;
-        fds[n + 1].events = (short)(POLLIN | (c && c->up.len ? POLLOUT : 0));
+        fds[n + 1].events = (short)((hear ? POLLIN : 0) | (c && c->up.len ? POLLOUT : 0));
         fds[n].revents = fds[n + 1].revents = 0;
         n += 2;
     }

@@ -127,6 +127,14 @@ static int header_line(lb__race_row *row, char *line) {
     return 0;
 }
 
+/* A schedule line is never cut short: a shorter schedule is another one. */
+static int copy_schedule(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) return -1;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
 /* "[L1] A:SETNX ...": a schedule for one locker. */
 static int variant_line(lb__race_row *row, const char *line) {
     const char *close = strchr(line, ']');
@@ -138,8 +146,7 @@ static int variant_line(lb__race_row *row, const char *line) {
     row->variant[i].locker[n] = '\0';
     const char *s = close + 1;
     while (*s == ' ') s++;
-    snprintf(row->variant[i].schedule, sizeof row->variant[i].schedule, "%s", s);
-    return 0;
+    return copy_schedule(row->variant[i].schedule, sizeof row->variant[i].schedule, s);
 }
 
 static int row_line(lb__race_row *row, char *line, int *schedules) {
@@ -150,8 +157,7 @@ static int row_line(lb__race_row *row, char *line, int *schedules) {
     if (line[0] == '#') return header_line(row, line);
     if (line[0] == '[') return variant_line(row, line);
     if (++*schedules > 1) return -1;
-    snprintf(row->schedule, sizeof row->schedule, "%s", line);
-    return 0;
+    return copy_schedule(row->schedule, sizeof row->schedule, line);
 }
 
 static void row_name(lb__race_row *row, const char *path) {

@@ -352,6 +352,50 @@ static void test_two_critical_sections_at_once_are_caught(void **state) {
     redisFree(b);
 }
 
+/* The other tokens: A (any command), A:- (a step that sends nothing only
+ * settles), B. (B steps until it holds or goes quiet), and A~N, which a real
+ * process cannot be given: not followed. */
+static void test_bare_finish_and_skew_tokens(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A A:- B.", "--key", KEY, "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    send_cmd(b, "GET %s", KEY);
+    send_cmd(b, "SETNX %s 2", KEY);
+    expect_reply_int(a, 1);
+    expect_reply_any(b);
+    expect_reply_int(b, 0);
+    assert_int_equal(lbt_finish(&p), 0);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "passed");
+    assert_int_equal((int)lbt_num_of(res[0], "followed"), 3);
+    /* B. let both of B's commands through, then B went quiet without holding. */
+    const char *t = lbt_str_of(res[0], "trace");
+    assert_non_null(strstr(t, "[B.]\n  B -> GET " KEY "\n  B <- \"1\"\n  B -> SETNX " KEY " 2\n"
+                              "  B <- :0\n"));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+    redisFree(b);
+
+    const char *skew[] = {"-p", port, "race", "--schedule", "A~100", "--key", KEY, "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_spawn(&p, skew);
+    lbt_wait_lines(&p, 1);
+    a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    assert_int_equal(lbt_finish(&p), 6);
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "not_followed");
+    assert_non_null(strstr(lbt_str_of(res[0], "detail"), "clock cannot be moved"));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -403,6 +447,20 @@ static void test_bad_schedules_are_refused(void **state) {
     assert_int_equal(lbt_run(&p, args), 1);
     assert_non_null(strstr(p.err, "expect NAME="));
     unlink(path);
+
+    /* A schedule line longer than a schedule may be is refused, not cut
+     * short into another schedule that parses. */
+    char line[1200] = "";
+    for (int i = 0; i < 31; i++) strcat(line, "A:ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE ");
+    strcat(line, "\n");
+    fd = mkstemp(strcpy(path, "/tmp/lb-race-XXXXXX"));
+    assert_true(write(fd, line, strlen(line)) == (ssize_t)strlen(line));
+    close(fd);
+    const char *longer[] = {"-p", port, "race", "--file", path, "--start-timeout-ms", "100",
+                            NULL};
+    assert_int_equal(lbt_run(&p, longer), 1);
+    assert_non_null(strstr(p.err, "one schedule only"));
+    unlink(path);
 }
 
 static int setup(void **state) {
@@ -434,6 +492,7 @@ int main(void) {
         cmocka_unit_test(test_a_crashed_client_can_be_killed),
         cmocka_unit_test(test_a_schedule_not_followed_fails_the_run),
         cmocka_unit_test(test_two_critical_sections_at_once_are_caught),
+        cmocka_unit_test(test_bare_finish_and_skew_tokens),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

@@ -74,7 +74,8 @@ typedef struct lb__race_row {
 int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap);
 /* The schedule the row gives `locker` (its variant, else the common one). */
 const char *lb__race_row_schedule(const lb__race_row *row, const char *locker);
-/* What the row expects of `locker` (pass when it does not say). */
+/* What the row expects of `locker`: its own entry, else the row's "*" entry,
+ * else pass. */
 lb__race_expect lb__race_row_expect(const lb__race_row *row, const char *locker,
                                     const char **kind);
 

@@ -541,6 +541,14 @@ static void accept_conn(lb__race_proxy *p, int client) {
     p->cl[client].last_rx = now_ms();
 }
 
+static int ttl_command(const char *name) {
+    static const char *const ttl[] = {"EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT", "TTL",
+                                      "PTTL", NULL};
+    for (int i = 0; ttl[i]; i++)
+        if (strcmp(name, ttl[i]) == 0) return 1;
+    return 0;
+}
+
 static void forward(lb__race_proxy *p, conn *c, cmd *m) {
     int x = c->client;
     c->pend_bytes -= m->rawlen;
@@ -550,8 +558,9 @@ static void forward(lb__race_proxy *p, conn *c, cmd *m) {
     }
     if (m->lock) {
         trace_add(p, "  %c -> %s\n", name_of(x), m->shown);
-        /* A holder's next command on the lock starts its release. */
-        if (p->cl[x].holds) p->cl[x].holds = 0;
+        /* A holder's next command on the lock starts its release, unless it
+         * only sets or reads the key's TTL (an INCR locker's EXPIRE, a renewal). */
+        if (p->cl[x].holds && !ttl_command(m->name)) p->cl[x].holds = 0;
         c->touched = 1;
     } else if (m->counter && c->touched) {
         trace_add(p, "  %c -> %s\n", name_of(x), m->shown);

@@ -204,13 +204,16 @@ const char *lb__race_row_schedule(const lb__race_row *row, const char *locker) {
     return row->schedule;
 }
 
+/* The locker's own expectation, else the row's default ("*"), else pass. */
 lb__race_expect lb__race_row_expect(const lb__race_row *row, const char *locker,
                                     const char **kind) {
+    const char *names[2] = {locker, "*"};
     *kind = "";
-    for (int i = 0; locker && i < row->nexpect; i++)
-        if (strcmp(row->expect[i].locker, locker) == 0) {
-            *kind = row->expect[i].kind;
-            return row->expect[i].expect;
-        }
+    for (int n = 0; n < 2; n++)
+        for (int i = 0; names[n] && i < row->nexpect; i++)
+            if (strcmp(row->expect[i].locker, names[n]) == 0) {
+                *kind = row->expect[i].kind;
+                return row->expect[i].expect;
+            }
     return LB__RACE_EXPECT_PASS;
 }

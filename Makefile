@@ -12,6 +12,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MANDIR     ?= $(PREFIX)/share/man
+DATADIR    ?= $(PREFIX)/share
 DESTDIR    ?=
 
 CC      ?= cc
@@ -104,6 +105,8 @@ install: all
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/liblockbridge.so
 	install -m 755 $(TOOL) $(DESTDIR)$(BINDIR)/
 	install -m 644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -d $(DESTDIR)$(DATADIR)/lockbridge/catalogue
+	install -m 644 catalogue/*.race $(DESTDIR)$(DATADIR)/lockbridge/catalogue/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 	    tools/lockbridge.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc
@@ -113,6 +116,8 @@ uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/lockbridge
 	rm -f $(DESTDIR)$(LIBDIR)/liblockbridge.* $(DESTDIR)$(BINDIR)/lockbridge \
 	    $(DESTDIR)$(PKGCONFIGDIR)/lockbridge.pc $(DESTDIR)$(MANDIR)/man1/lockbridge.1
+	rm -rf $(DESTDIR)$(DATADIR)/lockbridge/catalogue
+	-rmdir $(DESTDIR)$(DATADIR)/lockbridge 2>/dev/null
 
 # ---- tests -----------------------------------------------------------------------
 # One binary per test file; they link the static library so internals are testable.

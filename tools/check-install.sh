@@ -4,7 +4,8 @@
 # build and run a consumer with nothing but pkg-config and PKG_CONFIG_PATH.
 # Then every program of examples/ and the README's example, each built with the
 # build line it documents, run against a temporary redis-server. Also the
-# manual page, a staged install (DESTDIR), the exported names, make uninstall.
+# manual page, the race catalogue, a staged install (DESTDIR), the exported
+# names, make uninstall.
 # Usage: sh tools/check-install.sh   (from anywhere; leaves nothing behind)
 set -eu
 cd "$(dirname "$0")/.."
@@ -157,6 +158,10 @@ page=$prefix/share/man/man1/lockbridge.1
 MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q '^NAME' || fail "man -l $page shows nothing"
 MANWIDTH=80 man -M "$prefix/share/man" lockbridge 2>/dev/null | grep -q 'lockbridge hold' ||
     fail "man -M $prefix/share/man lockbridge does not find the page"
+# The race catalogue, for `lockbridge race --catalogue`.
+for f in catalogue/*.race; do
+    cmp -s "$f" "$prefix/share/lockbridge/$f" || fail "make install did not install $f"
+done
 
 # ---- 5. a staged install names the final prefix, not the stage ------------------
 stage=$root/stage

@@ -88,6 +88,11 @@ int lb__cli_int(const lb__cli_args *a, const char *what, const char *s, int64_t 
     return 0;
 }
 
+int lb__cli_conn_given(const lb__cli_args *a) {
+    return (a->seen_globals & ((1u << G_HOST) | (1u << G_PORT) | (1u << G_SOCKET))) != 0 ||
+           a->nsentinels > 0;
+}
+
 int lb__cli_opt_index(const lb__cli_optdef *opts, const char *name) {
     for (int i = 0; opts && opts[i].name; i++)
         if (strcmp(opts[i].name, name) == 0) return i;

@@ -103,6 +103,8 @@ void lb__cli_args_init(lb__cli_args *a, const char *prog);
  * 0, or prints a usage error and returns -1. */
 int lb__cli_parse(lb__cli_args *a, int argc, char **argv, const lb__cli_optdef *opts,
                   int max_pos, int stop_at_pos, int *used);
+/* 1 when -h, -p, -s or --sentinel was given: the command line names a server. */
+int lb__cli_conn_given(const lb__cli_args *a);
 /* Index of option `name` in `opts` (for reading a->opt); -1 if absent. */
 int lb__cli_opt_index(const lb__cli_optdef *opts, const char *name);
 /* The value of option `name`, or NULL when absent (or not in `opts`). */
@@ -599,5 +601,6 @@ extern const lb__cli_command lb__cli_cmd_mode;
 extern const lb__cli_command lb__cli_cmd_sweep;
 extern const lb__cli_command lb__cli_cmd_unlock;
 extern const lb__cli_command lb__cli_cmd_census;
+extern const lb__cli_command lb__cli_cmd_race;
 
 #endif

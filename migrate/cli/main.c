@@ -18,7 +18,7 @@ static const lb__cli_command *const commands[] = {
     &lb__cli_cmd_hold,   &lb__cli_cmd_contend, &lb__cli_cmd_clock,
     &lb__cli_cmd_inspect, &lb__cli_cmd_status, &lb__cli_cmd_mode,
     &lb__cli_cmd_sweep,  &lb__cli_cmd_unlock,  &lb__cli_cmd_census,
-    &help_command,       NULL};
+    &lb__cli_cmd_race,   &help_command,        NULL};
 
 static const lb__cli_command *lookup(const char *name) {
     for (int i = 0; commands[i]; i++)

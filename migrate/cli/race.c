@@ -1,0 +1,441 @@
+/* `lockbridge race`: replays schedules of the race catalogue against real client
+ * processes through the proxy, and reports a verdict per schedule (text, JSON
+ * lines, JUnit XML). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "migrate/cli/race.h"
+
+static const lb__cli_optdef opts[] = {
+    {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},
+    {"--client", LB__CLI_REPEAT}, {"--key", 1},  {"--counter-key", 1},
+    {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", 1},
+    {"--live-steps", 1},   {"--start-timeout-ms", 1}, {"--kill-crashed", 0},
+    {"--locker", 1},       {"--junit", 1},        {NULL, 0}};
+
+static const char help[] =
+    "usage: lockbridge race (--schedule S | --file F | --catalogue DIR)\n"
+    "                       [--client NAME=CMD]... [--key K] [--counter-key K]\n"
+    "                       [--locker NAME] [--step-timeout-ms N] [--settle-ms N]\n"
+    "                       [--ttl-ms N] [--live-steps N] [--start-timeout-ms N]\n"
+    "                       [--kill-crashed] [--junit FILE] [--json]\n"
+    "\n"
+    "Replays race schedules against real client processes. Each client (A, B, ...)\n"
+    "gets a loopback port of its own, printed at the start; a proxy there lets the\n"
+    "client's commands on the lock key through to Redis only when the schedule says\n"
+    "so, and passes every other command through. Without -h, -p or -s it starts its\n"
+    "own redis-server on a free loopback port.\n"
+    "\n"
+    "Schedule tokens: A:CMD (A's next lock-key command, which must be CMD), A (any\n"
+    "command), +N (N ms pass; no lock-key command goes through), A! (A is frozen for\n"
+    "good), A? (A, alone, must come to hold the lock), A. (A goes on until it holds\n"
+    "or goes quiet). A~N cannot be replayed against a real process.\n"
+    "\n"
+    "  --schedule S            one schedule, e.g. 'A:SETNX A! +1500 B:SETNX B:GET'\n"
+    "  --file F                one catalogue file (see docs/race-replay.md)\n"
+    "  --catalogue DIR         every *.race file in DIR, in name order\n"
+    "  --client NAME=CMD       start client NAME (A..H) as /bin/sh -c CMD for each\n"
+    "                          schedule, {port} replaced by its port; killed after\n"
+    "  --key K                 the lock key (default race:lock)\n"
+    "  --counter-key K         the key the clients GET and SET inside their critical\n"
+    "                          sections: enables the overlap and lost-update checks\n"
+    "  --locker NAME           the catalogue's expectations for this locker (default:\n"
+    "                          every schedule must pass)\n"
+    "  --step-timeout-ms N     a client that sends nothing on the lock key this long\n"
+    "                          has not followed the schedule (default 3000)\n"
+    "  --settle-ms N           a client quiet this long has ended its step (default 100)\n"
+    "  --ttl-ms N              a holder counts as holding this long after it acquired\n"
+    "                          (default 0: until its next lock-key command)\n"
+    "  --live-steps N          A? must acquire within N lock-key commands (default 12)\n"
+    "  --start-timeout-ms N    clients must send their first lock-key command within\n"
+    "                          N ms of their start (default 20000)\n"
+    "  --kill-crashed          A! also kills A's process (default: only frozen)\n"
+    "  --junit FILE            also write a JUnit XML report to FILE\n"
+    "  --json                  JSON lines on stdout\n"
+    "\n"
+    "Exit: 0 every schedule met its expectation; 1 usage; 4 connection or Redis\n"
+    "error; 6 a schedule was caught unexpectedly, passed when it should have been\n"
+    "caught, or could not be followed.\n"
+    "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
+
+#define MAX_ROWS 64
+
+typedef struct settings {
+    lb__race_config cfg;
+    const char *client_cmd[LB__RACE_MAX_CLIENTS];
+    const char *locker;
+    const char *junit;
+    int64_t start_timeout_ms;
+} settings;
+
+typedef struct result {
+    lb__race_verdict verdict;
+    lb__race_expect expect;
+    const char *expect_kind;
+    int ok, skipped, tokens, followed;
+    char kind[32];
+    char detail[1024];
+    char *trace;
+    double ms;
+} result;
+
+/* ---- Options ------------------------------------------------------------------------- */
+
+static int read_ms(const lb__cli_args *a, const char *name, int64_t min, int64_t def,
+                   int64_t *out) {
+    const char *v = lb__cli_opt(a, opts, name);
+    *out = def;
+    return v ? lb__cli_int(a, name, v, min, 3600000, out) : 0;
+}
+
+static int read_clients(const lb__cli_args *a, settings *s) {
+    const char *v[LB__CLI_MAX_REPEATS + 1];
+    int n = lb__cli_opt_all(a, opts, "--client", v, LB__CLI_MAX_REPEATS + 1);
+    for (int i = 0; i < n; i++) {
+        int c = v[i][0] - 'A';
+        if (c < 0 || c >= LB__RACE_MAX_CLIENTS || v[i][1] != '=' || !v[i][2])
+            return lb__cli_usage(a, "--client expects NAME=COMMAND with NAME one of A..H"), -1;
+        if (s->client_cmd[c]) return lb__cli_usage(a, "--client %c given twice", v[i][0]), -1;
+        s->client_cmd[c] = v[i] + 2;
+    }
+    return 0;
+}
+
+static int read_settings(const lb__cli_args *a, settings *s) {
+    int64_t v;
+    memset(s, 0, sizeof *s);
+    s->cfg.upstream = &a->conn;
+    s->cfg.key = lb__cli_opt(a, opts, "--key");
+    if (!s->cfg.key) s->cfg.key = "race:lock";
+    s->cfg.counter_key = lb__cli_opt(a, opts, "--counter-key");
+    if (!s->cfg.key[0] || (s->cfg.counter_key && !s->cfg.counter_key[0]))
+        return lb__cli_usage(a, "--key and --counter-key must not be empty"), -1;
+    if (s->cfg.counter_key && strcmp(s->cfg.key, s->cfg.counter_key) == 0)
+        return lb__cli_usage(a, "--key and --counter-key must differ"), -1;
+    if (read_ms(a, "--step-timeout-ms", 1, 3000, &s->cfg.step_timeout_ms) != 0 ||
+        read_ms(a, "--settle-ms", 1, 100, &s->cfg.settle_ms) != 0 ||
+        read_ms(a, "--ttl-ms", 0, 0, &s->cfg.ttl_ms) != 0 ||
+        read_ms(a, "--start-timeout-ms", 1, 20000, &s->start_timeout_ms) != 0 ||
+        read_ms(a, "--live-steps", 1, 12, &v) != 0)
+        return -1;
+    if (v > 1000) return lb__cli_usage(a, "--live-steps expects at most 1000"), -1;
+    s->cfg.live_steps = (int)v;
+    s->cfg.kill_crashed = lb__cli_opt(a, opts, "--kill-crashed") != NULL;
+    s->locker = lb__cli_opt(a, opts, "--locker");
+    s->junit = lb__cli_opt(a, opts, "--junit");
+    return read_clients(a, s);
+}
+
+/* ---- Schedules to run ------------------------------------------------------------------- */
+
+static int by_name(const void *x, const void *y) {
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+static int read_catalogue(const lb__cli_args *a, const char *dir, lb__race_row *rows, int *n) {
+    char *names[MAX_ROWS], why[1200], path[4096];
+    int k = 0, rc = 0;
+    DIR *d = opendir(dir);
+    if (!d) return lb__cli_usage(a, "--catalogue: cannot open %s", dir), -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".race") != 0) continue;
+        if (k >= MAX_ROWS) {
+            rc = lb__cli_usage(a, "--catalogue: more than %d files", MAX_ROWS);
+            break;
+        }
+        if (!(names[k] = strdup(e->d_name))) break;
+        k++;
+    }
+    closedir(d);
+    qsort(names, (size_t)k, sizeof names[0], by_name);
+    for (int i = 0; i < k; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (rc == 0 && lb__race_row_read(path, &rows[*n], why, sizeof why) != 0)
+            rc = lb__cli_usage(a, "%s", why);
+        else if (rc == 0)
+            (*n)++;
+        free(names[i]);
+    }
+    if (rc == 0 && *n == 0) rc = lb__cli_usage(a, "--catalogue: no *.race file in %s", dir);
+    return rc == 0 ? 0 : -1;
+}
+
+static int read_rows(const lb__cli_args *a, lb__race_row *rows, int *n) {
+    const char *sched = lb__cli_opt(a, opts, "--schedule");
+    const char *file = lb__cli_opt(a, opts, "--file");
+    const char *dir = lb__cli_opt(a, opts, "--catalogue");
+    char why[1200];
+    *n = 0;
+    if (!!sched + !!file + !!dir != 1)
+        return lb__cli_usage(a, "give one of --schedule, --file and --catalogue"), -1;
+    if (dir) return read_catalogue(a, dir, rows, n);
+    if (file) {
+        if (lb__race_row_read(file, &rows[0], why, sizeof why) != 0)
+            return lb__cli_usage(a, "%s", why), -1;
+    } else {
+        memset(&rows[0], 0, sizeof rows[0]);
+        snprintf(rows[0].name, sizeof rows[0].name, "schedule");
+        if (strlen(sched) >= sizeof rows[0].schedule)
+            return lb__cli_usage(a, "--schedule is too long"), -1;
+        strcpy(rows[0].schedule, sched);
+    }
+    *n = 1;
+    return 0;
+}
+
+/* Parses every row's schedule up front, so that a typo fails before anything
+ * starts; returns the number of clients the schedules need. */
+static int check_rows(const lb__cli_args *a, const settings *s, const lb__race_row *rows, int n) {
+    int clients = 0;
+    for (int c = 0; c < LB__RACE_MAX_CLIENTS; c++)
+        if (s->client_cmd[c]) clients = c + 1;
+    for (int i = 0; i < n; i++) {
+        lb__race_sched sc;
+        char why[200];
+        if (lb__race_parse(lb__race_row_schedule(&rows[i], s->locker), &sc, why, sizeof why) != 0)
+            return lb__cli_usage(a, "%s: %s", rows[i].name, why), -1;
+        if (sc.clients > clients) clients = sc.clients;
+    }
+    return clients;
+}
+
+/* ---- Running --------------------------------------------------------------------------- */
+
+static void reset_keys(redisContext *c, const settings *s) {
+    redisReply *r = redisCommand(c, "DEL %s", s->cfg.key);
+    if (r) freeReplyObject(r);
+    if (s->cfg.counter_key) {
+        r = redisCommand(c, "DEL %s", s->cfg.counter_key);
+        if (r) freeReplyObject(r);
+    }
+}
+
+static int meets(const result *r) {
+    if (r->expect == LB__RACE_EXPECT_PASS) return r->verdict == LB__RACE_PASSED;
+    return r->verdict == LB__RACE_CAUGHT &&
+           (!r->expect_kind[0] || strcmp(r->expect_kind, r->kind) == 0);
+}
+
+static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, const int *ports,
+                    const lb__race_row *row, result *r) {
+    lb__race_sched sc;
+    char why[200];
+    pid_t pids[LB__RACE_MAX_CLIENTS] = {0};
+    memset(r, 0, sizeof *r);
+    r->expect = lb__race_row_expect(row, s->locker, &r->expect_kind);
+    if (r->expect == LB__RACE_EXPECT_NA) {
+        r->skipped = r->ok = 1;
+        return;
+    }
+    lb__race_parse(lb__race_row_schedule(row, s->locker), &sc, why, sizeof why);
+    r->tokens = sc.n;
+    reset_keys(ctl, s);
+    lb__race_proxy_reset(p);
+    for (int c = 0; c < s->cfg.nclients; c++)
+        if (s->client_cmd[c]) {
+            pids[c] = lb__race_spawn(s->client_cmd[c], ports[c]);
+            lb__race_proxy_set_pid(p, c, pids[c]);
+        }
+    double t0 = lb__cli_mono_ms();
+    r->verdict = lb__race_proxy_run(p, &sc, s->start_timeout_ms);
+    r->ms = lb__cli_mono_ms() - t0;
+    for (int c = 0; c < s->cfg.nclients; c++) lb__race_kill(pids[c]);
+    r->followed = lb__race_proxy_followed(p);
+    snprintf(r->kind, sizeof r->kind, "%s", lb__race_proxy_kind(p));
+    snprintf(r->detail, sizeof r->detail, "%s", lb__race_proxy_detail(p));
+    r->trace = strdup(lb__race_proxy_trace(p));
+    r->ok = meets(r);
+}
+
+static const char *verdict_name(lb__race_verdict v) {
+    switch (v) {
+    case LB__RACE_PASSED: return "passed";
+    case LB__RACE_CAUGHT: return "caught";
+    case LB__RACE_NOT_FOLLOWED: return "not_followed";
+    default: return "error";
+    }
+}
+
+static void expected_text(const result *r, char *out, size_t cap) {
+    if (r->expect == LB__RACE_EXPECT_PASS) snprintf(out, cap, "pass");
+    else if (r->expect == LB__RACE_EXPECT_NA) snprintf(out, cap, "n/a");
+    else snprintf(out, cap, "caught%s%s", r->expect_kind[0] ? ":" : "", r->expect_kind);
+}
+
+/* ---- Reports ------------------------------------------------------------------------------ */
+
+static void report_text(const settings *s, const lb__race_row *row, const result *r) {
+    char exp[64];
+    expected_text(r, exp, sizeof exp);
+    printf("== %s%s%s\n", row->name, row->title[0] ? ": " : "", row->title);
+    if (r->skipped) {
+        printf("skipped: the row does not apply to %s\n\n", s->locker);
+        return;
+    }
+    printf("schedule: %s\n%s", lb__race_row_schedule(row, s->locker), r->trace ? r->trace : "");
+    printf("verdict: %s%s%s%s (expected %s): %s\n\n", verdict_name(r->verdict),
+           r->kind[0] && r->verdict != LB__RACE_NOT_FOLLOWED ? ":" : "",
+           r->verdict != LB__RACE_NOT_FOLLOWED ? r->kind : "",
+           r->verdict == LB__RACE_PASSED ? ", followed to its end" : "", exp,
+           r->ok ? "ok" : "FAILED");
+    fflush(stdout);
+}
+
+static void report_json(const settings *s, const lb__race_row *row, const result *r) {
+    char exp[64];
+    expected_text(r, exp, sizeof exp);
+    cJSON *o = lb__cli_event("race_result");
+    if (!o) return;
+    lb__cli_add_str(o, "race", row->name);
+    lb__cli_add_str(o, "schedule", lb__race_row_schedule(row, s->locker));
+    if (s->locker) lb__cli_add_str(o, "locker", s->locker);
+    lb__cli_add_str(o, "verdict", r->skipped ? "skipped" : verdict_name(r->verdict));
+    lb__cli_add_str(o, "expected", exp);
+    lb__cli_add_bool(o, "ok", r->ok);
+    if (!r->skipped) {
+        lb__cli_add_i64(o, "tokens", r->tokens);
+        lb__cli_add_i64(o, "followed", r->followed);
+        lb__cli_add_str(o, "kind", r->kind);
+        lb__cli_add_str(o, "detail", r->detail);
+        lb__cli_add_ms(o, "ms", r->ms);
+        lb__cli_add_str(o, "trace", r->trace ? r->trace : "");
+    }
+    lb__cli_emit(o);
+}
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '<') fputs("&lt;", f);
+        else if (c == '>') fputs("&gt;", f);
+        else if (c == '&') fputs("&amp;", f);
+        else if (c == '"') fputs("&quot;", f);
+        else if (c < 0x20 && c != '\n' && c != '\t') fprintf(f, "\\x%02x", c);
+        else fputc(c, f);
+    }
+}
+
+static int write_junit(const settings *s, const lb__race_row *rows, const result *res, int n) {
+    FILE *f = fopen(s->junit, "w");
+    if (!f) return -1;
+    int failures = 0, skipped = 0;
+    for (int i = 0; i < n; i++) {
+        failures += !res[i].ok;
+        skipped += res[i].skipped;
+    }
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuite name=\"lockbridge race\" tests=\"%d\" failures=\"%d\" skipped=\"%d\">\n",
+            n, failures, skipped);
+    for (int i = 0; i < n; i++) {
+        char exp[64];
+        expected_text(&res[i], exp, sizeof exp);
+        fputs("  <testcase classname=\"lockbridge.race.", f);
+        xml_text(f, s->locker ? s->locker : "client");
+        fputs("\" name=\"", f);
+        xml_text(f, rows[i].name);
+        fprintf(f, "\" time=\"%.3f\">\n", res[i].ms / 1000.0);
+        if (res[i].skipped) {
+            fputs("    <skipped message=\"the row does not apply to this locker\"/>\n", f);
+        } else {
+            if (!res[i].ok) {
+                fprintf(f, "    <failure message=\"%s (expected %s): ",
+                        verdict_name(res[i].verdict), exp);
+                xml_text(f, res[i].detail[0] ? res[i].detail : "no violation seen");
+                fputs("\"/>\n", f);
+            }
+            fputs("    <system-out>", f);
+            xml_text(f, lb__race_row_schedule(&rows[i], s->locker));
+            fputs("\n", f);
+            xml_text(f, res[i].trace ? res[i].trace : "");
+            fputs("</system-out>\n", f);
+        }
+        fputs("  </testcase>\n", f);
+    }
+    fputs("</testsuite>\n", f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* ---- The command ------------------------------------------------------------------------ */
+
+static void print_ports(const settings *s, const int *ports) {
+    for (int c = 0; c < s->cfg.nclients; c++) {
+        if (lb__cli_is_json()) {
+            cJSON *o = lb__cli_event("race_port");
+            if (!o) continue;
+            char name[2] = {(char)('A' + c), 0};
+            lb__cli_add_str(o, "client", name);
+            lb__cli_add_i64(o, "port", ports[c]);
+            lb__cli_emit(o);
+        } else {
+            printf("client %c: 127.0.0.1:%d\n", 'A' + c, ports[c]);
+        }
+    }
+    if (!lb__cli_is_json()) printf("\n");
+    fflush(stdout);
+}
+
+static int run_rows(const lb__cli_args *a, settings *s, lb__race_row *rows, int n,
+                    redisContext *ctl) {
+    int ports[LB__RACE_MAX_CLIENTS] = {0}, failed = 0;
+    char err[256];
+    result *res = calloc((size_t)n, sizeof *res);
+    lb__race_proxy *p = res ? lb__race_proxy_new(&s->cfg, ports, err, sizeof err) : NULL;
+    if (!p) {
+        free(res);
+        return lb__cli_error(a, NULL, LB_EIO, res ? err : "out of memory");
+    }
+    print_ports(s, ports);
+    for (int i = 0; i < n; i++) {
+        run_row(p, ctl, s, ports, &rows[i], &res[i]);
+        if (lb__cli_is_json()) report_json(s, &rows[i], &res[i]);
+        else report_text(s, &rows[i], &res[i]);
+        failed += !res[i].ok;
+    }
+    lb__race_proxy_free(p);
+    if (s->junit && write_junit(s, rows, res, n) != 0) {
+        fprintf(stderr, "lockbridge race: cannot write %s\n", s->junit);
+        failed++;
+    }
+    if (!lb__cli_is_json()) printf("%d of %d schedules met their expectation\n", n - failed, n);
+    for (int i = 0; i < n; i++) free(res[i].trace);
+    free(res);
+    return failed ? LB__CLI_EXIT_UNSAFE : LB__CLI_EXIT_OK;
+}
+
+static int run(const lb__cli_args *a) {
+    settings s;
+    int n, code;
+    char err[256];
+    if (read_settings(a, &s) != 0) return LB__CLI_EXIT_USAGE;
+    lb__race_row *rows = calloc(MAX_ROWS, sizeof *rows);
+    if (!rows) return lb__cli_error(a, NULL, LB_EIO, "out of memory");
+    if (read_rows(a, rows, &n) != 0 || (s.cfg.nclients = check_rows(a, &s, rows, n)) < 0) {
+        free(rows);
+        return LB__CLI_EXIT_USAGE;
+    }
+    lb__race_server server = {0};
+    lb__cli_conn own = a->conn;
+    if (!lb__cli_conn_given(a)) {
+        if (lb__race_server_start(&server, err, sizeof err) != 0) {
+            free(rows);
+            return lb__cli_error(a, NULL, LB_EIO, err);
+        }
+        own.host = "127.0.0.1";
+        own.port = server.port;
+        own.socket = NULL;
+        s.cfg.upstream = &own;
+    }
+    redisContext *ctl = lb__cli_connect(s.cfg.upstream, err, sizeof err);
+    if (!ctl) code = lb__cli_error(a, NULL, LB_EIO, err);
+    else code = run_rows(a, &s, rows, n, ctl);
+    if (ctl) redisFree(ctl);
+    lb__race_server_stop(&server);
+    free(rows);
+    return code;
+}
+
+const lb__cli_command lb__cli_cmd_race = {
+    "race", "replay race schedules against real client processes", help, opts, 0, run, 0};

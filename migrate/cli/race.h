@@ -1,0 +1,141 @@
+/* `lockbridge race` internals shared by its files: schedules and catalogue files
+ * (race_sched.c), the RESP proxy with its wire checks (race_proxy.c), processes
+ * (race_proc.c) and the command with its reports (race.c). */
+#ifndef LOCKBRIDGE_CLI_RACE_H
+#define LOCKBRIDGE_CLI_RACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "migrate/cli/cli.h"
+
+/* ---- Schedules ------------------------------------------------------------------ */
+#define LB__RACE_MAX_CLIENTS 8  /* client names A..H */
+#define LB__RACE_MAX_TOKENS 64
+#define LB__RACE_SCHED_MAX 1024 /* bytes of one schedule's text */
+#define LB__RACE_NAME_MAX 128
+
+typedef enum lb__race_tok_kind {
+    LB__RACE_STEP,   /* A or A:CMD */
+    LB__RACE_PAUSE,  /* +N */
+    LB__RACE_CRASH,  /* A! */
+    LB__RACE_LIVE,   /* A? */
+    LB__RACE_FINISH, /* A. */
+    LB__RACE_SKEW    /* A~N: parsed so that it can be refused by name */
+} lb__race_tok_kind;
+
+typedef struct lb__race_tok {
+    lb__race_tok_kind kind;
+    int client;     /* 0 = A */
+    char cmd[32];   /* STEP: the command expected ("" any, "-" none) */
+    int64_t ms;     /* PAUSE, SKEW */
+} lb__race_tok;
+
+typedef struct lb__race_sched {
+    int n;
+    lb__race_tok tok[LB__RACE_MAX_TOKENS];
+    int clients; /* one more than the highest client named */
+} lb__race_sched;
+
+/* Parses a schedule in the catalogue's grammar. 0, or -1 with the reason. */
+int lb__race_parse(const char *text, lb__race_sched *out, char *why, size_t cap);
+
+/* Expected outcome of a catalogue row for one locker. */
+typedef enum lb__race_expect {
+    LB__RACE_EXPECT_PASS = 0,
+    LB__RACE_EXPECT_CAUGHT, /* any violation, or the one named in `kind` */
+    LB__RACE_EXPECT_NA      /* the row does not apply to that locker: skipped */
+} lb__race_expect;
+
+#define LB__RACE_MAX_EXPECT 16
+#define LB__RACE_MAX_VARIANTS 8
+
+/* One catalogue file: a race, its schedule (and per-locker variants), and what
+ * each known locker is expected to do in it. */
+typedef struct lb__race_row {
+    char name[LB__RACE_NAME_MAX]; /* the file's name without .race */
+    char title[256];              /* "# race: ..." */
+    char schedule[LB__RACE_SCHED_MAX];
+    int nvariants;
+    struct {
+        char locker[64];
+        char schedule[LB__RACE_SCHED_MAX];
+    } variant[LB__RACE_MAX_VARIANTS];
+    int nexpect;
+    struct {
+        char locker[64];
+        lb__race_expect expect;
+        char kind[32]; /* caught:KIND; "" for any */
+    } expect[LB__RACE_MAX_EXPECT];
+} lb__race_row;
+
+/* Reads one catalogue file. 0, or -1 with the reason. */
+int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap);
+/* The schedule the row gives `locker` (its variant, else the common one). */
+const char *lb__race_row_schedule(const lb__race_row *row, const char *locker);
+/* What the row expects of `locker`: its own entry, else the row's "*" entry,
+ * else pass. */
+lb__race_expect lb__race_row_expect(const lb__race_row *row, const char *locker,
+                                    const char **kind);
+
+/* ---- The proxy and its checks -------------------------------------------------- */
+typedef struct lb__race_proxy lb__race_proxy;
+
+typedef struct lb__race_config {
+    const lb__cli_conn *upstream; /* the Redis server every client is proxied to */
+    const char *key;              /* the lock key */
+    const char *counter_key;      /* the critical section's counter; NULL: none */
+    int64_t step_timeout_ms;      /* a client that sends nothing this long: not followed */
+    int64_t settle_ms;            /* quiet this long: the client's step has ended */
+    int64_t ttl_ms;               /* a holder counts as holding this long (0: till release) */
+    int live_steps;               /* A? must acquire within this many lock-key commands */
+    int kill_crashed;             /* A!: also kill A's process */
+    int nclients;
+} lb__race_config;
+
+/* Outcome of one schedule. */
+typedef enum lb__race_verdict {
+    LB__RACE_PASSED = 0, /* followed to its end, no violation seen */
+    LB__RACE_CAUGHT,     /* a violation seen on the wire */
+    LB__RACE_NOT_FOLLOWED, /* a client did not do what the schedule says */
+    LB__RACE_ERROR       /* the run itself failed (Redis, a socket) */
+} lb__race_verdict;
+
+/* Opens one loopback listening port per client (ports[i] for client 'A' + i).
+ * NULL with `err`. */
+lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char *err,
+                                   size_t cap);
+void lb__race_proxy_free(lb__race_proxy *p);
+/* Client i's process (for `A!` with kill and for liveness of the process). */
+void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid);
+/* Forgets every connection and every client's state: a new schedule. */
+void lb__race_proxy_reset(lb__race_proxy *p);
+/* Runs a schedule against the connected clients. The trace and detail are kept
+ * until the next run; `kind` names the violation ("" when none). */
+lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
+                                    int64_t start_timeout_ms);
+const char *lb__race_proxy_trace(const lb__race_proxy *p);
+const char *lb__race_proxy_detail(const lb__race_proxy *p);
+const char *lb__race_proxy_kind(const lb__race_proxy *p);
+/* Tokens of the schedule that were carried out. */
+int lb__race_proxy_followed(const lb__race_proxy *p);
+
+/* ---- Processes ------------------------------------------------------------------- */
+/* Runs `cmdline` with every "{port}" replaced by `port` under /bin/sh -c, in a
+ * process group of its own, output discarded. The pid, or -1. */
+pid_t lb__race_spawn(const char *cmdline, int port);
+/* Kills the process group and reaps it. */
+void lb__race_kill(pid_t pid);
+
+typedef struct lb__race_server {
+    pid_t pid;
+    int port;
+    char dir[64];
+} lb__race_server;
+/* Starts redis-server ($LB_REDIS_SERVER, else from PATH) on a free loopback port.
+ * 0, or -1 with `err`. */
+int lb__race_server_start(lb__race_server *s, char *err, size_t cap);
+void lb__race_server_stop(lb__race_server *s);
+
+#endif

@@ -1,0 +1,162 @@
+/* `lockbridge race`: the processes it starts: the clients under test (a shell
+ * command line each) and, unless given one, its own redis-server. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "migrate/cli/race.h"
+
+#define CMDLINE_MAX 8192
+
+/* The command line with each "{port}" replaced; -1 when it would not fit. */
+static int substitute(const char *in, int port, char *out, size_t cap) {
+    char num[16];
+    size_t o = 0, nlen = (size_t)snprintf(num, sizeof num, "%d", port);
+    for (const char *s = in; *s;) {
+        if (strncmp(s, "{port}", 6) == 0) {
+            if (o + nlen >= cap) return -1;
+            memcpy(out + o, num, nlen);
+            o += nlen;
+            s += 6;
+        } else {
+            if (o + 1 >= cap) return -1;
+            out[o++] = *s++;
+        }
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+static void quiet_stdio(void) {
+    int fd = open("/dev/null", O_RDWR);
+    if (fd < 0) return;
+    dup2(fd, STDIN_FILENO);
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    if (fd > STDERR_FILENO) close(fd);
+}
+
+pid_t lb__race_spawn(const char *cmdline, int port) {
+    char line[CMDLINE_MAX];
+    if (substitute(cmdline, port, line, sizeof line) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* A group of its own, so that the client and anything its shell starts
+         * (a JVM, a loop of tool runs) are killed together. */
+        setpgid(0, 0);
+        quiet_stdio();
+        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0) setpgid(pid, pid); /* either side may run first */
+    return pid;
+}
+
+void lb__race_kill(pid_t pid) {
+    if (pid <= 0) return;
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- redis-server ------------------------------------------------------------------ */
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+static pid_t server_spawn(const lb__race_server *s) {
+    const char *bin = getenv("LB_REDIS_SERVER");
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        quiet_stdio();
+        execlp(bin ? bin : "redis-server", bin ? bin : "redis-server", "--port", port, "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize",
+               "no", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int answers(int port) {
+    redisContext *c = redisConnect("127.0.0.1", port);
+    int ok = 0;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ok;
+}
+
+/* Waits up to 10 s for the server to answer; 0 when it does. */
+static int await_server(lb__race_server *s) {
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return -1;
+        }
+        if (answers(s->port)) return 0;
+        lb__cli_sleep_ms(50);
+    }
+    lb__race_kill(s->pid);
+    s->pid = 0;
+    return -1;
+}
+
+int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/lockbridge-race-XXXXXX");
+    if (!mkdtemp(s->dir)) {
+        snprintf(err, cap, "cannot make a directory for redis-server");
+        return -1;
+    }
+    /* Another process may take the free port first: try a few. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        s->port = free_port();
+        if (s->port <= 0) continue;
+        s->pid = server_spawn(s);
+        if (s->pid > 0 && await_server(s) == 0) return 0;
+    }
+    rmdir(s->dir);
+    snprintf(err, cap, "could not start redis-server (set LB_REDIS_SERVER or give -p)");
+    return -1;
+}
+
+void lb__race_server_stop(lb__race_server *s) {
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        for (int i = 0; i < 100 && waitpid(s->pid, NULL, WNOHANG) == 0; i++) lb__cli_sleep_ms(50);
+        lb__race_kill(s->pid);
+        s->pid = 0;
+    }
+    if (s->dir[0]) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
+        unlink(path);
+        rmdir(s->dir);
+        s->dir[0] = '\0';
+    }
+}

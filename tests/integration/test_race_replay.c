@@ -1,0 +1,521 @@
+/* `lockbridge race` against real processes: the project's Java lockers and the
+ * lockbridge tool itself replay the shipped catalogue's schedules through the
+ * proxy in front of a real redis-server; a client played by the test checks
+ * the proxy's own checks and its handling of malformed input. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+
+#include "harness/proc.h"
+#include "harness/redis_server.h"
+
+#define KEY "race:lock"
+#define COUNTER "race:counter"
+#define CATALOGUE "catalogue"
+
+static lbt_redis server;
+static char port[16];
+static char java_cp[512];
+static int have_java;
+
+/* One client command line per locker kind: every client of a run is the same
+ * locker, started afresh for each schedule. Validities are short (1 s; L3's
+ * unit makes 1000000 one second) so that the catalogue's 3.1 s pauses pass
+ * them, and shorter than the Java client's 5 s read timeout. */
+static void client_line(const char *locker, char *out, size_t cap) {
+    if (strcmp(locker, "lockbridge-hold") == 0) {
+        snprintf(out, cap,
+                 "while :; do %s hold " KEY " -p {port} --ttl-ms 1000 --release-margin-ms 200 "
+                 "--wait-ms 60000 --hold-ms 0 >/dev/null 2>&1; done",
+                 lbt_tool());
+        return;
+    }
+    snprintf(out, cap,
+             "exec java -XX:+UseSerialGC -cp %s LegacyLockers contend --kind %s --key " KEY
+             " --counter-key " COUNTER " --port {port} --clients 1 --seconds 120 "
+             "--timeout-ms %s",
+             java_cp, locker, strcmp(locker, "L3") == 0 ? "1000000" : "1000");
+}
+
+typedef struct replay {
+    int code;
+    lbt_lines lines;
+    const cJSON *result; /* the race_result line */
+} replay;
+
+/* Replays one catalogue file with four clients of `locker`; with_counter 0:
+ * no --counter-key, so that only the lock key's replies are judged. */
+static void replay_row_with(const char *file, const char *locker, int with_counter, replay *r) {
+    char line[1024], path[256], ca[1100], cb[1100], cc[1100], cd[1100];
+    client_line(locker, line, sizeof line);
+    snprintf(path, sizeof path, CATALOGUE "/%s", file);
+    snprintf(ca, sizeof ca, "A=%s", line);
+    snprintf(cb, sizeof cb, "B=%s", line);
+    snprintf(cc, sizeof cc, "C=%s", line);
+    snprintf(cd, sizeof cd, "D=%s", line);
+    const char *args[] = {"-p", port, "race", "--file", path, "--locker", locker, "--key", KEY,
+                          "--ttl-ms", "1000", "--json", "--client", ca, "--client", cb,
+                          "--client", cc, "--client", cd, "--counter-key", COUNTER, NULL};
+    if (!with_counter) args[sizeof args / sizeof args[0] - 3] = NULL;
+    lbt_proc p;
+    r->code = lbt_run(&p, args);
+    lbt_parse(&p, &r->lines);
+    r->result = NULL;
+    for (int i = 0; i < r->lines.n; i++)
+        if (strcmp(lbt_str_of(r->lines.line[i], "event"), "race_result") == 0)
+            r->result = r->lines.line[i];
+    assert_non_null(r->result);
+    printf("  %-22s %-16s %s %s: %s\n", file, locker, lbt_str_of(r->result, "verdict"),
+           lbt_str_of(r->result, "kind"), lbt_str_of(r->result, "detail"));
+}
+
+static void replay_row(const char *file, const char *locker, replay *r) {
+    replay_row_with(file, locker, 1, r);
+}
+
+static const char *trace_of(const replay *r) { return lbt_str_of(r->result, "trace"); }
+
+/* A caught row: the violation named, seen on the wire, expected by the file. */
+static void expect_caught(const replay *r, const char *kind, const char *detail) {
+    assert_string_equal(lbt_str_of(r->result, "verdict"), "caught");
+    assert_string_equal(lbt_str_of(r->result, "kind"), kind);
+    if (!strstr(lbt_str_of(r->result, "detail"), detail))
+        fail_msg("expected '%s' in: %s", detail, lbt_str_of(r->result, "detail"));
+    assert_true(lbt_bool_of(r->result, "ok"));
+    assert_int_equal(r->code, 0);
+}
+
+/* A passed row: every token carried out, nothing seen. */
+static void expect_passed(const replay *r) {
+    assert_string_equal(lbt_str_of(r->result, "verdict"), "passed");
+    assert_int_equal((int)lbt_num_of(r->result, "followed"), (int)lbt_num_of(r->result, "tokens"));
+    assert_non_null(strstr(trace_of(r), "followed to the end"));
+    assert_true(lbt_bool_of(r->result, "ok"));
+    assert_int_equal(r->code, 0);
+}
+
+static int skip_without_java(void) {
+    if (have_java) return 0;
+    printf("race replay: java or the Java lockers are missing; skipped\n");
+    return 1;
+}
+
+/* L1 after a nil GET: its catch-all handler DELs the key, which C holds by then. */
+static void test_l1_catch_all_del_is_caught_by_the_nil_get_schedule(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    replay r;
+    replay_row("get-nil.race", "L1", &r);
+    expect_caught(&r, "deleted", "B deleted C's lock while C holds it");
+    /* The wire shows why: B's GET found nothing, C got in, B's DEL removed it. */
+    assert_non_null(strstr(trace_of(&r), "B -> GET " KEY "\n  B <- nil"));
+    assert_non_null(strstr(trace_of(&r), "C acquired (SETNX replied 1)"));
+    lbt_lines_free(&r.lines);
+}
+
+/* L4 after a nil GETSET: not acquired, its value left in a key nobody holds. */
+static void test_l4_nil_getset_leaves_a_lock_nobody_can_take(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    replay r;
+    replay_row("getset-nil.race", "L4", &r);
+    expect_caught(&r, "liveness", "C could not acquire within 12 commands");
+    assert_non_null(strstr(trace_of(&r), "B <- nil"));
+    assert_null(strstr(trace_of(&r), "B acquired"));
+    lbt_lines_free(&r.lines);
+}
+
+/* L3 racers: the loser's value replaces the winner's, whose release then no
+ * longer recognises it: the lock stays until the loser's expiry. */
+static void test_l3_overwritten_timestamp_is_caught(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    replay r;
+    replay_row("overwritten-timestamp.race", "L3", &r);
+    expect_caught(&r, "liveness", "D could not acquire");
+    assert_non_null(strstr(trace_of(&r), "B acquired (GETSET returned the value its GET saw)"));
+    assert_non_null(
+        strstr(trace_of(&r), "note: C replaced B's value with an equal or later expiry"));
+    lbt_lines_free(&r.lines);
+}
+
+/* L1's second INCR generation: B's second INCR past 2 is taken as a dead lock
+ * and B deletes the key A holds. Judged from the lock key alone (no counter):
+ * A's EXPIRE, which completes its acquisition, does not end its hold. */
+static void test_l1_incr2_double_incr_is_caught(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    replay r;
+    replay_row_with("double-incr.race", "L1-INCR2", 0, &r);
+    expect_caught(&r, "deleted", "B deleted A's lock while A holds it");
+    assert_non_null(strstr(trace_of(&r), "A acquired (INCR replied 1)"));
+    assert_non_null(strstr(trace_of(&r), "B -> INCR " KEY "\n  B <- :3"));
+    lbt_lines_free(&r.lines);
+}
+
+/* R and L4 take a crashed holder's lock over, and hold it. */
+static void test_r_and_l4_pass_crash_and_takeover(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    static const char *const lockers[] = {"R", "L4"};
+    for (int i = 0; i < 2; i++) {
+        replay r;
+        replay_row("crash-and-takeover.race", lockers[i], &r);
+        expect_passed(&r);
+        assert_non_null(strstr(trace_of(&r), "[A!] A is frozen"));
+        assert_non_null(strstr(trace_of(&r), "B acquired (GETSET returned the value its GET saw)"));
+        lbt_lines_free(&r.lines);
+    }
+}
+
+/* Every line of the tool's output that is a race_result, in order. */
+static int results_of(const lbt_proc *p, cJSON **out, int cap) {
+    char copy[sizeof p->out];
+    int n = 0;
+    memcpy(copy, p->out, p->outlen + 1);
+    char *save = NULL;
+    for (char *s = strtok_r(copy, "\n", &save); s; s = strtok_r(NULL, "\n", &save)) {
+        cJSON *o = cJSON_Parse(s);
+        if (!o) fail_msg("not JSON: %s", s);
+        if (strcmp(lbt_str_of(o, "event"), "race_result") == 0 && n < cap) out[n++] = o;
+        else cJSON_Delete(o);
+    }
+    return n;
+}
+
+static char *read_file(const char *path) {
+    static char buf[65536];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* lockbridge's own tool through the whole shipped catalogue: every row that
+ * applies to it followed to its end with nothing caught, the others skipped;
+ * the JUnit report says the same. */
+static void test_lockbridge_hold_passes_the_catalogue(void **state) {
+    (void)state;
+    char line[1024], clients[4][1100], junit[] = "/tmp/lb-race-junit-XXXXXX";
+    client_line("lockbridge-hold", line, sizeof line);
+    for (int i = 0; i < 4; i++) snprintf(clients[i], sizeof clients[i], "%c=%s", 'A' + i, line);
+    close(mkstemp(junit));
+    const char *args[] = {"-p", port, "race", "--catalogue", CATALOGUE, "--locker",
+                          "lockbridge-hold", "--key", KEY, "--ttl-ms", "1000", "--json",
+                          "--junit", junit, "--client", clients[0], "--client", clients[1],
+                          "--client", clients[2], "--client", clients[3], NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 0);
+    cJSON *res[16];
+    int n = results_of(&p, res, 16), passed = 0, skipped = 0;
+    assert_int_equal(n, 7);
+    for (int i = 0; i < n; i++) {
+        const char *v = lbt_str_of(res[i], "verdict");
+        printf("  %-22s lockbridge-hold  %s\n", lbt_str_of(res[i], "race"), v);
+        assert_true(lbt_bool_of(res[i], "ok"));
+        if (strcmp(v, "skipped") == 0) {
+            skipped++;
+        } else {
+            assert_string_equal(v, "passed");
+            assert_int_equal((int)lbt_num_of(res[i], "followed"),
+                             (int)lbt_num_of(res[i], "tokens"));
+            assert_non_null(strstr(lbt_str_of(res[i], "trace"), "acquired"));
+            passed++;
+        }
+        cJSON_Delete(res[i]);
+    }
+    assert_int_equal(passed, 3);
+    assert_int_equal(skipped, 4);
+    const char *x = read_file(junit);
+    assert_non_null(strstr(x, "<testsuite name=\"lockbridge race\" tests=\"7\" failures=\"0\" "
+                              "skipped=\"4\">"));
+    assert_non_null(strstr(x, "<testcase classname=\"lockbridge.race.lockbridge-hold\" "
+                              "name=\"crash-and-takeover\""));
+    assert_null(strstr(x, "<failure"));
+    unlink(junit);
+}
+
+/* A! with --kill-crashed ends A's process; the takeover still follows. */
+static void test_a_crashed_client_can_be_killed(void **state) {
+    (void)state;
+    char line[1024], ca[1100], cb[1100];
+    client_line("lockbridge-hold", line, sizeof line);
+    snprintf(ca, sizeof ca, "A=%s", line);
+    snprintf(cb, sizeof cb, "B=%s", line);
+    const char *args[] = {"-p", port, "race", "--file", CATALOGUE "/crash-and-takeover.race",
+                          "--key", KEY, "--ttl-ms", "1000", "--kill-crashed", "--json",
+                          "--client", ca, "--client", cb, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 0);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "passed");
+    assert_non_null(strstr(lbt_str_of(res[0], "trace"), "A's process killed"));
+    cJSON_Delete(res[0]);
+}
+
+/* A schedule the clients do not follow is never a pass, and fails the run. */
+static void test_a_schedule_not_followed_fails_the_run(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    char line[1024], ca[1100];
+    client_line("L1", line, sizeof line);
+    snprintf(ca, sizeof ca, "A=%s", line);
+    /* L1 acquires with SETNX, and its owner's release is a DEL, not a GET. */
+    char junit[] = "/tmp/lb-race-junit-XXXXXX";
+    close(mkstemp(junit));
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX A:GET", "--key", KEY,
+                          "--counter-key", COUNTER, "--json", "--junit", junit,
+                          "--client", ca, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 6);
+    assert_non_null(strstr(read_file(junit), "<failure message=\"not_followed (expected pass): "
+                                             "A sent DEL, not GET\"/>"));
+    unlink(junit);
+    lbt_lines lines;
+    lbt_parse(&p, &lines);
+    const cJSON *res = lines.line[lines.n - 1];
+    assert_string_equal(lbt_str_of(res, "verdict"), "not_followed");
+    assert_string_equal(lbt_str_of(res, "detail"), "A sent DEL, not GET");
+    assert_int_equal((int)lbt_num_of(res, "followed"), 1);
+    assert_false(lbt_bool_of(res, "ok"));
+    lbt_lines_free(&lines);
+}
+
+/* ---- The test as a client -------------------------------------------------------------- */
+
+/* The port the tool printed for `client`, from its race_port lines. */
+static int port_of(const lbt_proc *p, char client) {
+    char pat[48];
+    snprintf(pat, sizeof pat, "\"client\":\"%c\",\"port\":", client);
+    const char *s = strstr(p->out, pat);
+    assert_non_null(s);
+    return atoi(s + strlen(pat));
+}
+
+static redisContext *client_conn(int p) {
+    redisContext *c = redisConnect("127.0.0.1", p);
+    assert_non_null(c);
+    assert_int_equal(c->err, 0);
+    return c;
+}
+
+static void send_cmd(redisContext *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    assert_int_equal(redisvAppendCommand(c, fmt, ap), REDIS_OK);
+    va_end(ap);
+    int done = 0;
+    while (!done) assert_int_equal(redisBufferWrite(c, &done), REDIS_OK);
+}
+
+static void expect_reply_int(redisContext *c, long long want) {
+    redisReply *r = NULL;
+    if (redisGetReply(c, (void **)&r) != REDIS_OK) fail_msg("reply: %s", c->errstr);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, want);
+    freeReplyObject(r);
+}
+
+static void expect_reply_any(redisContext *c) {
+    redisReply *r = NULL;
+    assert_int_equal(redisGetReply(c, (void **)&r), REDIS_OK);
+    freeReplyObject(r);
+}
+
+/* Two clients inside their critical sections at once: A enters (its counter
+ * GET) and stays; once A's validity (--ttl-ms) has passed B deletes A's key,
+ * acquires, and enters too. */
+static void test_two_critical_sections_at_once_are_caught(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX +100 B:DEL B:SETNX +300",
+                          "--key", KEY, "--counter-key", COUNTER, "--ttl-ms", "50", "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    send_cmd(b, "DEL %s", KEY);
+    send_cmd(b, "SETNX %s 2", KEY);
+    expect_reply_int(a, 1);
+    send_cmd(a, "GET %s", COUNTER);
+    expect_reply_any(a);
+    expect_reply_int(b, 1);
+    expect_reply_int(b, 1);
+    send_cmd(b, "GET %s", COUNTER);
+    expect_reply_any(b);
+    assert_int_equal(lbt_finish(&p), 6);
+    lbt_lines lines;
+    lbt_parse(&p, &lines);
+    const cJSON *res = lines.line[lines.n - 1];
+    assert_string_equal(lbt_str_of(res, "verdict"), "caught");
+    assert_string_equal(lbt_str_of(res, "kind"), "overlap");
+    assert_string_equal(lbt_str_of(res, "detail"),
+                        "B entered its critical section while A is inside its own");
+    lbt_lines_free(&lines);
+    redisFree(a);
+    redisFree(b);
+}
+
+/* The other tokens: A (any command), A:- (a step that sends nothing only
+ * settles), B. (B steps until it holds or goes quiet), and A~N, which a real
+ * process cannot be given: not followed. */
+static void test_bare_finish_and_skew_tokens(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A A:- B.", "--key", KEY, "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    send_cmd(b, "GET %s", KEY);
+    send_cmd(b, "SETNX %s 2", KEY);
+    expect_reply_int(a, 1);
+    expect_reply_any(b);
+    expect_reply_int(b, 0);
+    assert_int_equal(lbt_finish(&p), 0);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "passed");
+    assert_int_equal((int)lbt_num_of(res[0], "followed"), 3);
+    /* B. let both of B's commands through, then B went quiet without holding. */
+    const char *t = lbt_str_of(res[0], "trace");
+    assert_non_null(strstr(t, "[B.]\n  B -> GET " KEY "\n  B <- \"1\"\n  B -> SETNX " KEY " 2\n"
+                              "  B <- :0\n"));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+    redisFree(b);
+
+    const char *skew[] = {"-p", port, "race", "--schedule", "A~100", "--key", KEY, "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_spawn(&p, skew);
+    lbt_wait_lines(&p, 1);
+    a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    assert_int_equal(lbt_finish(&p), 6);
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "not_followed");
+    assert_non_null(strstr(lbt_str_of(res[0], "detail"), "clock cannot be moved"));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
+/* Malformed and oversized requests close the sender's connection; the proxy
+ * goes on, and a well-formed client then follows the schedule. */
+static void test_malformed_requests_close_only_their_connection(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX", "--key", KEY, "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    static const char *const bad[] = {"*2\r\n$-5\r\n", "*99999999999999999999\r\n",
+                                      "*1\r\n$2000000000\r\n", "PING\r\n", "*1\r\n$3\r\nGETxx"};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    int ap = port_of(&p, 'A');
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {0};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons((uint16_t)ap);
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_true(write(fd, bad[i], strlen(bad[i])) == (ssize_t)strlen(bad[i]));
+        char buf[64];
+        assert_int_equal(read(fd, buf, sizeof buf), 0); /* closed by the proxy */
+        close(fd);
+    }
+    redisContext *a = client_conn(ap);
+    send_cmd(a, "SETNX %s 1", KEY);
+    expect_reply_int(a, 1);
+    assert_int_equal(lbt_finish(&p), 0);
+    assert_non_null(strstr(p.out, "\"verdict\":\"passed\""));
+    redisFree(a);
+}
+
+/* Schedules and catalogue files that do not parse are usage errors. */
+static void test_bad_schedules_are_refused(void **state) {
+    (void)state;
+    static const char *const scheds[] = {"", "A:SET$", "Z:GET", "+x", "+-5", "A!!", "A~"};
+    for (size_t i = 0; i < sizeof scheds / sizeof scheds[0]; i++) {
+        const char *args[] = {"-p", port, "race", "--schedule", scheds[i], NULL};
+        lbt_proc p;
+        assert_int_equal(lbt_run(&p, args), 1);
+    }
+    char path[] = "/tmp/lb-race-XXXXXX";
+    int fd = mkstemp(path);
+    const char bad[] = "# expect L1=maybe\nA:SETNX\n";
+    assert_true(write(fd, bad, sizeof bad - 1) == (ssize_t)(sizeof bad - 1));
+    close(fd);
+    const char *args[] = {"-p", port, "race", "--file", path, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 1);
+    assert_non_null(strstr(p.err, "expect NAME="));
+    unlink(path);
+
+    /* A schedule line longer than a schedule may be is refused, not cut
+     * short into another schedule that parses. */
+    char line[1200] = "";
+    for (int i = 0; i < 31; i++) strcat(line, "A:ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE ");
+    strcat(line, "\n");
+    fd = mkstemp(strcpy(path, "/tmp/lb-race-XXXXXX"));
+    assert_true(write(fd, line, strlen(line)) == (ssize_t)strlen(line));
+    close(fd);
+    const char *longer[] = {"-p", port, "race", "--file", path, "--start-timeout-ms", "100",
+                            NULL};
+    assert_int_equal(lbt_run(&p, longer), 1);
+    assert_non_null(strstr(p.err, "one schedule only"));
+    unlink(path);
+}
+
+static int setup(void **state) {
+    (void)state;
+    if (lbt_tool_init("test_race_replay") != 0) return -1;
+    if (lbt_redis_start(&server, NULL) != 0) return -1;
+    snprintf(port, sizeof port, "%d", server.port);
+    const char *build = getenv("BUILD");
+    char cls[600];
+    snprintf(java_cp, sizeof java_cp, "%s/java", build && *build ? build : "build");
+    snprintf(cls, sizeof cls, "%s/LegacyLockers.class", java_cp);
+    have_java = system("java -version >/dev/null 2>&1") == 0 && access(cls, R_OK) == 0;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lbt_redis_stop(&server);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_l1_catch_all_del_is_caught_by_the_nil_get_schedule),
+        cmocka_unit_test(test_l4_nil_getset_leaves_a_lock_nobody_can_take),
+        cmocka_unit_test(test_l3_overwritten_timestamp_is_caught),
+        cmocka_unit_test(test_l1_incr2_double_incr_is_caught),
+        cmocka_unit_test(test_r_and_l4_pass_crash_and_takeover),
+        cmocka_unit_test(test_lockbridge_hold_passes_the_catalogue),
+        cmocka_unit_test(test_a_crashed_client_can_be_killed),
+        cmocka_unit_test(test_a_schedule_not_followed_fails_the_run),
+        cmocka_unit_test(test_two_critical_sections_at_once_are_caught),
+        cmocka_unit_test(test_bare_finish_and_skew_tokens),
+        cmocka_unit_test(test_malformed_requests_close_only_their_connection),
+        cmocka_unit_test(test_bad_schedules_are_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 
 #include "lockbridge/core.h"
 
@@ -27,6 +28,7 @@ struct lb_machine {
      * first check the server runs scripts (once per handle, scripts_seen). */
     int needs_scripts;
     int scripts_seen;
+    int probe_try;           /* the asynchronous driver's script check: 1 or 2 */
     /* Set while the asynchronous driver runs this machine. */
     struct redisAsyncContext *ac;
     const lb_clock *clock;
@@ -101,6 +103,23 @@ int lb__token(char out[LB__TOKEN_CAP]);
 /* Seeds for jitter: fresh bits from the OS random source, falling back to the clock. */
 uint64_t lb__random_seed(void);
 uint64_t lb__xorshift(uint64_t *state);
+
+/* ---- Connections (core/connect.c) ------------------------------------------- */
+struct timeval;
+typedef struct lb__conn_opts {
+    const char *host;
+    int port;
+    int64_t connect_timeout_ms; /* to connect, ms */
+    int64_t command_timeout_ms; /* each command afterwards, ms */
+    const char *username;       /* AUTH: NULL with a password alone */
+    const char *password;       /* NULL: no AUTH */
+    int db;                     /* SELECT when > 0 */
+} lb__conn_opts;
+/* A blocking connection with its command timeout set, AUTH and SELECT done; or
+ * NULL with *status (may be NULL) LB_EIO or LB_EREDIS and `err` saying which
+ * step failed on which address. */
+struct redisContext *lb__connect(const lb__conn_opts *o, int *status, char *err, size_t cap);
+struct timeval lb__timeval_ms(int64_t ms);
 
 /* ---- Waiting ------------------------------------------------------------------
  * The back-off of every blocking acquire (core/backoff.c): uniform in
@@ -185,5 +204,19 @@ int lb__wait_run(lb__wait *s);
 size_t lb__waiter_inbox(struct lb_waiter *w, const char **name);
 /* For a wait that is never handed the lock (`handed` of lb__wait). */
 int lb__no_hand_off(void *ud);
+/* The blocking acquire of a lock kind without hand-offs (core/poll.c): the
+ * caller sets the fields above `foreign` and the back-off; w may be NULL
+ * (back-off only). Returns the attempt's status, LB_ETIMEDOUT, or LB_EFOREIGN
+ * when the last attempt met a value left alone. */
+typedef struct lb__poll {
+    void *lock;
+    lb_target t;
+    int (*try_once)(void *lock, lb_target t);  /* one attempt: a status */
+    int64_t (*holder_left_ms)(void *lock);     /* the holder's validity left, ms; -1 */
+    lb__backoff backoff;
+    int foreign;                               /* the last attempt met a foreign value */
+} lb__poll;
+int lb__poll_run(lb__poll *p, struct lb_waiter *w, const char *channel, size_t channellen,
+                 int64_t wait_ms);
 
 #endif

@@ -29,16 +29,6 @@ struct lb__fair {
 
 static const char *mode_name[] = {"try", "wait", "leave"};
 
-static int companion(lb_lock *l, const char *suffix, char **out, size_t *len) {
-    size_t cap = l->keylen + strlen(suffix) + 4;
-    *out = lb__alloc(l->opts.allocator, cap);
-    if (!*out) return LB_ENOMEM;
-    int n = lb_companion_key(l->key, l->keylen, suffix, *out, cap);
-    if (n < 0) return n;
-    *len = (size_t)n;
-    return LB_OK;
-}
-
 /* Bounds keep the scripts' arithmetic (Lua numbers) exact. */
 #define FAIR_MS_MAX 1000000000000LL /* about 31 years */
 
@@ -61,8 +51,8 @@ int lb__fair_new(lb_lock *l) {
     if (!f) return LB_ENOMEM;
     memset(f, 0, sizeof *f);
     l->fair = f;
-    int rc = companion(l, "queue", &f->queue, &f->queuelen);
-    if (rc == LB_OK) rc = companion(l, "fair", &f->state, &f->statelen);
+    int rc = lb__lock_companion(l, "queue", &f->queue, &f->queuelen);
+    if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
     /* Token, two numbers and a channel (the release's) or an inbox (a wait's). */
     size_t chan = l->channellen > LB__INBOX_MAX ? l->channellen : LB__INBOX_MAX;

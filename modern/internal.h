@@ -36,6 +36,9 @@ struct lb_lock {
     struct lb__fair *fair;   /* fair mode's queue keys (modern/fair.c), or NULL */
 };
 
+/* Allocates the companion name "suffix" of the lock's key into *out (see
+ * lb_companion_key), freed with the lock's allocator. */
+int lb__lock_companion(lb_lock *l, const char *suffix, char **out, size_t *len);
 /* Makes the next acquisitions of `l` use `token` rather than fresh ones. */
 void lb__lock_fix_token(lb_lock *l, const char *token);
 /* Ends the watch of `l` (modern/watchdog.c), waiting for a renewal in flight:

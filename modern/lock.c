@@ -22,8 +22,7 @@ static int valid_options(const lb_lock_options *o) {
            lb__fair_valid(o);
 }
 
-/* Allocates the companion name "suffix" of the key (see lb_companion_key). */
-static int companion(lb_lock *l, const char *suffix, char **out, size_t *len) {
+int lb__lock_companion(lb_lock *l, const char *suffix, char **out, size_t *len) {
     size_t cap = l->keylen + strlen(suffix) + 4;
     *out = lb__alloc(l->opts.allocator, cap);
     if (!*out) return LB_ENOMEM;
@@ -55,8 +54,8 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
     memcpy(l->key, key, keylen);
     l->key[keylen] = '\0';
     l->keylen = keylen;
-    if ((rc = companion(l, "released", &l->channel, &l->channellen)) != LB_OK) goto fail;
-    if (o->fencing && (rc = companion(l, "fence", &l->fence_key, &l->fence_keylen)) != LB_OK)
+    if ((rc = lb__lock_companion(l, "released", &l->channel, &l->channellen)) != LB_OK) goto fail;
+    if (o->fencing && (rc = lb__lock_companion(l, "fence", &l->fence_key, &l->fence_keylen)) != LB_OK)
         goto fail;
     if (o->fair && (rc = lb__fair_new(l)) != LB_OK) goto fail;
     *out = l;

@@ -51,43 +51,11 @@ static void set_err(lb_cluster *cl, const char *fmt, ...) {
     va_end(ap);
 }
 
-static struct timeval tv_of(int64_t ms) {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    return tv;
-}
-
-/* AUTH on a fresh connection; 0 when done or not configured. */
-static int authenticate(lb_cluster *cl, redisContext *c, const lb__addr *a) {
-    if (!cl->password) return 0;
-    redisReply *r = cl->username
-                        ? redisCommand(c, "AUTH %s %s", cl->username, cl->password)
-                        : redisCommand(c, "AUTH %s", cl->password);
-    int ok = r && r->type == REDIS_REPLY_STATUS;
-    if (!ok) {
-        char msg[64];
-        lb__escape(msg, sizeof msg, r && r->str ? r->str : "no reply",
-                   r && r->str ? (size_t)r->len : 8);
-        set_err(cl, "AUTH on %s:%d failed: %s", a->host, a->port, msg);
-    }
-    if (r) freeReplyObject(r);
-    return ok ? 0 : -1;
-}
-
 static redisContext *connect_addr(lb_cluster *cl, const lb__addr *a) {
-    redisContext *c = redisConnectWithTimeout(a->host, a->port, tv_of(cl->opts.connect_timeout_ms));
+    lb__conn_opts o = {a->host, a->port, cl->opts.connect_timeout_ms,
+                       cl->opts.command_timeout_ms, cl->username, cl->password, 0};
     cl->stats.connects++;
-    if (!c || c->err) {
-        set_err(cl, "cannot connect to %s:%d: %s", a->host, a->port, c ? c->errstr : "no memory");
-        if (c) redisFree(c);
-        return NULL;
-    }
-    if (redisSetTimeout(c, tv_of(cl->opts.command_timeout_ms)) != REDIS_OK ||
-        authenticate(cl, c, a) != 0) {
-        if (!cl->errstr[0]) set_err(cl, "cannot set up the connection to %s:%d", a->host, a->port);
-        redisFree(c);
-        return NULL;
-    }
-    return c;
+    return lb__connect(&o, NULL, cl->errstr, sizeof cl->errstr);
 }
 
 static redisContext *node_conn(lb_cluster *cl, int i) {

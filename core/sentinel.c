@@ -47,23 +47,12 @@ static void set_err(lb_sentinel *s, const char *fmt, ...) {
     va_end(ap);
 }
 
-static struct timeval tv_of(int64_t ms) {
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    return tv;
-}
-
-static redisContext *connect_to(lb_sentinel *s, const lb__addr *a) {
-    redisContext *c = redisConnectWithTimeout(a->host, a->port, tv_of(s->opts.connect_timeout_ms));
-    if (!c || c->err) {
-        set_err(s, "cannot connect to %s:%d: %s", a->host, a->port, c ? c->errstr : "no memory");
-        if (c) redisFree(c);
-        return NULL;
-    }
-    if (redisSetTimeout(c, tv_of(s->opts.command_timeout_ms)) != REDIS_OK) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
+/* A connection to a sentinel (no AUTH) or, with auth set, to a primary. */
+static redisContext *connect_to(lb_sentinel *s, const lb__addr *a, int auth) {
+    lb__conn_opts o = {a->host, a->port, s->opts.connect_timeout_ms,
+                       s->opts.command_timeout_ms, auth ? s->username : NULL,
+                       auth ? s->password : NULL, 0};
+    return lb__connect(&o, NULL, s->errstr, sizeof s->errstr);
 }
 
 static void drop(lb_sentinel *s) {
@@ -74,7 +63,7 @@ static void drop(lb_sentinel *s) {
 /* Asks sentinel `a` where the primary is: 0 and *out, or -1. A nil answer
  * means this sentinel does not monitor `name`. */
 static int ask_sentinel(lb_sentinel *s, const lb__addr *a, lb__addr *out) {
-    redisContext *c = connect_to(s, a);
+    redisContext *c = connect_to(s, a, 0);
     if (!c) return -1;
     redisReply *r = redisCommand(c, "SENTINEL get-master-addr-by-name %s", s->name);
     int rc = -1;
@@ -102,19 +91,9 @@ static int ask_sentinel(lb_sentinel *s, const lb__addr *a, lb__addr *out) {
     return rc;
 }
 
-/* AUTH and ROLE on a candidate primary: 0 when it says it is a master. A
+/* ROLE on a candidate primary: 0 when it says it is a master. A
  * sentinel may still name a primary that has just been demoted. */
 static int verify(lb_sentinel *s, redisContext *c, const lb__addr *a) {
-    if (s->password) {
-        redisReply *r = s->username ? redisCommand(c, "AUTH %s %s", s->username, s->password)
-                                    : redisCommand(c, "AUTH %s", s->password);
-        int ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        if (!ok) {
-            set_err(s, "AUTH on %s:%d failed", a->host, a->port);
-            return -1;
-        }
-    }
     redisReply *r = redisCommand(c, "ROLE");
     int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
              r->element[0]->type == REDIS_REPLY_STRING && r->element[0]->len == 6 &&
@@ -129,7 +108,7 @@ static int verify(lb_sentinel *s, redisContext *c, const lb__addr *a) {
  * without a subscription the recheck still bounds the delay. */
 static void subscribe(lb_sentinel *s, int i) {
     if (s->sub || !s->opts.subscribe) return;
-    redisContext *c = connect_to(s, &s->sentinels[i]);
+    redisContext *c = connect_to(s, &s->sentinels[i], 0);
     if (!c) return;
     redisReply *r = redisCommand(c, "SUBSCRIBE +switch-master");
     if (r && r->type == REDIS_REPLY_ARRAY) s->sub = c;
@@ -145,7 +124,7 @@ static int resolve_once(lb_sentinel *s) {
         lb__addr p;
         if (ask_sentinel(s, &s->sentinels[i], &p) != 0) continue;
         s->next = i;
-        redisContext *c = connect_to(s, &p);
+        redisContext *c = connect_to(s, &p, 1);
         if (!c) continue;
         if (verify(s, c, &p) != 0) {
             redisFree(c);

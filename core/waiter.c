@@ -130,20 +130,6 @@ static void event(lb__wchan *c) {
 
 /* ---- The thread's side ------------------------------------------------------ */
 
-/* AUTH on a new connection: LB_OK, LB_EREDIS (refused) or LB_EIO. */
-static int auth(lb_waiter *w, redisContext *c) {
-    const char *argv[3] = {"AUTH", w->username, w->password};
-    int argc = w->username ? 3 : 2;
-    if (!w->username) argv[1] = w->password;
-    size_t lens[3];
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    if (!r) return LB_EIO;
-    int rc = r->type == REDIS_REPLY_STATUS ? LB_OK : LB_EREDIS;
-    freeReplyObject(r);
-    return rc;
-}
-
 /* A new subscriber connection in *out, or a status. Its timeout bounds
  * connect, AUTH and writes; reads only follow poll(), so it never cuts one. */
 static int dial(lb_waiter *w, redisContext **out) {
@@ -154,20 +140,13 @@ static int dial(lb_waiter *w, redisContext **out) {
         else if (c) redisFree(c);
         return *out ? LB_OK : LB_EIO;
     }
-    struct timeval tv = {(time_t)(w->opts.connect_timeout_ms / 1000),
-                         (suseconds_t)(w->opts.connect_timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout(w->host, w->opts.port, tv);
-    if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
-        if (c) redisFree(c);
-        return LB_EIO;
-    }
-    int rc = w->password ? auth(w, c) : LB_OK;
-    if (rc != LB_OK) {
-        redisFree(c);
-        return rc;
-    }
-    *out = c;
-    return LB_OK;
+    /* Channels ignore SELECT: no database. */
+    lb__conn_opts o = {w->host, w->opts.port, w->opts.connect_timeout_ms,
+                       w->opts.connect_timeout_ms, w->username, w->password, 0};
+    char err[LB__ERRSTR_CAP];
+    int rc;
+    *out = lb__connect(&o, &rc, err, sizeof err);
+    return rc;
 }
 
 /* Whether an unwatched subscribed channel is kept a while longer; notes when

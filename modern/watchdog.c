@@ -93,66 +93,22 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ---- connection (the thread's, or lb_watchdog_new's before it starts) ------- */
 
-static struct timeval tv_ms(int64_t ms) {
-    if (ms < 1) ms = 1;
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
-    return tv;
-}
-
-/* Runs one setup command; LB_OK on a status reply. */
-static int setup_command(redisContext *c, int argc, const char **argv, char *detail) {
-    size_t lens[3];
-    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
-    redisReply *r = redisCommandArgv(c, argc, argv, lens);
-    if (!r) {
-        snprintf(detail, LB__ERRSTR_CAP, "%s: %s", argv[0], c->errstr);
-        return LB_EIO;
-    }
-    int rc = LB_OK;
-    if (r->type != REDIS_REPLY_STATUS) {
-        char msg[96] = "";
-        if (r->type == REDIS_REPLY_ERROR && r->str) lb__escape(msg, sizeof msg, r->str, r->len);
-        snprintf(detail, LB__ERRSTR_CAP, "%s refused: %s", argv[0], msg);
-        rc = LB_EREDIS;
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
 static int open_connection(lb_watchdog *wd, int64_t timeout_ms, char *detail) {
-    redisContext *c;
     int64_t t = min64(wd->opts.connect_timeout_ms, timeout_ms);
-    if (wd->opts.connect) {
-        c = wd->opts.connect(wd->opts.connect_ud);
-    } else {
-        c = redisConnectWithTimeout(wd->host, wd->opts.port, tv_ms(t));
-    }
-    if (!c) {
-        snprintf(detail, LB__ERRSTR_CAP, "connect: no context");
-        return LB_EIO;
-    }
-    if (c->err) {
-        snprintf(detail, LB__ERRSTR_CAP, "connect: %s", c->errstr);
-        redisFree(c);
-        return LB_EIO;
-    }
-    redisSetTimeout(c, tv_ms(t));
-    int rc = LB_OK;
-    if (!wd->opts.connect && wd->password) {
-        const char *argv[3] = {"AUTH", wd->username ? wd->username : wd->password,
-                               wd->password};
-        rc = setup_command(c, wd->username ? 3 : 2, argv, detail);
-    }
-    if (rc == LB_OK && !wd->opts.connect && wd->opts.db > 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", wd->opts.db);
-        const char *argv[2] = {"SELECT", db};
-        rc = setup_command(c, 2, argv, detail);
-    }
-    if (rc != LB_OK) {
-        redisFree(c);
+    if (!wd->opts.connect) {
+        lb__conn_opts o = {wd->host, wd->opts.port, t, t, wd->username, wd->password,
+                           wd->opts.db};
+        int rc;
+        wd->c = lb__connect(&o, &rc, detail, LB__ERRSTR_CAP);
         return rc;
     }
+    redisContext *c = wd->opts.connect(wd->opts.connect_ud);
+    if (!c || c->err) {
+        snprintf(detail, LB__ERRSTR_CAP, "connect: %s", c ? c->errstr : "no context");
+        if (c) redisFree(c);
+        return LB_EIO;
+    }
+    redisSetTimeout(c, lb__timeval_ms(t));
     wd->c = c;
     return LB_OK;
 }
@@ -263,7 +219,7 @@ static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
     /* The TTL is chosen after a possible reconnect, so that a trimmed last
      * renewal ends at the hold limit, not after it. */
     if (rc == LB_OK && (ms = renewal_ms(w, now_ns(wd))) > 0) {
-        redisSetTimeout(wd->c, tv_ms(timeout_ms));
+        redisSetTimeout(wd->c, lb__timeval_ms(timeout_ms));
         lb_machine *m = lb__lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
         rc = lb_target_run(lb_on_conn(wd->c), m, wd->opts.clock);
         if (rc == LB_EIO && wd->c->errstr[0])

@@ -28,7 +28,7 @@ static int send_probe(lb_machine *m, int second) {
     const char *argv[3];
     size_t lens[3];
     lb__probe_cmd(second, argv, lens);
-    m->needs_scripts = second ? 2 : 1; /* which try the reply answers */
+    m->probe_try = second ? 2 : 1; /* which try the reply answers */
     if (redisAsyncCommandArgv(m->ac, on_probe, m, 3, argv, lens) == REDIS_OK)
         return LB_STEP_SEND;
     m->running = 0;
@@ -59,7 +59,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
 static void on_probe(redisAsyncContext *ac, void *reply, void *privdata) {
     lb_machine *m = privdata;
     (void)ac;
-    int rc = lb__probe_reply(m, reply, m->needs_scripts == 2);
+    int rc = lb__probe_reply(m, reply, m->probe_try == 2);
     if (rc == LB_STEP_SEND) rc = send_probe(m, 1);
     else if (rc == LB_OK) rc = send_command(m);
     if (rc != LB_STEP_SEND) finish(m, rc);

@@ -116,8 +116,8 @@ int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
     if (!m->running) return lb__fail(m, LB_ESTATE, "no operation is running");
     /* The server forgot the script (restart, SCRIPT FLUSH): send the body once.
      * The script never ran, so the protocol does not see this reply. */
-    if (m->script && is_noscript(reply) && m->cmd.argv[0][0] == 'E' &&
-        m->cmd.argvlen[0] == 7) {
+    if (m->script && is_noscript(reply) && m->cmd.argvlen[0] == 7 &&
+        memcmp(m->cmd.argv[0], "EVALSHA", 7) == 0) {
         m->cmd.argv[0] = "EVAL";
         m->cmd.argvlen[0] = 4;
         m->cmd.argv[1] = m->script->body;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cluster_internal.h"
 #include "lockbridge/cluster.h"
 #include "migrate/cli/cli.h"
 
@@ -51,52 +52,45 @@ static int primary_index(lb__cli_topo *t, const char *host, size_t hostlen, int 
     return (int)t->n++;
 }
 
-/* One entry of CLUSTER SLOTS: {first, last, {host, port, id, ...}, replicas...}.
- * An empty or "?" host means the address the tool connected to. */
-static int take_range(lb__cli_topo *t, const redisReply *e, const lb__cli_conn *base) {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) return -1;
-    const redisReply *a = e->element[0], *b = e->element[1], *p = e->element[2];
-    if (a->type != REDIS_REPLY_INTEGER || b->type != REDIS_REPLY_INTEGER || a->integer < 0 ||
-        b->integer < a->integer || b->integer >= LB_CLUSTER_SLOTS)
-        return -1;
-    if (p->type != REDIS_REPLY_ARRAY || p->elements < 2 ||
-        p->element[0]->type != REDIS_REPLY_STRING || p->element[1]->type != REDIS_REPLY_INTEGER ||
-        p->element[1]->integer <= 0 || p->element[1]->integer > 65535 ||
-        p->element[0]->len >= sizeof t->node[0].host)
-        return -1;
-    const char *host = p->element[0]->str;
-    size_t hostlen = p->element[0]->len;
-    if (hostlen == 0 || (hostlen == 1 && host[0] == '?')) {
-        if (!base->host) return -1;
-        host = base->host;
-        hostlen = strlen(host);
-    }
-    int idx = primary_index(t, host, hostlen, (int)p->element[1]->integer, base);
-    if (idx < 0) return -2;
-    for (long long s = a->integer; s <= b->integer; s++) t->owner[s] = idx;
-    return 0;
-}
-
+/* The slot map, read by the library's own parser (the one its cluster handle
+ * uses), then each primary given the tool's connection options. A primary
+ * announced with an empty host is the node asked; one announced as "?" (no
+ * known endpoint) serves its slots to nobody. */
 static int read_slots(lb__cli_topo *t, redisContext *c, const lb__cli_conn *base, char *err,
                       size_t cap) {
     redisReply *r = redisCommand(c, "CLUSTER SLOTS");
-    int rc = 0;
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         char msg[160] = "unexpected reply";
         if (!r) snprintf(msg, sizeof msg, "%s", c->errstr[0] ? c->errstr : "no reply");
         else if (r->type == REDIS_REPLY_ERROR)
             lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
         snprintf(err, cap, "CLUSTER SLOTS: %s", msg);
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    lb__slotmap m;
+    int rc = lb__slotmap_parse(&m, r, base->host, NULL);
+    freeReplyObject(r);
+    if (rc != LB_OK) {
+        snprintf(err, cap, rc == LB_ENOMEM ? "out of memory"
+                                           : "CLUSTER SLOTS: an entry that does not parse");
+        return -1;
+    }
+    int *node_of = calloc((size_t)(m.naddrs > 0 ? m.naddrs : 1), sizeof *node_of);
+    for (int i = 0; node_of && i < m.naddrs; i++) {
+        node_of[i] = primary_index(t, m.addrs[i].host, strlen(m.addrs[i].host), m.addrs[i].port,
+                                   base);
+        if (node_of[i] < 0) rc = -1;
+    }
+    if (!node_of || rc != 0) {
+        snprintf(err, cap, "out of memory");
         rc = -1;
     }
-    for (size_t i = 0; rc == 0 && i < r->elements; i++) {
-        int e = take_range(t, r->element[i], base);
-        if (e == -2) snprintf(err, cap, "out of memory");
-        else if (e < 0) snprintf(err, cap, "CLUSTER SLOTS: an entry that does not parse");
-        if (e < 0) rc = -1;
-    }
+    for (int s = 0; rc == 0 && s < LB_CLUSTER_SLOTS; s++)
+        t->owner[s] = m.owner[s] == LB__NO_NODE ? -1 : node_of[m.owner[s]];
+    free(node_of);
+    lb__slotmap_clear(&m);
     if (rc == 0 && t->n == 0) snprintf(err, cap, "CLUSTER SLOTS: no slot is served"), rc = -1;
-    if (r) freeReplyObject(r);
     return rc;
 }
 

@@ -28,8 +28,10 @@ static int loop(lb__wait *s) {
                                  &ready);
     /* Subscribed since before the first attempt, and no release or hand-off
      * to us read since: one after that attempt is still to be read and will
-     * end the sleep, so a second attempt would learn nothing. */
-    int skip = s->ch && ready == LB__WATCH_QUIET;
+     * end the sleep, so a second attempt would learn nothing. Without a
+     * subscription nothing was learnt since that attempt either: the next one
+     * follows a back-off step. */
+    int skip = !s->ch || ready == LB__WATCH_QUIET;
     /* The confirmation bumps the count; until then a release could pass
      * unheard, so the next attempt waits for it (bounded). */
     if (s->ch && ready == LB__WATCH_PENDING && left_ms(s) > 0)

@@ -222,6 +222,40 @@ static void test_a_handle_is_not_reentrant_and_has_nothing_to_release_before_acq
     lb_lock_free(a);
 }
 
+/* A blocking acquire without a waiter learns nothing between two attempts
+ * unless it sleeps: after a busy attempt it sleeps a back-off step before the
+ * next, for every lock kind. With a first step longer than the wait, a busy
+ * lock costs exactly one attempt. */
+static void test_a_blocking_acquire_sleeps_before_its_second_attempt(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "SET m:step someone-else PX 10000");
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.backoff_min_ms = o.backoff_max_ms = 500;
+    lb_lock *m = NULL;
+    assert_int_equal(lb_lock_new(&m, "m:step", 6, &o), LB_OK);
+    /* The first attempt also checks that the server runs scripts. */
+    assert_int_equal(lb_lock_try_acquire(m, lb_on_conn(conn)), LB_EBUSY);
+    uint64_t first = lb_lock_info_of(m).commands;
+    assert_int_equal(lb_lock_acquire(m, lb_on_conn(conn), 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_info_of(m).commands - first, 2); /* SET NX, PTTL */
+    lb_lock_free(m);
+    lb_mlock_options mo;
+    lb_mlock_options_init(&mo);
+    mo.mode = LB_MODE_COMPAT;
+    mo.backoff_min_ms = mo.backoff_max_ms = 500;
+    lb_mlock *c = NULL;
+    assert_int_equal(lb_mlock_new(&c, "m:step", 6, &mo), LB_OK);
+    assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(conn)), LB_EBUSY);
+    uint64_t before = lb_mlock_info_of(c).commands;
+    assert_int_equal(lb_mlock_try_acquire(c, lb_on_conn(conn)), LB_EBUSY);
+    uint64_t one = lb_mlock_info_of(c).commands - before; /* a busy attempt */
+    assert_int_equal(lb_mlock_acquire(c, lb_on_conn(conn), 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_mlock_info_of(c).commands - before, 2 * one);
+    lb_mlock_free(c);
+    lbt_cmd_ok(conn, "DEL m:step");
+}
+
 static void test_blocking_acquire_times_out_while_held(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:wait", 10000, 0), *b = new_lock("m:wait", 10000, 0);
@@ -315,6 +349,7 @@ int main(void) {
         cmocka_unit_test(test_a_key_of_another_type_is_never_deleted),
         cmocka_unit_test(test_a_key_of_another_type_is_wrongtype_and_never_waited_on),
         cmocka_unit_test(test_a_handle_is_not_reentrant_and_has_nothing_to_release_before_acquiring),
+        cmocka_unit_test(test_a_blocking_acquire_sleeps_before_its_second_attempt),
         cmocka_unit_test(test_blocking_acquire_times_out_while_held),
         cmocka_unit_test(test_a_dropped_connection_is_an_io_error_never_a_grant),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

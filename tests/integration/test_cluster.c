@@ -2,6 +2,7 @@
  * server computes them, locks on keys in many slots, a slot migration followed
  * through ASK, TRYAGAIN and MOVED, and failovers during contended runs, with
  * what they did to the locks counted and printed. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -348,6 +349,76 @@ static void test_a_mode_following_lock_runs_with_its_namespace_on_another_primar
     lb_mlock_free(l);
     lb_cluster_free(cl);
     ok_on_node(ns_owner, "DEL %s %s", mode_key, census_key);
+}
+
+/* A fair lock on a cluster: its queue and state are companions in the key's
+ * slot, so a waiter queues on the key's primary and is handed the lock by the
+ * holder's release, its waiter subscribed on another node (a PUBLISH reaches
+ * every node's subscribers). */
+typedef struct fair_wait {
+    lb_lock *l;
+    lb_cluster *cl;
+    lb_waiter *w;
+    int rc;
+} fair_wait;
+
+static void *fair_waiter(void *arg) {
+    fair_wait *f = arg;
+    f->rc = lb_lock_acquire_wait(f->l, lb_on_cluster(f->cl), f->w, 5000);
+    return NULL;
+}
+
+static void test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster(void **state) {
+    (void)state;
+    const char *key = "fair:on-cluster";
+    int owner = owner_of(key), other = (owner + 1) % LBT_CLUSTER_NODES;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 20000;
+    lb_lock *a = NULL, *b = NULL;
+    assert_int_equal(lb_lock_new(&a, key, strlen(key), &o), LB_OK);
+    assert_int_equal(lb_lock_new(&b, key, strlen(key), &o), LB_OK);
+    lb_cluster *ca = new_cluster(), *cb = new_cluster();
+    lb_waiter_options wo;
+    lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
+    wo.port = cluster.node[other].port;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_cluster(ca)), LB_OK);
+    fair_wait f = {b, cb, w, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fair_waiter, &f), 0);
+    /* b is queued on the key's primary once its first attempt is busy. */
+    char queue[128];
+    assert_true(lb_companion_key(key, strlen(key), "queue", queue, sizeof queue) > 0);
+    for (int i = 0; i < 200; i++) {
+        redisReply *r = on_node(owner, "ZCARD %s", queue);
+        long long n = r->integer;
+        freeReplyObject(r);
+        if (n > 0) break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(lb_lock_release(a, lb_on_cluster(ca)), LB_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f.rc, LB_OK);
+    assert_string_equal(value_on(owner, key), lb_lock_info_of(b).token);
+    assert_int_equal(lb_lock_release(b, lb_on_cluster(cb)), LB_OK);
+    lb_cluster_stats st;
+    lb_cluster_stats_get(cb, &st);
+    assert_int_equal(st.moved, 0);
+    /* The grant came as a message, published on the key's primary and read on
+     * another node. */
+    lb_waiter_stats ws;
+    assert_int_equal(lb_waiter_stats_get(w, &ws), LB_OK);
+    assert_true(ws.handoffs >= 1);
+    lb_waiter_free(w);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_cluster_free(ca);
+    lb_cluster_free(cb);
 }
 
 /* ---- slot migration ------------------------------------------------------------ */
@@ -1005,6 +1076,7 @@ int main(void) {
         cmocka_unit_test(test_locks_on_keys_in_many_slots_land_on_their_owners),
         cmocka_unit_test(test_legacy_locks_of_both_variants_work_across_slots),
         cmocka_unit_test(test_a_mode_following_lock_runs_with_its_namespace_on_another_primary),
+        cmocka_unit_test(test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),

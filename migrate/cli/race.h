@@ -131,7 +131,7 @@ void lb__race_kill(pid_t pid);
 typedef struct lb__race_server {
     pid_t pid;
     int port;
-    char dir[64];
+    char dir[256];
 } lb__race_server;
 /* Starts redis-server ($LB_REDIS_SERVER, else from PATH) on a free loopback port.
  * 0, or -1 with `err`. */

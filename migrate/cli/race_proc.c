@@ -128,9 +128,13 @@ static int await_server(lb__race_server *s) {
 
 int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
     memset(s, 0, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/lockbridge-race-XXXXXX");
-    if (!mkdtemp(s->dir)) {
-        snprintf(err, cap, "cannot make a directory for redis-server");
+    /* $TMPDIR when set, as mktemp(1) does. */
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(s->dir, sizeof s->dir, "%s/lockbridge-race-XXXXXX",
+                     tmp && tmp[0] ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof s->dir || !mkdtemp(s->dir)) {
+        snprintf(err, cap, "cannot make a directory for redis-server under %s",
+                 tmp && tmp[0] ? tmp : "/tmp");
         return -1;
     }
     /* Another process may take the free port first: try a few. */
@@ -153,7 +157,7 @@ void lb__race_server_stop(lb__race_server *s) {
         s->pid = 0;
     }
     if (s->dir[0]) {
-        char path[128];
+        char path[sizeof s->dir + 16];
         snprintf(path, sizeof path, "%s/dump.rdb", s->dir);
         unlink(path);
         rmdir(s->dir);

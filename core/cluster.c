@@ -29,6 +29,7 @@ struct lb_cluster {
     int nnodes, cap;
     int primaries;
     int stale; /* read the map again before the next command */
+    redisContext *last; /* the connection that gave route()'s last reply */
     lb_cluster_stats stats;
     char errstr[LB__ERRSTR_CAP];
 };
@@ -64,6 +65,7 @@ static redisContext *node_conn(lb_cluster *cl, int i) {
 }
 
 static void drop_conn(lb_cluster *cl, int i) {
+    if (cl->last == cl->nodes[i].c) cl->last = NULL;
     if (cl->nodes[i].c) redisFree(cl->nodes[i].c);
     cl->nodes[i].c = NULL;
 }
@@ -281,6 +283,7 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
     int64_t deadline = lb__deadline_ms(cl->opts.retry_ms);
     int redirects = 0, ask = -1, moved = -1;
     redisReply *waited = NULL;
+    cl->last = NULL;
     for (;;) {
         if (cl->stale && ask < 0 && moved < 0) refresh_from(cl, -1);
         int i = ask >= 0 ? ask : moved;
@@ -297,6 +300,7 @@ static redisReply *route(lb_cluster *cl, unsigned slot, const lb_cmd *cmd) {
             return give(waited, NULL);
         }
         redisReply *r = exec(cl, c, cmd, asking);
+        cl->last = r ? c : NULL;
         if (!r) {
             set_err(cl, "%s:%d: %s", cl->nodes[i].addr.host, cl->nodes[i].addr.port, c->errstr);
             drop_conn(cl, i);
@@ -364,6 +368,15 @@ redisReply *lb__cluster_send(lb_cluster *cl, const lb_cmd *cmd, const lb_cmd *ro
         return NULL;
     }
     return route(cl, lb_cluster_keyslot(key, len), cmd);
+}
+
+redisContext *lb__cluster_conn(lb_cluster *cl, const lb_cmd *route_by, int answered) {
+    const char *key;
+    size_t len;
+    if (answered) return cl->last;
+    if (!command_key(route_by, &key, &len)) return NULL;
+    uint16_t i = cl->owner[lb_cluster_keyslot(key, len)];
+    return i == LB__NO_NODE ? NULL : cl->nodes[i].c;
 }
 
 void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {

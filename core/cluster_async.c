@@ -25,7 +25,7 @@ typedef struct op {
     void *ud;
     unsigned slot;
     int redirects;
-    int probing; /* 0, or which try of the script check is pending (1, 2) */
+    redisAsyncContext *last; /* the context of the reply being handled */
     struct op *prev, *next;
 } op;
 
@@ -91,27 +91,35 @@ static void finish(op *o, int rc) {
     lb_done_fn done = o->done;
     void *ud = o->ud;
     m->ac = NULL;
+    lb__machine_attach(m, NULL, NULL);
     lb__free(ca->allocator, o);
     done(m, rc, ud); /* last: it may free the machine's owner */
 }
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-/* Sends the machine's command, or the script check while o->probing, to
- * `to` (NULL: the slot's owner), after ASKING when `asking`. Returns
+/* The script record of the owner's connection if open (no I/O), or of the
+ * one whose reply is being handled. */
+static void **op_mark(void *h, const lb_cmd *route_by, int answered) {
+    op *o = h;
+    lb__addr owner;
+    (void)route_by; /* every command of the operation goes to o->slot */
+    if (answered) return o->last ? lb__conn_mark(&o->last->c) : NULL;
+    if (lb__cluster_owner(o->ca->cl, o->slot, &owner) != 0) return NULL;
+    for (conn *c = o->ca->conns; c; c = c->next)
+        if (c->ac && lb__addr_equal(&c->addr, &owner)) return lb__conn_mark(&c->ac->c);
+    return NULL;
+}
+
+/* Sends the machine's command to `to` (NULL: the slot's owner), after ASKING
+ * when `asking`. Returns
  * LB_STEP_SEND, or the machine's status after a transport failure when
  * nothing could be sent. */
 static int send_to(op *o, const lb__addr *to, int asking) {
     lb__addr owner;
     if (!to && lb__cluster_owner(o->ca->cl, o->slot, &owner) == 0) to = &owner;
     redisAsyncContext *ac = to ? conn_to(o->ca, to) : NULL;
-    lb_cmd probe_cmd;
     const lb_cmd *cmd = lb_machine_command(o->m);
-    if (o->probing) {
-        probe_cmd.argc = 3;
-        lb__probe_cmd(o->probing == 2, probe_cmd.argv, probe_cmd.argvlen);
-        cmd = &probe_cmd;
-    }
     const char *argv[LB_CMD_MAX_ARGS];
     for (int i = 0; i < cmd->argc; i++) argv[i] = cmd->argv[i];
     if (ac && asking && redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ac = NULL;
@@ -122,7 +130,6 @@ static int send_to(op *o, const lb__addr *to, int asking) {
     }
     /* Nothing was sent: the machine is told of a transport failure. */
     lb__cluster_mark_stale(o->ca->cl);
-    if (o->probing) return lb__probe_reply(o->m, NULL, o->probing == 2);
     lb_now now = lb_clock_now(o->clock);
     int rc = lb_machine_step(o->m, NULL, &now);
     return rc == LB_STEP_SEND ? lb__fail(o->m, LB_EIO, "no connection to the slot's owner") : rc;
@@ -150,19 +157,9 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     conn *c = ac->data;
     if (!reply) lb__cluster_mark_stale(o->ca->cl); /* may have run: never resent */
     else if (redirect(o, reply, c ? c->addr.host : NULL)) return;
-    int rc;
-    if (o->probing) {
-        /* The script check's answer: its EVAL next, or the operation's own
-         * first command once the server ran it. */
-        rc = lb__probe_reply(o->m, reply, o->probing == 2);
-        o->probing = rc == LB_STEP_SEND ? 2 : 0;
-        if (rc == LB_OK) rc = LB_STEP_SEND;
-        if (rc == LB_STEP_SEND) rc = send_to(o, NULL, 0);
-        if (rc != LB_STEP_SEND) finish(o, rc);
-        return;
-    }
     lb_now now = lb_clock_now(o->clock);
-    rc = lb_machine_step(o->m, reply, &now);
+    o->last = reply ? ac : NULL;
+    int rc = lb_machine_step(o->m, reply, &now);
     if (rc == LB_STEP_SEND) {
         o->redirects = 0;
         rc = send_to(o, NULL, 0);
@@ -223,9 +220,9 @@ int lb_cluster_async_run(lb_cluster_async *ca, const char *key, size_t keylen, l
     o->next = ca->ops;
     if (ca->ops) ca->ops->prev = o;
     ca->ops = o;
+    lb__machine_attach(m, op_mark, o);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
-    if (rc == LB_STEP_SEND && lb__probe_due(m)) o->probing = 1;
     if (rc == LB_STEP_SEND) rc = send_to(o, NULL, 0);
     if (rc != LB_STEP_SEND) finish(o, rc);
     return LB_OK;

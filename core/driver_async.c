@@ -21,18 +21,11 @@ static int send_command(lb_machine *m) {
     return rc == LB_STEP_SEND ? lb__fail(m, LB_EIO, "connection unusable") : rc;
 }
 
-static void on_probe(redisAsyncContext *ac, void *reply, void *privdata);
-
-/* Sends the script check (see lb__probe_reply) in place of the first command. */
-static int send_probe(lb_machine *m, int second) {
-    const char *argv[3];
-    size_t lens[3];
-    lb__probe_cmd(second, argv, lens);
-    m->probe_try = second ? 2 : 1; /* which try the reply answers */
-    if (redisAsyncCommandArgv(m->ac, on_probe, m, 3, argv, lens) == REDIS_OK)
-        return LB_STEP_SEND;
-    m->running = 0;
-    return lb__fail(m, LB_EIO, "connection unusable");
+/* The connection's script record (see lb__machine_attach): one context, so
+ * whichever is asked. */
+static void **conn_mark(void *h, const lb_cmd *route_by, int answered) {
+    (void)route_by, (void)answered;
+    return lb__conn_mark(&((redisAsyncContext *)h)->c);
 }
 
 static void finish(lb_machine *m, int rc) {
@@ -40,6 +33,7 @@ static void finish(lb_machine *m, int rc) {
     void *ud = m->done_ud;
     m->ac = NULL;
     m->done = NULL;
+    lb__machine_attach(m, NULL, NULL);
     done(m, rc, ud); /* last: it may free the machine's owner */
 }
 
@@ -54,17 +48,6 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     if (rc != LB_STEP_SEND) finish(m, rc);
 }
 
-/* The check's reply: the operation's own first command goes out once the
- * server ran the probe script. */
-static void on_probe(redisAsyncContext *ac, void *reply, void *privdata) {
-    lb_machine *m = privdata;
-    (void)ac;
-    int rc = lb__probe_reply(m, reply, m->probe_try == 2);
-    if (rc == LB_STEP_SEND) rc = send_probe(m, 1);
-    else if (rc == LB_OK) rc = send_command(m);
-    if (rc != LB_STEP_SEND) finish(m, rc);
-}
-
 int lb_async_run(redisAsyncContext *ac, lb_machine *m, const lb_clock *clock, lb_done_fn done,
                  void *ud) {
     if (!ac || !m || !done) return LB_EINVAL;
@@ -73,9 +56,10 @@ int lb_async_run(redisAsyncContext *ac, lb_machine *m, const lb_clock *clock, lb
     m->clock = clock;
     m->done = done;
     m->done_ud = ud;
+    lb__machine_attach(m, conn_mark, ac);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
-    if (rc == LB_STEP_SEND) rc = lb__probe_due(m) ? send_probe(m, 0) : send_command(m);
+    if (rc == LB_STEP_SEND) rc = send_command(m);
     /* An operation that ends before sending anything (a release of a handle that
      * holds nothing, say) reports through `done` like any other. */
     if (rc != LB_STEP_SEND) finish(m, rc);

@@ -14,6 +14,13 @@ struct redisReply;
 
 #define LB__ERRSTR_CAP 160
 
+struct redisContext;
+/* Where a driver keeps, per connection, that the server ran the script check
+ * (see lb__conn_mark): the record of the connection `route_by` goes to
+ * (answered 0, no I/O), or of the one that gave the last reply (answered 1).
+ * NULL: unknown, or the record cannot be kept there. */
+typedef void **(*lb__mark_fn)(void *h, const lb_cmd *route_by, int answered);
+
 /* The machine a protocol embeds in its handle. `step` is the protocol's own
  * transition function; lb_machine_step wraps it with the script fallback. */
 struct lb_machine {
@@ -24,11 +31,14 @@ struct lb_machine {
     uint64_t total;          /* commands emitted by every operation of the handle
                               * (zeroed with the handle), whichever driver ran it */
     int running;             /* an operation has started and not ended */
-    /* Set by an acquire whose lock only a script can release: the drivers
-     * first check the server runs scripts (once per handle, scripts_seen). */
+    /* Set by an acquire whose lock only a script can release: before the
+     * operation's first command the runtime checks that the server runs
+     * scripts, once per connection (see lb__machine_attach). */
     int needs_scripts;
-    int scripts_seen;
-    int probe_try;           /* the asynchronous driver's script check: 1 or 2 */
+    int probing;             /* the check in flight: 1 its EVALSHA, 2 its EVAL */
+    lb_cmd held;             /* the operation's first command, sent after it */
+    lb__mark_fn mark_of;     /* set by the driver running the operation */
+    void *mark_h;
     /* Set while the asynchronous driver runs this machine. */
     struct redisAsyncContext *ac;
     const lb_clock *clock;
@@ -50,22 +60,33 @@ void lb__cmd_argz(lb_cmd *cmd, const char *s);
 /* Starts an EVALSHA of `script` with `numkeys` (as a decimal string); keys and
  * arguments are appended after it with lb__cmd_arg. */
 void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys);
-/* The probe the drivers send before an operation with needs_scripts set:
- * lb__probe_due tells whether one is needed; lb__probe_cmd fills argv (3
- * arguments) for its first (EVALSHA) or second (EVAL after NOSCRIPT) try;
- * lb__probe_reply returns LB_OK (scripts run), LB_STEP_SEND (send the EVAL)
- * or a failure that ends the operation before its first command is sent. */
+/* A driver about to run `m`'s operation (after lb__machine_begin, before the
+ * first lb_machine_step) says how to find the connection's script record.
+ * Without it (a machine stepped by the application's own loop) no check is
+ * made. */
+void lb__machine_attach(lb_machine *m, lb__mark_fn mark_of, void *h);
+/* The command the current one is routed by: the operation's first command
+ * while the script check (which has no key) goes ahead of it. */
+const lb_cmd *lb__machine_route(const lb_machine *m);
+/* The script record of a hiredis connection: a slot in its reader, which
+ * hiredis creates anew with each connection (so a reconnection is checked
+ * again). NULL when the application uses that slot itself: every operation
+ * is then checked. */
+void **lb__conn_mark(struct redisContext *c);
 /* What a target's run loop sends through (core/target.c): the drivers. */
 struct lb_cluster;
 struct lb_sentinel;
 struct redisReply *lb__cluster_send(struct lb_cluster *cl, const lb_cmd *cmd,
                                     const lb_cmd *route_by);
 struct redisReply *lb__sentinel_send(struct lb_sentinel *s, const lb_cmd *cmd);
+/* For script records: the connection `route_by` would go to now, without I/O
+ * (answered 0), or the one that gave the last reply (answered 1); NULL if
+ * none. */
+struct redisContext *lb__cluster_conn(struct lb_cluster *cl, const lb_cmd *route_by,
+                                      int answered);
+struct redisContext *lb__sentinel_conn(struct lb_sentinel *s, int answered);
 
 extern const lb_script lb__script_probe;
-int lb__probe_due(const lb_machine *m);
-void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]);
-int lb__probe_reply(lb_machine *m, const struct redisReply *r, int second);
 /* Records a failure detail in m->errstr and returns `status`. */
 int lb__fail(lb_machine *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -15,6 +15,9 @@ void lb__machine_begin(lb_machine *m,
     m->commands = 0;
     m->running = 1;
     m->needs_scripts = 0;
+    m->probing = 0;
+    m->mark_of = NULL;
+    m->mark_h = NULL;
     m->errstr[0] = '\0';
 }
 
@@ -79,41 +82,79 @@ static int is_noscript(const redisReply *r) {
     return r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-int lb__probe_due(const lb_machine *m) {
-    return m->running && m->needs_scripts && !m->scripts_seen;
+/* What a connection's reader record points at once the server answered the
+ * script check on that connection. */
+static char scripts_ran;
+
+void **lb__conn_mark(redisContext *c) {
+    if (!c || !c->reader) return NULL;
+    void **slot = &c->reader->privdata;
+    return (*slot == NULL || *slot == &scripts_ran) ? slot : NULL;
 }
 
-void lb__probe_cmd(int second, const char *argv[3], size_t lens[3]) {
-    argv[0] = second ? "EVAL" : "EVALSHA";
-    argv[1] = second ? lb__script_probe.body : lb__script_probe.sha1;
-    argv[2] = "0";
-    for (int i = 0; i < 3; i++) lens[i] = strlen(argv[i]);
+void lb__machine_attach(lb_machine *m, lb__mark_fn mark_of, void *h) {
+    m->mark_of = mark_of;
+    m->mark_h = h;
+}
+
+const lb_cmd *lb__machine_route(const lb_machine *m) {
+    return m->probing ? &m->held : &m->cmd;
+}
+
+static void probe_cmd(lb_machine *m, int second) {
+    lb__cmd_reset(&m->cmd);
+    lb__cmd_argz(&m->cmd, second ? "EVAL" : "EVALSHA");
+    lb__cmd_argz(&m->cmd, second ? lb__script_probe.body : lb__script_probe.sha1);
+    lb__cmd_argz(&m->cmd, "0");
+    m->probing = second ? 2 : 1;
 }
 
 /* A lock taken with SETNX or SET that only a script can release would be
  * stuck until it expires if the server refuses scripts (EVAL renamed away,
- * an ACL): the acquire fails instead, before anything is written. */
-int lb__probe_reply(lb_machine *m, const redisReply *r, int second) {
-    m->commands++;
-    m->total++;
-    if (!r) {
-        m->running = 0;
-        return lb__fail(m, LB_EIO, "connection failed while checking that the server runs scripts");
+ * an ACL): the acquire is checked first, before anything is written, on
+ * every connection the driver cannot vouch for. The operation's first command
+ * waits in `held`; it stays valid because the protocol is not stepped. */
+static void probe_begin(lb_machine *m) {
+    void **mark = m->mark_of(m->mark_h, &m->cmd, 0);
+    if (mark && *mark == &scripts_ran) return;
+    m->held = m->cmd;
+    probe_cmd(m, 0);
+}
+
+/* The check's reply: its EVAL after NOSCRIPT, the held command once the
+ * script ran, or the failure that ends the operation. */
+static int probe_answer(lb_machine *m, const redisReply *r) {
+    if (r && is_noscript(r) && m->probing == 1) {
+        probe_cmd(m, 1);
+        return LB_STEP_SEND;
     }
-    if (is_noscript(r) && !second) return LB_STEP_SEND;
-    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
-        m->scripts_seen = 1;
-        return LB_OK;
+    m->probing = 0;
+    if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
+        void **mark = m->mark_of(m->mark_h, &m->held, 1);
+        if (mark) *mark = &scripts_ran;
+        m->cmd = m->held;
+        return LB_STEP_SEND;
     }
-    m->running = 0;
+    if (!r) return lb__fail(m, LB_EIO, "connection failed while checking that the server runs scripts");
     if (r->type == REDIS_REPLY_ERROR)
         return lb__reply_error(m, r, "this lock needs Lua scripts and the server refused one");
     return lb__fail(m, LB_EPROTO, "script check: unexpected reply");
 }
 
+static int counted(lb_machine *m, int rc) {
+    if (rc == LB_STEP_SEND) {
+        m->commands++;
+        m->total++;
+    } else {
+        m->running = 0;
+    }
+    return rc;
+}
+
 int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
     if (!m || !now || !m->step) return LB_EINVAL;
     if (!m->running) return lb__fail(m, LB_ESTATE, "no operation is running");
+    if (m->probing) return counted(m, probe_answer(m, reply));
     /* The server forgot the script (restart, SCRIPT FLUSH): send the body once.
      * The script never ran, so the protocol does not see this reply. */
     if (m->script && is_noscript(reply) && m->cmd.argvlen[0] == 7 &&
@@ -128,13 +169,9 @@ int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
     }
     m->script = NULL;
     int rc = m->step(m, reply, now);
-    if (rc == LB_STEP_SEND) {
-        m->commands++;
-        m->total++;
-    } else {
-        m->running = 0;
-    }
-    return rc;
+    if (rc == LB_STEP_SEND && m->commands == 0 && m->needs_scripts && m->mark_of)
+        probe_begin(m);
+    return counted(m, rc);
 }
 
 const lb_cmd *lb_machine_command(const lb_machine *m) { return m ? &m->cmd : NULL; }

@@ -23,6 +23,7 @@ struct lb_sentinel {
     int known; /* `primary` holds an address */
     int64_t asked_ms; /* monotonic ms when a sentinel last named the primary */
     redisContext *c;
+    redisContext *last; /* `c` when it gave send_cmd's last reply */
     redisContext *sub; /* a sentinel connection subscribed to +switch-master */
     lb_sentinel_stats stats;
     char errstr[LB__ERRSTR_CAP];
@@ -56,6 +57,7 @@ static redisContext *connect_to(lb_sentinel *s, const lb__addr *a, int auth) {
 }
 
 static void drop(lb_sentinel *s) {
+    if (s->last == s->c) s->last = NULL;
     if (s->c) redisFree(s->c);
     s->c = NULL;
 }
@@ -281,6 +283,7 @@ static redisReply *send_cmd(lb_sentinel *s, const lb_cmd *cmd) {
         redisContext *c = primary_until(s, deadline);
         if (!c) return readonly; /* nothing was sent (again) */
         redisReply *r = redisCommandArgv(c, cmd->argc, argv, cmd->argvlen);
+        s->last = r && !is_readonly(r) ? c : NULL;
         if (readonly) freeReplyObject(readonly);
         readonly = NULL;
         if (!r) {
@@ -303,7 +306,12 @@ static redisReply *send_cmd(lb_sentinel *s, const lb_cmd *cmd) {
 
 redisReply *lb__sentinel_send(lb_sentinel *s, const lb_cmd *cmd) {
     s->errstr[0] = '\0';
+    s->last = NULL;
     return send_cmd(s, cmd);
+}
+
+redisContext *lb__sentinel_conn(lb_sentinel *s, int answered) {
+    return answered ? s->last : s->c;
 }
 
 void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {

@@ -33,11 +33,20 @@ static redisReply *conn_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by)
 
 static const char *conn_errstr(void *h) { return ((redisContext *)h)->errstr; }
 
+static void **conn_mark(void *h, const lb_cmd *route_by, int answered) {
+    (void)route_by, (void)answered;
+    return lb__conn_mark(h);
+}
+
 static redisReply *cluster_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by) {
     return lb__cluster_send(h, cmd, route_by);
 }
 
 static const char *cluster_errstr(void *h) { return lb_cluster_errstr(h); }
+
+static void **cluster_mark(void *h, const lb_cmd *route_by, int answered) {
+    return lb__conn_mark(lb__cluster_conn(h, route_by, answered));
+}
 
 static redisReply *sentinel_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by) {
     (void)route_by;
@@ -46,49 +55,44 @@ static redisReply *sentinel_send(void *h, const lb_cmd *cmd, const lb_cmd *route
 
 static const char *sentinel_errstr(void *h) { return lb_sentinel_errstr(h); }
 
+static void **sentinel_mark(void *h, const lb_cmd *route_by, int answered) {
+    (void)route_by;
+    return lb__conn_mark(lb__sentinel_conn(h, answered));
+}
+
 typedef struct sender {
     /* Sends `cmd` where `route_by` (the same command, or for the script check
      * the operation's next command) belongs; NULL: a transport failure. */
     redisReply *(*send)(void *h, const lb_cmd *cmd, const lb_cmd *route_by);
     const char *(*errstr)(void *h); /* where that failure happened, or "" */
+    lb__mark_fn mark;               /* its connections' script records */
     void *h;
 } sender;
 
 static int sender_of(lb_target t, sender *s) {
     s->h = t.handle;
     switch (t.handle ? t.kind : LB_TARGET_NONE) {
-    case LB_TARGET_CONN: s->send = conn_send, s->errstr = conn_errstr; return 0;
-    case LB_TARGET_CLUSTER: s->send = cluster_send, s->errstr = cluster_errstr; return 0;
-    case LB_TARGET_SENTINEL: s->send = sentinel_send, s->errstr = sentinel_errstr; return 0;
+    case LB_TARGET_CONN:
+        s->send = conn_send, s->errstr = conn_errstr, s->mark = conn_mark;
+        return 0;
+    case LB_TARGET_CLUSTER:
+        s->send = cluster_send, s->errstr = cluster_errstr, s->mark = cluster_mark;
+        return 0;
+    case LB_TARGET_SENTINEL:
+        s->send = sentinel_send, s->errstr = sentinel_errstr, s->mark = sentinel_mark;
+        return 0;
     default: return -1;
     }
-}
-
-/* Checks that the server the operation's first command goes to runs scripts,
- * before that command (see lb__probe_reply). LB_STEP_SEND to go on, or the
- * failure that ends the operation. */
-static int probe(const sender *s, lb_machine *m) {
-    for (int second = 0; second < 2; second++) {
-        lb_cmd cmd;
-        cmd.argc = 3;
-        lb__probe_cmd(second, cmd.argv, cmd.argvlen);
-        redisReply *reply = s->send(s->h, &cmd, lb_machine_command(m));
-        int rc = lb__probe_reply(m, reply, second);
-        if (reply) freeReplyObject(reply);
-        if (rc != LB_STEP_SEND) return rc == LB_OK ? LB_STEP_SEND : rc;
-    }
-    return LB_EPROTO; /* not reached: a NOSCRIPT after EVAL is already a failure */
 }
 
 int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock) {
     sender s;
     if (!m || sender_of(t, &s) != 0) return LB_EINVAL;
+    lb__machine_attach(m, s.mark, s.h);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
-    if (rc == LB_STEP_SEND && lb__probe_due(m)) rc = probe(&s, m);
     while (rc == LB_STEP_SEND) {
-        const lb_cmd *cmd = lb_machine_command(m);
-        redisReply *reply = s.send(s.h, cmd, cmd);
+        redisReply *reply = s.send(s.h, lb_machine_command(m), lb__machine_route(m));
         now = lb_clock_now(clock);
         /* A NULL reply is a transport failure: the machine is told with a NULL
          * reply mid-operation and ends with LB_EIO, recording what it knows;
@@ -102,5 +106,6 @@ int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock) {
             lb__fail(m, LB_EIO, "%s [%s]", mine, s.errstr(s.h));
         }
     }
+    lb__machine_attach(m, NULL, NULL); /* the target may not outlive the machine */
     return rc;
 }

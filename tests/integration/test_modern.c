@@ -256,6 +256,40 @@ static void test_a_blocking_acquire_sleeps_before_its_second_attempt(void **stat
     lbt_cmd_ok(conn, "DEL m:step");
 }
 
+/* The script check (a lock only a script can release must not be taken from
+ * a server that refuses scripts) is made once per connection: a fresh handle
+ * per job on a checked connection costs its SET and its release alone, as the
+ * server counts them; a new connection is checked again. */
+static void test_the_script_check_runs_once_per_connection_not_per_handle(void **state) {
+    (void)state;
+    redisContext *mine = lbt_redis_connect(&server);
+    lb_lock *first = new_lock("m:once", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(first, lb_on_conn(mine)), LB_OK);
+    assert_int_equal(lb_lock_release(first, lb_on_conn(mine)), LB_OK);
+    assert_in_range(lb_lock_info_of(first).commands, 3, 4); /* check, SET, release */
+    lb_lock_free(first);
+
+    lbt_cmd_ok(conn, "CONFIG RESETSTAT");
+    for (int job = 0; job < 3; job++) {
+        lb_lock *l = new_lock("m:once", 10000, 0);
+        assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(mine)), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(mine)), LB_OK);
+        assert_int_equal(lb_lock_info_of(l).commands, 2);
+        lb_lock_free(l);
+    }
+    assert_int_equal(lbt_calls(conn, "set"), 3);
+    assert_int_equal(lbt_calls(conn, "evalsha") + lbt_calls(conn, "eval"), 3); /* releases */
+
+    redisContext *fresh = lbt_redis_connect(&server);
+    lb_lock *l = new_lock("m:once", 10000, 0);
+    assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(fresh)), LB_OK);
+    assert_in_range(lb_lock_info_of(l).commands, 2, 3); /* checked again, then SET */
+    assert_int_equal(lb_lock_release(l, lb_on_conn(fresh)), LB_OK);
+    lb_lock_free(l);
+    redisFree(fresh);
+    redisFree(mine);
+}
+
 static void test_blocking_acquire_times_out_while_held(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:wait", 10000, 0), *b = new_lock("m:wait", 10000, 0);
@@ -350,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_a_key_of_another_type_is_wrongtype_and_never_waited_on),
         cmocka_unit_test(test_a_handle_is_not_reentrant_and_has_nothing_to_release_before_acquiring),
         cmocka_unit_test(test_a_blocking_acquire_sleeps_before_its_second_attempt),
+        cmocka_unit_test(test_the_script_check_runs_once_per_connection_not_per_handle),
         cmocka_unit_test(test_blocking_acquire_times_out_while_held),
         cmocka_unit_test(test_a_dropped_connection_is_an_io_error_never_a_grant),
         cmocka_unit_test(test_every_allocation_failure_is_clean),

@@ -6,7 +6,4 @@ if cur == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2])
   return 1
 end
-if cur == false then
-  return 0
-end
-return -1
+return cur and -1 or 0 -- another value, or none

@@ -4,7 +4,4 @@ local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
-if cur == false then
-  return 0
-end
-return -1
+return cur and -1 or 0 -- another value, or none

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,6 +104,109 @@ static void test_the_primary_is_found_through_any_sentinel_and_locks_work(void *
     lb_lock_free(a);
     lb_lock_free(b);
     lb_sentinel_free(s);
+}
+
+/* The waiter's connect callback, as an application behind Sentinel writes it:
+ * it asks the sentinels where the primary is now (a handle of its own: the
+ * callback runs on the waiter's thread) and connects there. */
+static redisContext *connect_to_primary(void *ud) {
+    const char *addrs[] = {env.addr[0], env.addr[1], env.addr[2]};
+    char addr[64];
+    lb_sentinel *s = NULL;
+    redisContext *c = NULL;
+    (void)ud;
+    if (lb_sentinel_new(&s, addrs, 3, LBT_SENTINEL_NAME, NULL) == LB_OK &&
+        lb_sentinel_primary_addr(s, addr, sizeof addr) > 0) {
+        char *colon = strrchr(addr, ':');
+        *colon = '\0';
+        c = redisConnect(addr, atoi(colon + 1));
+    }
+    lb_sentinel_free(s);
+    if (c && c->err) {
+        redisFree(c);
+        c = NULL;
+    }
+    return c;
+}
+
+typedef struct fair_wait {
+    lb_lock *l;
+    lb_sentinel *s; /* the waiting thread's own handle */
+    lb_waiter *w;
+    int rc;
+} fair_wait;
+
+static void *fair_waiter(void *arg) {
+    fair_wait *f = arg;
+    f->rc = lb_lock_acquire_wait(f->l, lb_on_sentinel(f->s), f->w, 10000);
+    return NULL;
+}
+
+/* Every lock kind runs behind Sentinel: the mode-following lock (its namespace
+ * read and its lock written on the primary), and a fair lock whose waiter,
+ * queued on the primary, is handed the lock by the holder's release. */
+static void test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel(void **state) {
+    (void)state;
+    int p = lbt_sentinels_primary(&env);
+    assert_true(p >= 0);
+    lb_sentinel *s = new_handle(), *s2 = new_handle();
+    const char *ns = "s-ns";
+    lb_ns_keys k;
+    assert_int_equal(lb_ns_keys_init(&k, ns, strlen(ns)), LB_OK);
+    redisContext *pc = lbt_redis_connect(&env.data[p]);
+    lbt_cmd_ok(pc, "SET %s modern", k.mode);
+    lb_mlock_options mo;
+    lb_mlock_options_init(&mo);
+    mo.ns = ns;
+    mo.follow = 1;
+    mo.mode = LB_MODE_LEGACY;
+    lb_mlock *m = NULL;
+    assert_int_equal(lb_mlock_new(&m, "s:mlock", 7, &mo), LB_OK);
+    assert_int_equal(lb_mlock_acquire(m, lb_on_sentinel(s), 2000), LB_OK);
+    assert_int_equal(lb_mlock_info_of(m).held_mode, LB_MODE_MODERN);
+    assert_string_equal(value_on(p, "s:mlock"), lb_mlock_info_of(m).value);
+    assert_int_equal(lb_mlock_release(m, lb_on_sentinel(s)), LB_OK);
+    assert_string_equal(value_on(p, "s:mlock"), "");
+    lb_mlock_free(m);
+
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 20000;
+    lb_lock *a = NULL, *b = NULL;
+    assert_int_equal(lb_lock_new(&a, "s:fair", 6, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&b, "s:fair", 6, &o), LB_OK);
+    lb_waiter_options wo;
+    lb_waiter_options_init(&wo);
+    wo.connect = connect_to_primary;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_sentinel(s)), LB_OK);
+    fair_wait f = {b, s2, w, 1};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fair_waiter, &f), 0);
+    char queue[64];
+    assert_true(lb_companion_key("s:fair", 6, "queue", queue, sizeof queue) > 0);
+    int64_t until = mono_ms() + 5000;
+    while (lbt_int(pc, "ZCARD %s", queue) == 0 && mono_ms() < until) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(lb_lock_release(a, lb_on_sentinel(s)), LB_OK);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f.rc, LB_OK);
+    assert_string_equal(value_on(p, "s:fair"), lb_lock_info_of(b).token);
+    lb_waiter_stats ws;
+    assert_int_equal(lb_waiter_stats_get(w, &ws), LB_OK);
+    assert_int_equal(ws.handoffs, 1); /* handed over, not found by polling */
+    assert_int_equal(lb_lock_release(b, lb_on_sentinel(s2)), LB_OK);
+    lbt_cmd_ok(pc, "DEL %s %s", k.mode, k.census);
+    redisFree(pc);
+    lb_waiter_free(w);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_sentinel_free(s);
+    lb_sentinel_free(s2);
 }
 
 static void test_unknown_names_non_sentinels_and_bad_arguments_are_refused(void **state) {
@@ -361,6 +465,7 @@ static void test_the_tool_finds_the_primary_through_the_sentinels(void **state) 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
+        cmocka_unit_test(test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel),
         cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
         cmocka_unit_test(test_the_tool_finds_the_primary_through_the_sentinels),
         cmocka_unit_test(test_a_forced_failover_is_followed_to_the_new_primary),

@@ -26,6 +26,7 @@ typedef struct op {
     unsigned slot;
     int redirects;
     redisAsyncContext *last; /* the context of the reply being handled */
+    lb__marker marker;       /* h: this op */
     struct op *prev, *next;
 } op;
 
@@ -91,7 +92,7 @@ static void finish(op *o, int rc) {
     lb_done_fn done = o->done;
     void *ud = o->ud;
     m->ac = NULL;
-    lb__machine_attach(m, NULL, NULL);
+    lb__machine_attach(m, NULL);
     lb__free(ca->allocator, o);
     done(m, rc, ud); /* last: it may free the machine's owner */
 }
@@ -100,10 +101,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 /* The script record of the owner's connection if open (no I/O), or of the
  * one whose reply is being handled. */
-static void **op_mark(void *h, const lb_cmd *route_by, int answered) {
-    op *o = h;
+static void **op_mark(const lb__marker *mk, const lb_machine *m, int answered) {
+    op *o = mk->h;
     lb__addr owner;
-    (void)route_by; /* every command of the operation goes to o->slot */
+    (void)m; /* every command of the operation goes to o->slot */
     if (answered) return o->last ? lb__conn_mark(&o->last->c) : NULL;
     if (lb__cluster_owner(o->ca->cl, o->slot, &owner) != 0) return NULL;
     for (conn *c = o->ca->conns; c; c = c->next)
@@ -220,7 +221,9 @@ int lb_cluster_async_run(lb_cluster_async *ca, const char *key, size_t keylen, l
     o->next = ca->ops;
     if (ca->ops) ca->ops->prev = o;
     ca->ops = o;
-    lb__machine_attach(m, op_mark, o);
+    o->marker.mark = op_mark;
+    o->marker.h = o;
+    lb__machine_attach(m, &o->marker);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
     if (rc == LB_STEP_SEND) rc = send_to(o, NULL, 0);

@@ -23,17 +23,19 @@ static int send_command(lb_machine *m) {
 
 /* The connection's script record (see lb__machine_attach): one context, so
  * whichever is asked. */
-static void **conn_mark(void *h, const lb_cmd *route_by, int answered) {
-    (void)route_by, (void)answered;
-    return lb__conn_mark(&((redisAsyncContext *)h)->c);
+static void **conn_mark(const lb__marker *mk, const lb_machine *m, int answered) {
+    (void)mk, (void)answered;
+    return lb__conn_mark(&m->ac->c);
 }
+
+static const lb__marker marker = {conn_mark, NULL};
 
 static void finish(lb_machine *m, int rc) {
     lb_done_fn done = m->done;
     void *ud = m->done_ud;
     m->ac = NULL;
     m->done = NULL;
-    lb__machine_attach(m, NULL, NULL);
+    lb__machine_attach(m, NULL);
     done(m, rc, ud); /* last: it may free the machine's owner */
 }
 
@@ -56,7 +58,7 @@ int lb_async_run(redisAsyncContext *ac, lb_machine *m, const lb_clock *clock, lb
     m->clock = clock;
     m->done = done;
     m->done_ud = ud;
-    lb__machine_attach(m, conn_mark, ac);
+    lb__machine_attach(m, &marker);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
     if (rc == LB_STEP_SEND) rc = send_command(m);

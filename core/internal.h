@@ -16,10 +16,14 @@ struct redisReply;
 
 struct redisContext;
 /* Where a driver keeps, per connection, that the server ran the script check
- * (see lb__conn_mark): the record of the connection `route_by` goes to
- * (answered 0, no I/O), or of the one that gave the last reply (answered 1).
- * NULL: unknown, or the record cannot be kept there. */
-typedef void **(*lb__mark_fn)(void *h, const lb_cmd *route_by, int answered);
+ * (see lb__conn_mark): `mark` returns the record of the connection the
+ * machine's command goes to (answered 0, no I/O), or of the one that gave the
+ * last reply (answered 1); NULL: unknown, or the record cannot be kept there.
+ * A driver's marker lives as long as the operation it runs. */
+typedef struct lb__marker {
+    void **(*mark)(const struct lb__marker *mk, const lb_machine *m, int answered);
+    void *h;
+} lb__marker;
 
 /* The machine a protocol embeds in its handle. `step` is the protocol's own
  * transition function; lb_machine_step wraps it with the script fallback. */
@@ -35,10 +39,9 @@ struct lb_machine {
      * operation's first command the runtime checks that the server runs
      * scripts, once per connection (see lb__machine_attach). */
     int needs_scripts;
-    int probing;             /* the check in flight: 1 its EVALSHA, 2 its EVAL */
-    lb_cmd held;             /* the operation's first command, sent after it */
-    lb__mark_fn mark_of;     /* set by the driver running the operation */
-    void *mark_h;
+    int probing;             /* the check in flight (1 its EVALSHA, 2 its EVAL),
+                              * ahead of the operation's first command in cmd */
+    const lb__marker *marker; /* set by the driver running the operation */
     /* Set while the asynchronous driver runs this machine. */
     struct redisAsyncContext *ac;
     const lb_clock *clock;
@@ -64,10 +67,7 @@ void lb__cmd_script(lb_machine *m, const lb_script *script, const char *numkeys)
  * first lb_machine_step) says how to find the connection's script record.
  * Without it (a machine stepped by the application's own loop) no check is
  * made. */
-void lb__machine_attach(lb_machine *m, lb__mark_fn mark_of, void *h);
-/* The command the current one is routed by: the operation's first command
- * while the script check (which has no key) goes ahead of it. */
-const lb_cmd *lb__machine_route(const lb_machine *m);
+void lb__machine_attach(lb_machine *m, const lb__marker *marker);
 /* The script record of a hiredis connection: a slot in its reader, which
  * hiredis creates anew with each connection (so a reconnection is checked
  * again). NULL when the application uses that slot itself: every operation

@@ -1,5 +1,6 @@
 /* The step-machine runtime: command building, the EVALSHA->EVAL fallback and
  * failure details. Protocols supply only their transition functions. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +17,7 @@ void lb__machine_begin(lb_machine *m,
     m->running = 1;
     m->needs_scripts = 0;
     m->probing = 0;
-    m->mark_of = NULL;
-    m->mark_h = NULL;
+    m->marker = NULL;
     m->errstr[0] = '\0';
 }
 
@@ -92,47 +92,47 @@ void **lb__conn_mark(redisContext *c) {
     return (*slot == NULL || *slot == &scripts_ran) ? slot : NULL;
 }
 
-void lb__machine_attach(lb_machine *m, lb__mark_fn mark_of, void *h) {
-    m->mark_of = mark_of;
-    m->mark_h = h;
-}
+void lb__machine_attach(lb_machine *m, const lb__marker *marker) { m->marker = marker; }
 
-const lb_cmd *lb__machine_route(const lb_machine *m) {
-    return m->probing ? &m->held : &m->cmd;
-}
+/* The check's two commands, EVALSHA then EVAL after NOSCRIPT: constant, built
+ * once, so that a machine needs no room of its own for them. */
+static lb_cmd probe_cmds[2];
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
-static void probe_cmd(lb_machine *m, int second) {
-    lb__cmd_reset(&m->cmd);
-    lb__cmd_argz(&m->cmd, second ? "EVAL" : "EVALSHA");
-    lb__cmd_argz(&m->cmd, second ? lb__script_probe.body : lb__script_probe.sha1);
-    lb__cmd_argz(&m->cmd, "0");
-    m->probing = second ? 2 : 1;
+static void probe_build(void) {
+    for (int second = 0; second < 2; second++) {
+        lb_cmd *c = &probe_cmds[second];
+        lb__cmd_reset(c);
+        lb__cmd_argz(c, second ? "EVAL" : "EVALSHA");
+        lb__cmd_argz(c, second ? lb__script_probe.body : lb__script_probe.sha1);
+        lb__cmd_argz(c, "0");
+    }
 }
 
 /* A lock taken with SETNX or SET that only a script can release would be
  * stuck until it expires if the server refuses scripts (EVAL renamed away,
  * an ACL): the acquire is checked first, before anything is written, on
  * every connection the driver cannot vouch for. The operation's first command
- * waits in `held`; it stays valid because the protocol is not stepped. */
+ * waits in m->cmd (the protocol is not stepped meanwhile) while
+ * lb_machine_command hands out the check's. */
 static void probe_begin(lb_machine *m) {
-    void **mark = m->mark_of(m->mark_h, &m->cmd, 0);
+    void **mark = m->marker->mark(m->marker, m, 0);
     if (mark && *mark == &scripts_ran) return;
-    m->held = m->cmd;
-    probe_cmd(m, 0);
+    pthread_once(&probe_once, probe_build);
+    m->probing = 1;
 }
 
 /* The check's reply: its EVAL after NOSCRIPT, the held command once the
  * script ran, or the failure that ends the operation. */
 static int probe_answer(lb_machine *m, const redisReply *r) {
     if (r && is_noscript(r) && m->probing == 1) {
-        probe_cmd(m, 1);
+        m->probing = 2;
         return LB_STEP_SEND;
     }
     m->probing = 0;
     if (r && r->type == REDIS_REPLY_INTEGER && r->integer == 1) {
-        void **mark = m->mark_of(m->mark_h, &m->held, 1);
+        void **mark = m->marker->mark(m->marker, m, 1);
         if (mark) *mark = &scripts_ran;
-        m->cmd = m->held;
         return LB_STEP_SEND;
     }
     if (!r) return lb__fail(m, LB_EIO, "connection failed while checking that the server runs scripts");
@@ -169,12 +169,15 @@ int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
     }
     m->script = NULL;
     int rc = m->step(m, reply, now);
-    if (rc == LB_STEP_SEND && m->commands == 0 && m->needs_scripts && m->mark_of)
+    if (rc == LB_STEP_SEND && m->commands == 0 && m->needs_scripts && m->marker)
         probe_begin(m);
     return counted(m, rc);
 }
 
-const lb_cmd *lb_machine_command(const lb_machine *m) { return m ? &m->cmd : NULL; }
+const lb_cmd *lb_machine_command(const lb_machine *m) {
+    if (!m) return NULL;
+    return m->probing ? &probe_cmds[m->probing - 1] : &m->cmd;
+}
 
 const char *lb_machine_errstr(const lb_machine *m) { return m ? m->errstr : ""; }
 

@@ -33,9 +33,9 @@ static redisReply *conn_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by)
 
 static const char *conn_errstr(void *h) { return ((redisContext *)h)->errstr; }
 
-static void **conn_mark(void *h, const lb_cmd *route_by, int answered) {
-    (void)route_by, (void)answered;
-    return lb__conn_mark(h);
+static void **conn_mark(const lb__marker *mk, const lb_machine *m, int answered) {
+    (void)m, (void)answered;
+    return lb__conn_mark(mk->h);
 }
 
 static redisReply *cluster_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by) {
@@ -44,8 +44,8 @@ static redisReply *cluster_send(void *h, const lb_cmd *cmd, const lb_cmd *route_
 
 static const char *cluster_errstr(void *h) { return lb_cluster_errstr(h); }
 
-static void **cluster_mark(void *h, const lb_cmd *route_by, int answered) {
-    return lb__conn_mark(lb__cluster_conn(h, route_by, answered));
+static void **cluster_mark(const lb__marker *mk, const lb_machine *m, int answered) {
+    return lb__conn_mark(lb__cluster_conn(mk->h, &m->cmd, answered));
 }
 
 static redisReply *sentinel_send(void *h, const lb_cmd *cmd, const lb_cmd *route_by) {
@@ -55,9 +55,9 @@ static redisReply *sentinel_send(void *h, const lb_cmd *cmd, const lb_cmd *route
 
 static const char *sentinel_errstr(void *h) { return lb_sentinel_errstr(h); }
 
-static void **sentinel_mark(void *h, const lb_cmd *route_by, int answered) {
-    (void)route_by;
-    return lb__conn_mark(lb__sentinel_conn(h, answered));
+static void **sentinel_mark(const lb__marker *mk, const lb_machine *m, int answered) {
+    (void)m;
+    return lb__conn_mark(lb__sentinel_conn(mk->h, answered));
 }
 
 typedef struct sender {
@@ -65,21 +65,21 @@ typedef struct sender {
      * the operation's next command) belongs; NULL: a transport failure. */
     redisReply *(*send)(void *h, const lb_cmd *cmd, const lb_cmd *route_by);
     const char *(*errstr)(void *h); /* where that failure happened, or "" */
-    lb__mark_fn mark;               /* its connections' script records */
+    lb__marker marker;              /* its connections' script records */
     void *h;
 } sender;
 
 static int sender_of(lb_target t, sender *s) {
-    s->h = t.handle;
+    s->h = s->marker.h = t.handle;
     switch (t.handle ? t.kind : LB_TARGET_NONE) {
     case LB_TARGET_CONN:
-        s->send = conn_send, s->errstr = conn_errstr, s->mark = conn_mark;
+        s->send = conn_send, s->errstr = conn_errstr, s->marker.mark = conn_mark;
         return 0;
     case LB_TARGET_CLUSTER:
-        s->send = cluster_send, s->errstr = cluster_errstr, s->mark = cluster_mark;
+        s->send = cluster_send, s->errstr = cluster_errstr, s->marker.mark = cluster_mark;
         return 0;
     case LB_TARGET_SENTINEL:
-        s->send = sentinel_send, s->errstr = sentinel_errstr, s->mark = sentinel_mark;
+        s->send = sentinel_send, s->errstr = sentinel_errstr, s->marker.mark = sentinel_mark;
         return 0;
     default: return -1;
     }
@@ -88,11 +88,13 @@ static int sender_of(lb_target t, sender *s) {
 int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock) {
     sender s;
     if (!m || sender_of(t, &s) != 0) return LB_EINVAL;
-    lb__machine_attach(m, s.mark, s.h);
+    lb__machine_attach(m, &s.marker);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);
     while (rc == LB_STEP_SEND) {
-        redisReply *reply = s.send(s.h, lb_machine_command(m), lb__machine_route(m));
+        /* The script check has no key: it goes where the command it precedes
+         * (m->cmd) goes. */
+        redisReply *reply = s.send(s.h, lb_machine_command(m), &m->cmd);
         now = lb_clock_now(clock);
         /* A NULL reply is a transport failure: the machine is told with a NULL
          * reply mid-operation and ends with LB_EIO, recording what it knows;
@@ -106,6 +108,6 @@ int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock) {
             lb__fail(m, LB_EIO, "%s [%s]", mine, s.errstr(s.h));
         }
     }
-    lb__machine_attach(m, NULL, NULL); /* the target may not outlive the machine */
+    lb__machine_attach(m, NULL); /* the marker lives in this frame */
     return rc;
 }

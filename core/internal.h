@@ -31,15 +31,16 @@ struct lb_machine {
     int (*step)(lb_machine *m, const struct redisReply *reply, const lb_now *now);
     lb_cmd cmd;
     const lb_script *script; /* set when cmd is an EVALSHA of this script */
-    unsigned commands;       /* commands emitted in this operation */
     uint64_t total;          /* commands emitted by every operation of the handle
                               * (zeroed with the handle), whichever driver ran it */
-    int running;             /* an operation has started and not ended */
+    unsigned commands;       /* commands emitted in this operation */
+    /* Flags kept small: a machine is embedded in every lock handle. */
+    unsigned char running;   /* an operation has started and not ended */
     /* Set by an acquire whose lock only a script can release: before the
      * operation's first command the runtime checks that the server runs
      * scripts, once per connection (see lb__machine_attach). */
-    int needs_scripts;
-    int probing;             /* the check in flight (1 its EVALSHA, 2 its EVAL),
+    unsigned char needs_scripts;
+    unsigned char probing;   /* the check in flight (1 its EVALSHA, 2 its EVAL),
                               * ahead of the operation's first command in cmd */
     const lb__marker *marker; /* set by the driver running the operation */
     /* Set while the asynchronous driver runs this machine. */

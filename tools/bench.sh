@@ -177,7 +177,11 @@ figures to compare, and the verdicts are taken on them.
   release hands the lock to the oldest, telling it on its waiter's inbox channel; after 16 hand-offs in a row the
   lock is left free for 200 ms so that legacy pollers get a turn) and without that
   yield (`fair_yield_every` 0, for fleets of lockbridge clients only); compat with
-  `lb_mlock_acquire`; legacy wire-only and scripted with `lb_legacy_acquire`.
+  `lb_mlock_acquire`; legacy wire-only and scripted with `lb_legacy_acquire`. A
+  mixed run at 32 clients puts 28 fair waiters (defaults) beside 4 clients outside
+  their queue that poll with `lb_lock_acquire`: its first row is the whole run (the
+  server's counts, the counter), the two indented rows each side's own waits and
+  spread.
 - Peers, on the same server in the same run, each with its defaults and with a tuned
   retry (their table gives versions and settings): redis-py's `Lock` (one process per
   client), node-redlock and redis-semaphore's `Mutex` (one node process, a connection

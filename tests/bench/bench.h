@@ -127,6 +127,7 @@ typedef struct contended {
     long long sent;    /* commands the library says it sent; -1 unknown */
     samples tta;       /* time to acquire, censored waits at the end included */
     samples handoff;   /* a release's start to another client's acquire */
+    int part;          /* a side of a mixed run: the server's counts are the run's */
 } contended;
 
 #define CONTENDED_MAX 96

@@ -11,6 +11,8 @@
 #include "lockbridge/lockbridge.h"
 
 #define FIXED_SLEEP_MS 200 /* the legacy fleets' sleep between attempts, milliseconds */
+#define OUTSIDERS 4        /* polling clients beside the fair waiters in the mixed row */
+#define MIXED_CLIENTS 32   /* the mixed row's clients, outsiders included */
 
 const int CLIENT_COUNTS[] = {2, 8, 32};
 const int N_CLIENT_COUNTS = (int)(sizeof CLIENT_COUNTS / sizeof CLIENT_COUNTS[0]);
@@ -23,7 +25,8 @@ typedef enum {
     S_COMPAT,
     S_LEGACY_WIRE,
     S_LEGACY_SCRIPTED,
-    S_FIXED_SLEEP
+    S_FIXED_SLEEP,
+    S_FAIR_BESIDE_POLLERS
 } strategy;
 
 typedef struct strategy_spec {
@@ -42,6 +45,11 @@ static const strategy_spec STRATEGIES[] = {
     {"lockbridge legacy wire-only (lb_legacy_acquire)", 1, S_LEGACY_WIRE},
     {"lockbridge legacy scripted (lb_legacy_acquire)", 1, S_LEGACY_SCRIPTED},
     {"legacy fleets: 200 ms sleep-and-retry (C, L1 wire)", 0, S_FIXED_SLEEP},
+    /* Fair waiters and clients outside their queue on one key: how long the
+     * outsiders wait for the release's yield windows, and what the windows
+     * cost the queue. Run at MIXED_CLIENTS only; each side gets a row of its
+     * own after the whole run's. */
+    {"lockbridge modern, fair (defaults) beside 4 polling outsiders", 1, S_FAIR_BESIDE_POLLERS},
 };
 #define N_STRATEGIES (int)(sizeof STRATEGIES / sizeof STRATEGIES[0])
 
@@ -97,6 +105,9 @@ static int acquire(worker *w) {
     case S_MODERN_WAKE:
     case S_MODERN_FAIR:
     case S_MODERN_FAIR_NOYIELD: return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
+    case S_FAIR_BESIDE_POLLERS:
+        if (w->waiter) return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
+        return lb_lock_acquire(w->modern, lb_on_conn(w->c), left_ms);
     case S_COMPAT: return lb_mlock_acquire(w->mlock, lb_on_conn(w->c), left_ms);
     case S_LEGACY_WIRE:
     case S_LEGACY_SCRIPTED: return lb_legacy_acquire(w->legacy, lb_on_conn(w->c), left_ms);
@@ -198,8 +209,11 @@ static int workers_new(run_state *run, const lbt_redis *server) {
     lo.variant = run->s == S_LEGACY_SCRIPTED ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
     lb_lock_options mo;
     lb_lock_options_init(&mo);
-    mo.fair = run->s == S_MODERN_FAIR || run->s == S_MODERN_FAIR_NOYIELD;
+    mo.fair = run->s == S_MODERN_FAIR || run->s == S_MODERN_FAIR_NOYIELD ||
+              run->s == S_FAIR_BESIDE_POLLERS;
     if (run->s == S_MODERN_FAIR_NOYIELD) mo.fair_yield_every = 0;
+    lb_lock_options outsider = mo;
+    outsider.fair = 0;
     lb_mlock_options co;
     lb_mlock_options_init(&co);
     co.mode = LB_MODE_COMPAT;
@@ -224,6 +238,14 @@ static int workers_new(run_state *run, const lbt_redis *server) {
             if (rc == LB_OK) rc = lb_lock_new(&w->modern, key, keylen, &mo);
             break;
         case S_MODERN_POLL: rc = lb_lock_new(&w->modern, key, keylen, &mo); break;
+        case S_FAIR_BESIDE_POLLERS:
+            if (i >= run->clients - OUTSIDERS) {
+                rc = lb_lock_new(&w->modern, key, keylen, &outsider);
+                break;
+            }
+            rc = lb_waiter_new(&w->waiter, &wo);
+            if (rc == LB_OK) rc = lb_lock_new(&w->modern, key, keylen, &mo);
+            break;
         case S_COMPAT: rc = lb_mlock_new(&w->mlock, key, keylen, &co); break;
         default: rc = lb_legacy_lock_new(&w->legacy, key, keylen, &lo); break;
         }
@@ -248,10 +270,11 @@ static int start_threads(run_state *run, double seconds, int64_t *start_ns) {
     return started;
 }
 
-static void collect(run_state *run, contended *r) {
+/* Adds clients [from, to) of the run to `r`. */
+static void collect_clients(run_state *run, contended *r, int from, int to) {
     r->min_client = UINT64_MAX;
     r->sent = 0;
-    for (int i = 0; i < run->clients; i++) {
+    for (int i = from; i < to; i++) {
         worker *w = &run->w[i];
         r->acquisitions += w->acquisitions;
         r->errors += w->errors;
@@ -267,8 +290,24 @@ static void collect(run_state *run, contended *r) {
     r->overlaps = atomic_load(&run->overlaps);
 }
 
+static void collect(run_state *run, contended *r) { collect_clients(run, r, 0, run->clients); }
+
+/* A side of a mixed run: its clients' own figures; the server's counts, the
+ * counter and overlaps belong to the whole run's row. */
+static void collect_side(run_state *run, contended *side, int from, int to) {
+    collect_clients(run, side, from, to);
+    side->part = 1;
+    side->lost = 0;
+    side->overlaps = 0;
+    if (side->min_client == UINT64_MAX) side->min_client = 0;
+    samples_sort(&side->tta);
+    samples_sort(&side->handoff);
+}
+
+/* `sides` (NULL, or two rows) receive the mixed run's fair waiters and its
+ * outsiders. */
 static void one_run(const lbt_redis *server, redisContext *ctl, const strategy_spec *spec,
-                    int clients, double seconds, contended *r) {
+                    int clients, double seconds, contended *r, contended *const *sides) {
     run_state run;
     memset(&run, 0, sizeof run);
     run.s = spec->s;
@@ -292,6 +331,11 @@ static void one_run(const lbt_redis *server, redisContext *ctl, const strategy_s
     r->seconds = seconds;
     collect(&run, r);
     contended_finish(ctl, run.counter, &before, r);
+    for (int k = 0; sides && k < 2; k++) {
+        sides[k]->seconds = seconds;
+        collect_side(&run, sides[k], k ? clients - OUTSIDERS : 0, k ? clients : clients - OUTSIDERS);
+        sides[k]->status = r->status;
+    }
     if (started != clients) {
         r->status = RUN_FAILED;
         snprintf(r->note, sizeof r->note, "only %d of %d threads started", started, clients);
@@ -308,11 +352,24 @@ void run_contended_ours(const lbt_redis *server, redisContext *ctl, double secon
     const char *only = getenv("LB_BENCH_ONLY");
     for (int s = 0; s < N_STRATEGIES; s++)
         for (int k = 0; k < N_CLIENT_COUNTS; k++) {
+            int mixed = STRATEGIES[s].s == S_FAIR_BESIDE_POLLERS;
             if (only && !strstr(STRATEGIES[s].name, only)) continue;
+            if (mixed && CLIENT_COUNTS[k] != MIXED_CLIENTS) continue;
             contended *r = contended_add(set, STRATEGIES[s].name, STRATEGIES[s].ours,
                                          CLIENT_COUNTS[k]);
             if (!r) return;
-            one_run(server, ctl, &STRATEGIES[s], CLIENT_COUNTS[k], seconds, r);
+            contended *sides[2] = {NULL, NULL};
+            if (mixed) {
+                char name[96];
+                snprintf(name, sizeof name, "  the %d fair waiters of that run",
+                         MIXED_CLIENTS - OUTSIDERS);
+                sides[0] = contended_add(set, name, 1, MIXED_CLIENTS - OUTSIDERS);
+                snprintf(name, sizeof name, "  the %d polling outsiders of that run", OUTSIDERS);
+                sides[1] = contended_add(set, name, 1, OUTSIDERS);
+                if (!sides[0] || !sides[1]) return;
+            }
+            one_run(server, ctl, &STRATEGIES[s], CLIENT_COUNTS[k], seconds, r,
+                    mixed ? sides : NULL);
             fprintf(stderr, "bench: %s, %d clients: %s\n", r->name, r->clients,
                     r->status == RUN_OK ? "done" : r->note[0] ? r->note : "failed");
         }

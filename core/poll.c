@@ -1,7 +1,7 @@
 /* The blocking acquire of the lock kinds that are never handed a lock (legacy,
  * mode-following): attempts through the core wait loop, a value left alone
  * waited out like a busy lock, sleeps bounded by the holder's validity. */
-#include "core/internal.h"
+#include "core/wait_cancel.h"
 
 static int attempt(void *ud) {
     lb__poll *p = ud;
@@ -22,10 +22,15 @@ static int out_of_time(void *ud) { return ((lb__poll *)ud)->foreign ? LB_EFOREIG
 
 int lb__poll_run(lb__poll *p, struct lb_waiter *w, const char *channel, size_t channellen,
                  int64_t wait_ms) {
+    return lb__poll_run_clock(p, w, channel, channellen, wait_ms, NULL);
+}
+
+int lb__poll_run_clock(lb__poll *p, struct lb_waiter *w, const char *channel,
+                       size_t channellen, int64_t wait_ms, const lb_clock *clock) {
     p->foreign = 0;
     lb__wait run = {.w = w, .channel = channel, .channellen = channellen,
                     .deadline = lb__deadline_ms(wait_ms), .deaf_after_loss = 1, .ud = p,
                     .attempt = attempt, .sleep_ms = sleep_ms, .out_of_time = out_of_time,
                     .handed = lb__no_hand_off};
-    return lb__wait_run(&run);
+    return lb__wait_run_clock(&run, clock);
 }

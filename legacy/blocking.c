@@ -1,6 +1,7 @@
 /* Blocking legacy acquire: attempts spaced by the core back-off until a
  * deadline, never sleeping past the holder's timestamp. Real time is read in
  * the core loop, never inside the step machine. */
+#include "core/wait_cancel.h"
 #include "legacy/internal.h"
 
 static int try_once(void *lock, lb_target t) { return lb_legacy_try_acquire(lock, t); }
@@ -23,5 +24,5 @@ int lb_legacy_acquire(lb_legacy_lock *l, lb_target t, int64_t wait_ms) {
     if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);
-    return lb__poll_run(&p, NULL, NULL, 0, wait_ms);
+    return lb__poll_run_clock(&p, NULL, NULL, 0, wait_ms, l->opts.clock);
 }

@@ -2,6 +2,7 @@
  * through a waiter: compat and modern releases publish on the key's release
  * channel; a legacy DEL or an expiry is bounded by the back-off. */
 #include "lockbridge/wait.h"
+#include "core/wait_cancel.h"
 #include "migrate/internal.h"
 
 static int try_once(void *lock, lb_target t) { return lb_mlock_try_acquire(lock, t); }
@@ -12,7 +13,7 @@ int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, lb_waiter *w, int64_t wait_m
     if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);
-    return lb__poll_run(&p, w, l->channel, l->channellen, wait_ms);
+    return lb__poll_run_clock(&p, w, l->channel, l->channellen, wait_ms, l->opts.clock);
 }
 
 /* Without a waiter the same loop polls, sleeping the back-off between

@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 
 #include "lockbridge/wait.h"
+#include "core/wait_cancel.h"
 #include "modern/internal.h"
 
 typedef struct wait_state {
@@ -62,7 +63,7 @@ static int broken(lb_target t) {
 }
 
 /* A fair wait that ended with an error (an error reply, a reply it cannot
- * read) would keep its place: a release would hand the lock to a token nobody
+ * read) or was cancelled would keep its place: a release would hand the lock to a token nobody
  * uses, and every waiter behind it would wait out that TTL. It leaves, best
  * effort (not over a connection already known broken: its place lapses with
  * its lease). Should the leave find that a hand-off reached us, the wait got
@@ -72,7 +73,12 @@ static int leave_on_error(wait_state *s, int rc) {
     char why[sizeof s->l->errstr];
     memcpy(why, s->l->errstr, sizeof why);
     lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
-    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) return LB_OK;
+    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) {
+        if (rc != LB_ECANCELED) return LB_OK;
+        /* A cancelled wait holds nothing: a hand-off that beat the cancel
+         * is passed on at once, to the next in the queue. */
+        (void)lb_lock_release(s->l, s->t);
+    }
     memcpy(s->l->errstr, why, sizeof why);
     return rc;
 }
@@ -102,7 +108,7 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* The wait keeps one token throughout: its record names it. */
     if (l->fair) memcpy(s.rec.token, l->token, LB__TOKEN_CAP);
-    int rc = lb__wait_run(&run);
+    int rc = lb__wait_run_clock(&run, l->opts.clock);
     if (l->fair) {
         rc = leave_on_error(&s, rc);
         lb__fair_end_wait(l);

@@ -19,7 +19,8 @@ extern "C" {
     X(EIO, -9, "connection or I/O error")                                           \
     X(EPROTO, -10, "unexpected reply from Redis")                                   \
     X(EEXPIRED, -11, "lock expired (or is about to) by this client's clock")        \
-    X(ESTATE, -12, "operation not valid in the lock's current state")
+    X(ESTATE, -12, "operation not valid in the lock's current state")              \
+    X(ECANCELED, -13, "wait cancelled by the clock's sleep hook")
 
 typedef enum lb_errno {
     LB_OK = 0,

@@ -418,7 +418,7 @@ static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_val
     (void)state;
     lb_now start = lb_clock_now(NULL);
     int64_t t[2] = {start.wall_us, start.mono_ns};
-    lb_clock still = {still_wall_us, still_mono_ns, t, 0};
+    lb_clock still = {still_wall_us, still_mono_ns, t, 0, NULL};
     for (size_t i = 0; i < N_COMBOS; i++) {
         char key[64];
         lbt_key(key, sizeof key, "lostdel", i);
@@ -609,7 +609,7 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
 /* ---- Clocks ------------------------------------------------------------------------------- */
 static void test_a_skewed_clock_judges_expiry_by_its_own_offset(void **state) {
     (void)state;
-    lb_clock late = {NULL, NULL, NULL, 20000}, early = {NULL, NULL, NULL, -20000};
+    lb_clock late = {NULL, NULL, NULL, 20000, NULL}, early = {NULL, NULL, NULL, -20000, NULL};
     for (size_t i = 0; i < N_COMBOS; i++) {
         char key[64];
         lbt_key(key, sizeof key, "skew", i);

@@ -602,7 +602,7 @@ static void test_release_deletes_only_our_own_value(void **state) {
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_ELOST);
     /* Expired by our own clock: a legacy client may hold a byte-equal value,
      * so the key is left to its TTL. */
-    lb_clock clock = {NULL, NULL, NULL, 0};
+    lb_clock clock = {NULL, NULL, NULL, 0, NULL};
     lb_mlock *k = lbt_mlock(key, LB_MODE_COMPAT, "ms", 5000, &clock);
     assert_int_equal(lb_mlock_try_acquire(k, lb_on_conn(admin)), LB_OK);
     clock.offset_ms = 6000;

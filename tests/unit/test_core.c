@@ -171,7 +171,7 @@ static int64_t ts_us(clockid_t id) {
  * order instants rather than time anything. */
 static void test_clock_without_callbacks_reads_the_system_clocks(void **state) {
     (void)state;
-    lb_clock skewed = {NULL, NULL, NULL, 60000};
+    lb_clock skewed = {NULL, NULL, NULL, 60000, NULL};
     int64_t wall0 = ts_us(CLOCK_REALTIME), mono0 = ts_us(CLOCK_MONOTONIC);
     lb_now plain = lb_clock_now(NULL);
     lb_now skew = lb_clock_now(&skewed);

@@ -37,6 +37,12 @@ typedef struct lb_waiter_options {
      * channel pattern (&lb-inbox:*) to subscribe and to publish to it. */
     const char *inbox_prefix;
     const lb_allocator *allocator; /* NULL: malloc; must outlive the waiter */
+    /* Optional: where lb_waiter_new says why it failed, NUL-terminated and cut
+     * to errbuf_size bytes ("cannot connect to 127.0.0.1:1: Connection
+     * refused", "AUTH on 127.0.0.1:6379 failed: WRONGPASS ..."); "" on
+     * success. Written only by lb_waiter_new, never kept. */
+    char *errbuf;
+    size_t errbuf_size;
 } lb_waiter_options;
 
 void lb_waiter_options_init(lb_waiter_options *o);
@@ -45,7 +51,8 @@ typedef struct lb_waiter lb_waiter;
 
 /* Connects the subscriber connection (LB_EIO if that fails, LB_EREDIS if AUTH
  * is refused) and starts the
- * thread that reads it. *out is reset on entry. The waiter is thread-safe:
+ * thread that reads it. *out is reset on entry; on any failure o->errbuf,
+ * when given, says why. The waiter is thread-safe:
  * any number of threads may wait through it at once, each on its own lock
  * handle and command connection. */
 int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o);

@@ -55,6 +55,12 @@ typedef struct lb_watchdog_options {
     void *connect_ud;
     const lb_clock *clock;           /* NULL: the system monotonic clock */
     const lb_allocator *allocator;   /* NULL: malloc */
+    /* Optional: where lb_watchdog_new says why it failed, NUL-terminated and
+     * cut to errbuf_size bytes ("cannot connect to 127.0.0.1:1: Connection
+     * refused", "AUTH on 127.0.0.1:6379 failed: WRONGPASS ..."); "" on
+     * success. Written only by lb_watchdog_new, never kept. */
+    char *errbuf;
+    size_t errbuf_size;
 } lb_watchdog_options;
 
 /* Defaults: 127.0.0.1:6379, no AUTH, db 0, connect and command timeouts
@@ -65,7 +71,7 @@ typedef struct lb_watchdog lb_watchdog;
 
 /* Connects (LB_EIO when it cannot, LB_EREDIS when AUTH or SELECT is refused)
  * and starts the thread, which runs with every signal blocked. *out is reset
- * on entry. */
+ * on entry. On any failure o->errbuf, when given, says why. */
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
 /* Stops the thread and closes the connection. Locks still watched stop being
  * renewed and lapse with their TTL (they are not released). Call it when no

@@ -1220,6 +1220,30 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
 /* A server that wants a password: the waiter authenticates, and a refusal is
  * LB_EREDIS, distinct from a server out of reach. Connections made before
  * requirepass stay authenticated. */
+/* A failed lb_waiter_new says why in the caller's buffer: the address and
+ * the system's reason for a dead port, the server's answer for a refused
+ * AUTH (in test_the_waiter_authenticates), the options for bad ones. */
+static void test_a_failed_waiter_new_says_why_in_the_callers_buffer(void **state) {
+    (void)state;
+    char why[256];
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.port = 1;
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EIO);
+    assert_non_null(strstr(why, "127.0.0.1:1"));
+    assert_non_null(strstr(why, "refused"));
+    o.port = 0;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EINVAL);
+    assert_string_equal(why, "invalid waiter options");
+    o.port = server.port;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    assert_string_equal(why, "");
+    lb_waiter_free(w);
+}
+
 static void test_the_waiter_authenticates(void **state) {
     (void)state;
     lbt_cmd_ok(conn, "CONFIG SET requirepass s3cret");
@@ -1227,12 +1251,19 @@ static void test_the_waiter_authenticates(void **state) {
     lb_waiter_options_init(&wo);
     wo.port = server.port;
     wo.password = "wrong";
+    char why[256];
+    wo.errbuf = why;
+    wo.errbuf_size = sizeof why;
     lb_waiter *w = NULL;
     int refused = lb_waiter_new(&w, &wo);
+    char refusal[256];
+    memcpy(refusal, why, sizeof why);
     wo.password = "s3cret";
     int accepted = lb_waiter_new(&w, &wo);
     lbt_cmd_ok(conn, "CONFIG SET requirepass \"\"");
     assert_int_equal(refused, LB_EREDIS);
+    assert_non_null(strstr(refusal, "AUTH"));
+    assert_true(strstr(refusal, "WRONGPASS") || strstr(refusal, "invalid password"));
     assert_int_equal(accepted, LB_OK);
     assert_true(stats_of(w).connected);
     lb_waiter_free(w);
@@ -1440,6 +1471,7 @@ int main(void) {
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
+        cmocka_unit_test(test_a_failed_waiter_new_says_why_in_the_callers_buffer),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),
     };

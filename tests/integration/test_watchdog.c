@@ -20,6 +20,7 @@
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
+static lbt_redis secured; /* a second server, with requirepass */
 static redisContext *conn;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -721,6 +722,47 @@ static void test_watchdog_options_are_checked(void **state) {
     assert_int_equal(lb_watchdog_new(NULL, NULL), LB_EINVAL);
 }
 
+/* A failed lb_watchdog_new says why in the caller's buffer: the address and
+ * the system's reason for a dead port, the server's answer for a refused
+ * AUTH, the options for bad ones; a buffer too small is cut, not overrun. */
+static void test_a_failed_new_says_why_in_the_callers_buffer(void **state) {
+    (void)state;
+    char why[256];
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.port = 1;
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EIO);
+    assert_non_null(strstr(why, "127.0.0.1:1"));
+    assert_non_null(strstr(why, "refused"));
+
+    static const char *const extra[] = {"--requirepass", "s3cret", NULL};
+    assert_int_equal(lbt_redis_start(&secured, extra), 0);
+    o.port = secured.port;
+    o.password = "wrong";
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EREDIS);
+    assert_non_null(strstr(why, "AUTH"));
+    assert_true(strstr(why, "WRONGPASS") || strstr(why, "invalid password"));
+    o.password = "s3cret";
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
+    assert_string_equal(why, "");
+    lb_watchdog_free(wd);
+    lbt_redis_stop(&secured);
+
+    o.port = 0;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EINVAL);
+    assert_string_equal(why, "invalid watchdog options");
+    char small[8] = "xxxxxxx";
+    o.port = 1;
+    o.errbuf = small;
+    o.errbuf_size = 4;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EIO);
+    assert_string_equal(small, "can");
+    assert_int_equal(small[4], 'x');
+}
+
 /* An allocator that fails from the Nth allocation on (the watchdog's thread
  * allocates nothing through it, so plain counters do). */
 typedef struct failing {
@@ -783,7 +825,6 @@ static void test_allocation_failures_leave_nothing_behind(void **state) {
 
 /* ---- connecting -------------------------------------------------------------------- */
 
-static lbt_redis secured;
 static int connects;
 
 static redisContext *connect_secured(void *ud) {
@@ -896,6 +937,7 @@ int main(void) {
         cmocka_unit_test(test_watch_options_are_checked),
         cmocka_unit_test(test_reason_names),
         cmocka_unit_test(test_watchdog_options_are_checked),
+        cmocka_unit_test(test_a_failed_new_says_why_in_the_callers_buffer),
         cmocka_unit_test(test_allocation_failures_leave_nothing_behind),
         cmocka_unit_test(test_connects_with_password_and_db_or_a_callback),
     };

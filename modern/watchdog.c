@@ -175,6 +175,16 @@ static void settle(lb_watchdog *wd, lb__watch *w) {
 static void report(lb_watchdog *wd, lb__watch *w, lb_watch_reason reason) {
     w->state = W_LOST;
     w->reason = reason;
+    /* The detail is the last renewal's message, and a renewal that worked
+     * leaves none: a hold limit reached, or a lease that ran out before the
+     * next renewal was even tried, is said here. Never an empty detail. */
+    if (reason == LB_WATCH_MAX_HOLD)
+        snprintf(w->detail, sizeof w->detail,
+                 "max_hold_ms reached: renewal stopped and the lease ran out");
+    else if (!w->detail[0])
+        snprintf(w->detail, sizeof w->detail, "%s",
+                 reason == LB_WATCH_REFUSED ? "the key no longer holds our token"
+                                            : "the lease ran out before a renewal succeeded");
     wd->stats.lost++;
     if (w->removed || !w->opts.lost) return;
     lb_watch_lost_fn fn = w->opts.lost;

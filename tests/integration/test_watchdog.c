@@ -96,6 +96,14 @@ static int rec_wait(recorder *r, int64_t max_ms) {
     return n;
 }
 
+/* Every loss says why, whatever its reason: never NULL, never "". */
+static void assert_detail_given(recorder *r) {
+    pthread_mutex_lock(&r->mu);
+    int given = r->detail[0] != '\0' && strcmp(r->detail, "(null)") != 0;
+    pthread_mutex_unlock(&r->mu);
+    assert_true(given);
+}
+
 static int rec_calls(recorder *r) {
     pthread_mutex_lock(&r->mu);
     int n = r->calls;
@@ -240,6 +248,7 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     lbt_cmd_ok(conn, "SET wd:overwritten intruder");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     /* The watchdog's extend compares first: the intruder's key keeps no TTL. */
     assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
     assert_int_equal(lbt_int(conn, "PTTL %s", "wd:overwritten"), -1);
@@ -290,6 +299,7 @@ static void test_lost_at_once_when_the_key_is_deleted(void **state) {
     lbt_cmd_ok(conn, "DEL wd:deleted");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     assert_int_equal(lbt_int(conn, "EXISTS %s", "wd:deleted"), 0);
     assert_int_equal(stats(wd).lost, 1);
     lb_lock_free(l);
@@ -313,6 +323,7 @@ static void test_lost_when_the_server_is_paused_past_the_ttl(void **state) {
     lbt_redis_pause(&server, 0);
     assert_int_equal(calls, 1);
     assert_int_equal(r.reason, LB_WATCH_UNREACHABLE);
+    assert_detail_given(&r);
     assert_int_equal(check, LB_ELOST);
     /* Reported when the lease ran out by the watchdog's clock, not before. */
     assert_true(r.at_ns >= deadline);
@@ -336,6 +347,7 @@ static void test_max_hold_stops_renewal_and_is_reported_as_such(void **state) {
     int64_t after = mono_ns();
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
+    assert_detail_given(&r);
     int64_t deadline = 0;
     lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, l, &deadline, &reason), LB_ELOST);
@@ -364,6 +376,7 @@ static void test_max_hold_below_the_ttl_never_shortens_the_lease(void **state) {
     watch(wd, l, &r, 0.1, 100);
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
+    assert_detail_given(&r);
     assert_int_equal(stats(wd).renewals, 0);
     assert_true(r.at_ns >= acquired_deadline);
     lb_lock_free(l);
@@ -414,6 +427,7 @@ static void test_server_restart_is_reported_as_refused_after_reconnecting(void *
     assert_non_null(conn);
     assert_int_equal(rec_wait(&r, 10000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     assert_true(stats(wd).reconnects >= 1);
     assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
     lb_lock_free(l);

@@ -6,7 +6,8 @@
 extern "C" {
 #endif
 
-/* X(name, value, message). Values are stable across releases: never renumber. */
+/* X(name, value, message). Values are stable across releases: never renumber.
+ * LB_ECANCELED: a blocking acquire ended by lb_clock.sleep_ms (core.h). */
 #define LB_ERRNO_MAP(X)                                                              \
     X(EINVAL, -1, "invalid argument")                                               \
     X(ENOMEM, -2, "out of memory")                                                  \

@@ -75,6 +75,16 @@ typedef struct lb_waiter_stats {
  * LB_EINVAL when w or out is NULL. */
 int lb_waiter_stats_get(lb_waiter *w, lb_waiter_stats *out);
 
+/* Cancelling a wait. Every blocking acquire (lb_lock_acquire[_wait],
+ * lb_legacy_acquire, lb_mlock_acquire[_wait]) sleeps through its lock's clock's
+ * sleep_ms hook when one is set (lb_clock in lockbridge/core.h); a nonzero
+ * return ends the wait with LB_ECANCELED. A wait through a waiter blocks on the
+ * waiter instead and asks the hook (ms 0) every LB_CANCEL_SLICE_MS, so another
+ * thread's cancel is seen within 10 ms plus any command in flight. A cancelled
+ * wait holds nothing and its handle can acquire again; a fair one leaves the
+ * queue (best effort, as on a timeout) and releases at once a hand-off that
+ * reached it before the cancel. */
+
 
 #ifdef __cplusplus
 }

@@ -38,7 +38,9 @@ typedef struct lb_clock {
      * cancel the wait, which then returns LB_ECANCELED holding nothing. Called
      * with ms == 0 it only asks: a wait woken through an lb_waiter blocks on
      * the waiter and asks every LB_CANCEL_SLICE_MS instead of sleeping here.
-     * Called from the waiting thread only. NULL: plain sleeps, no cancel. */
+     * Called from the waiting thread only. A hook that returns 0 early is
+     * called again for the rest of the sleep (one that never sleeps makes the
+     * wait spin). NULL: plain sleeps, no cancel. */
     int (*sleep_ms)(void *ud, int64_t ms);
 } lb_clock;
 

@@ -63,11 +63,12 @@ static int broken(lb_target t) {
 }
 
 /* A fair wait that ended with an error (an error reply, a reply it cannot
- * read) or was cancelled would keep its place: a release would hand the lock to a token nobody
- * uses, and every waiter behind it would wait out that TTL. It leaves, best
- * effort (not over a connection already known broken: its place lapses with
- * its lease). Should the leave find that a hand-off reached us, the wait got
- * what it asked for; otherwise it reports its own error, message included. */
+ * read) or was cancelled would keep its place: a release would hand the lock
+ * to a token nobody uses, and every waiter behind it would wait out that TTL.
+ * It leaves, best effort (not over a connection already known broken: its
+ * place lapses with its lease). Should the leave find that a hand-off reached
+ * us, the wait got what it asked for; otherwise it reports its own error,
+ * message included. */
 static int leave_on_error(wait_state *s, int rc) {
     if (rc == LB_OK || rc == LB_ETIMEDOUT || broken(s->t)) return rc;
     char why[sizeof s->l->errstr];
@@ -76,8 +77,9 @@ static int leave_on_error(wait_state *s, int rc) {
     if (lb_lock_try_acquire(s->l, s->t) == LB_OK) {
         if (rc != LB_ECANCELED) return LB_OK;
         /* A cancelled wait holds nothing: a hand-off that beat the cancel
-         * is passed on at once, to the next in the queue. */
-        (void)lb_lock_release(s->l, s->t);
+         * is passed on at once, to the next in the queue. Should that
+         * release fail, the lock is ours and the caller is told so. */
+        if (lb_lock_release(s->l, s->t) != LB_OK && s->l->held) return LB_OK;
     }
     memcpy(s->l->errstr, why, sizeof why);
     return rc;

@@ -83,7 +83,8 @@ int lb_waiter_stats_get(lb_waiter *w, lb_waiter_stats *out);
  * thread's cancel is seen within 10 ms plus any command in flight. A cancelled
  * wait holds nothing and its handle can acquire again; a fair one leaves the
  * queue (best effort, as on a timeout) and releases at once a hand-off that
- * reached it before the cancel. */
+ * reached it before the cancel (should that release fail, the wait returns
+ * LB_OK: the lock is held, and the caller's to release). */
 
 
 #ifdef __cplusplus

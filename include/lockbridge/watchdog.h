@@ -29,7 +29,8 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
 /* Called once per watch, on the watchdog's thread, without the watchdog's
  * mutex held, when the lock is lost. `lock` identifies the handle; it belongs
  * to its owner's thread and must not be used here unless the owner arranges it.
- * `detail` is valid during the call. The callback may call lb_watchdog_check,
+ * `detail` says why, never empty (the renewal's error, or the reason's own
+ * sentence when the last renewal worked); it is valid during the call. The callback may call lb_watchdog_check,
  * lb_watchdog_stats and lb_watchdog_unwatch; it must not free the watchdog and
  * should be short: every other lock of the watchdog waits for it, and so does
  * an unwatch (or release, or free) of this lock. */

@@ -208,6 +208,9 @@ typedef struct lb__wait {
     lb__wrec *rec;          /* a fair wait's token record, or NULL */
     int64_t deadline;       /* monotonic ms (lb__deadline_ms) */
     int deaf_after_loss;    /* sleep a step deaf after losing a race to a release */
+    /* Its sleep_ms hook carries every sleep, so that the application can end
+     * the wait from another thread (LB_ECANCELED, nothing held); NULL: none. */
+    const lb_clock *clock;
     void *ud;
     int (*attempt)(void *ud);                   /* a status; LB_EBUSY: wait on */
     int64_t (*sleep_ms)(void *ud, int listening); /* the next sleep, ms */
@@ -235,6 +238,7 @@ typedef struct lb__poll {
     lb_target t;
     int (*try_once)(void *lock, lb_target t);  /* one attempt: a status */
     int64_t (*holder_left_ms)(void *lock);     /* the holder's validity left, ms; -1 */
+    const lb_clock *clock;                     /* whose hook the sleeps go through */
     lb__backoff backoff;
     int foreign;                               /* the last attempt met a foreign value */
 } lb__poll;

@@ -26,6 +26,6 @@ int lb__poll_run(lb__poll *p, struct lb_waiter *w, const char *channel, size_t c
     lb__wait run = {.w = w, .channel = channel, .channellen = channellen,
                     .deadline = lb__deadline_ms(wait_ms), .deaf_after_loss = 1, .ud = p,
                     .attempt = attempt, .sleep_ms = sleep_ms, .out_of_time = out_of_time,
-                    .handed = lb__no_hand_off};
+                    .handed = lb__no_hand_off, .clock = p->clock};
     return lb__wait_run(&run);
 }

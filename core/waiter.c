@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,20 +133,20 @@ static void event(lb__wchan *c) {
 
 /* A new subscriber connection in *out, or a status. Its timeout bounds
  * connect, AUTH and writes; reads only follow poll(), so it never cuts one. */
-static int dial(lb_waiter *w, redisContext **out) {
+static int dial(lb_waiter *w, redisContext **out, char *err, size_t cap) {
     *out = NULL;
     if (w->opts.connect) {
         redisContext *c = w->opts.connect(w->opts.connect_ud);
         if (c && !c->err) *out = c;
-        else if (c) redisFree(c);
+        else snprintf(err, cap, "connect callback: %s", c ? c->errstr : "no context");
+        if (c && !*out) redisFree(c);
         return *out ? LB_OK : LB_EIO;
     }
     /* Channels ignore SELECT: no database. */
     lb__conn_opts o = {w->host, w->opts.port, w->opts.connect_timeout_ms,
                        w->opts.connect_timeout_ms, w->username, w->password, 0};
-    char err[LB__ERRSTR_CAP];
     int rc;
-    *out = lb__connect(&o, &rc, err, sizeof err);
+    *out = lb__connect(&o, &rc, err, cap);
     return rc;
 }
 
@@ -368,7 +369,8 @@ static int pause_ms(lb_waiter *w, int64_t ms) {
 static int reconnect(lb_waiter *w, int64_t *backoff) {
     if (pause_ms(w, *backoff)) return -1;
     redisContext *c;
-    if (dial(w, &c) == LB_OK) {
+    char err[LB__ERRSTR_CAP];
+    if (dial(w, &c, err, sizeof err) == LB_OK) {
         w->ctx = c;
         *backoff = 0;
         mark_connected(w, 1);
@@ -475,6 +477,12 @@ static int copy(lb_waiter *w, const char *s, char **out) {
     return LB_OK;
 }
 
+/* The caller's errbuf, when given: why lb_waiter_new failed. */
+static int fail(const lb_waiter_options *o, int rc, const char *why) {
+    if (o->errbuf && o->errbuf_size > 0) snprintf(o->errbuf, o->errbuf_size, "%s", why);
+    return rc;
+}
+
 int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     lb_waiter_options defaults;
     if (!out) return LB_EINVAL;
@@ -483,33 +491,39 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
         lb_waiter_options_init(&defaults);
         o = &defaults;
     }
-    if (!valid(o)) return LB_EINVAL;
+    if (o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
+    if (!valid(o)) return fail(o, LB_EINVAL, "invalid waiter options");
     lb_waiter *w = lb__alloc(o->allocator, sizeof *w);
-    if (!w) return LB_ENOMEM;
+    if (!w) return fail(o, LB_ENOMEM, "out of memory");
     memset(w, 0, sizeof *w);
     w->opts = *o;
+    w->opts.errbuf = NULL; /* the caller's, for this call only */
+    w->opts.errbuf_size = 0;
     w->wake[0] = w->wake[1] = -1;
     if (copy(w, o->host ? o->host : "127.0.0.1", &w->host) != LB_OK ||
         copy(w, o->username, &w->username) != LB_OK ||
         copy(w, o->password, &w->password) != LB_OK ||
         copy(w, o->inbox_prefix ? o->inbox_prefix : "lb-inbox:", &w->inbox_prefix) != LB_OK) {
         free_all(w);
-        return LB_ENOMEM;
+        return fail(o, LB_ENOMEM, "out of memory");
     }
     if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        char why[LB__ERRSTR_CAP];
+        snprintf(why, sizeof why, "pipe2: %s", strerror(errno));
         w->wake[0] = w->wake[1] = -1;
         free_all(w);
-        return LB_EIO;
+        return fail(o, LB_EIO, why);
     }
-    int rc = dial(w, &w->ctx);
+    char err[LB__ERRSTR_CAP] = "";
+    int rc = dial(w, &w->ctx, err, sizeof err);
     if (rc != LB_OK) {
         free_all(w);
-        return rc;
+        return fail(o, rc, err[0] ? err : lb_strerror(rc));
     }
     w->connected = w->st.connected = 1;
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
         free_all(w);
-        return LB_ENOMEM;
+        return fail(o, LB_ENOMEM, "cannot create the waiter's mutex");
     }
     /* The thread starts with every signal blocked: signals go to the
      * application's threads, and a write to a dead connection fails with EPIPE
@@ -522,7 +536,7 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     if (!started) {
         pthread_mutex_destroy(&w->mu);
         free_all(w);
-        return LB_ENOMEM;
+        return fail(o, LB_ENOMEM, "cannot start the waiter's thread");
     }
     *out = w;
     return LB_OK;

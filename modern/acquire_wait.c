@@ -62,17 +62,24 @@ static int broken(lb_target t) {
 }
 
 /* A fair wait that ended with an error (an error reply, a reply it cannot
- * read) would keep its place: a release would hand the lock to a token nobody
- * uses, and every waiter behind it would wait out that TTL. It leaves, best
- * effort (not over a connection already known broken: its place lapses with
- * its lease). Should the leave find that a hand-off reached us, the wait got
- * what it asked for; otherwise it reports its own error, message included. */
+ * read) or was cancelled would keep its place: a release would hand the lock
+ * to a token nobody uses, and every waiter behind it would wait out that TTL.
+ * It leaves, best effort (not over a connection already known broken: its
+ * place lapses with its lease). Should the leave find that a hand-off reached
+ * us, the wait got what it asked for; otherwise it reports its own error,
+ * message included. */
 static int leave_on_error(wait_state *s, int rc) {
     if (rc == LB_OK || rc == LB_ETIMEDOUT || broken(s->t)) return rc;
     char why[sizeof s->l->errstr];
     memcpy(why, s->l->errstr, sizeof why);
     lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
-    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) return LB_OK;
+    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) {
+        if (rc != LB_ECANCELED) return LB_OK;
+        /* A cancelled wait holds nothing: a hand-off that beat the cancel
+         * is passed on at once, to the next in the queue. Should that
+         * release fail, the lock is ours and the caller is told so. */
+        if (lb_lock_release(s->l, s->t) != LB_OK && s->l->held) return LB_OK;
+    }
     memcpy(s->l->errstr, why, sizeof why);
     return rc;
 }
@@ -98,7 +105,8 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
     lb__wait run = {.w = w, .channel = l->channel, .channellen = l->channellen,
                     .rec = l->fair ? &s.rec : NULL, .deadline = lb__deadline_ms(wait_ms),
                     .deaf_after_loss = !l->fair, .ud = &s, .attempt = attempt,
-                    .sleep_ms = sleep_ms, .out_of_time = give_up, .handed = handed};
+                    .sleep_ms = sleep_ms, .out_of_time = give_up, .handed = handed,
+                    .clock = l->opts.clock};
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* The wait keeps one token throughout: its record names it. */
     if (l->fair) memcpy(s.rec.token, l->token, LB__TOKEN_CAP);

@@ -175,6 +175,16 @@ static void settle(lb_watchdog *wd, lb__watch *w) {
 static void report(lb_watchdog *wd, lb__watch *w, lb_watch_reason reason) {
     w->state = W_LOST;
     w->reason = reason;
+    /* The detail is the last renewal's message, and a renewal that worked
+     * leaves none: a hold limit reached, or a lease that ran out before the
+     * next renewal was even tried, is said here. Never an empty detail. */
+    if (reason == LB_WATCH_MAX_HOLD)
+        snprintf(w->detail, sizeof w->detail,
+                 "max_hold_ms reached: renewal stopped and the lease ran out");
+    else if (!w->detail[0])
+        snprintf(w->detail, sizeof w->detail, "%s",
+                 reason == LB_WATCH_REFUSED ? "the key no longer holds our token"
+                                            : "the lease ran out before a renewal succeeded");
     wd->stats.lost++;
     if (w->removed || !w->opts.lost) return;
     lb_watch_lost_fn fn = w->opts.lost;
@@ -384,6 +394,12 @@ static void destroy_sync(lb_watchdog *wd) {
     pthread_cond_destroy(&wd->idle);
 }
 
+/* The caller's errbuf, when given: why lb_watchdog_new failed. */
+static int fail(const lb_watchdog_options *o, int rc, const char *why) {
+    if (o->errbuf && o->errbuf_size > 0) snprintf(o->errbuf, o->errbuf_size, "%s", why);
+    return rc;
+}
+
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     lb_watchdog_options defaults;
     if (!out) return LB_EINVAL;
@@ -392,18 +408,26 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
         lb_watchdog_options_init(&defaults);
         o = &defaults;
     }
-    if (!valid_options(o)) return LB_EINVAL;
+    if (o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
+    if (!valid_options(o)) return fail(o, LB_EINVAL, "invalid watchdog options");
     lb_watchdog *wd = lb__alloc(o->allocator, sizeof *wd);
-    if (!wd) return LB_ENOMEM;
+    if (!wd) return fail(o, LB_ENOMEM, "out of memory");
     memset(wd, 0, sizeof *wd);
     wd->opts = *o;
+    wd->opts.errbuf = NULL; /* the caller's, for this call only */
+    wd->opts.errbuf_size = 0;
     wd->reconnect_delay_ms = o->reconnect_min_ms;
     int rc = copy_string(o->allocator, o->connect ? NULL : o->host, &wd->host);
     if (rc == LB_OK) rc = copy_string(o->allocator, o->username, &wd->username);
     if (rc == LB_OK) rc = copy_string(o->allocator, o->password, &wd->password);
     wd->opts.host = wd->opts.username = wd->opts.password = NULL;
     char detail[LB__ERRSTR_CAP];
-    if (rc == LB_OK) rc = open_connection(wd, o->connect_timeout_ms, detail);
+    snprintf(detail, sizeof detail, "%s", rc == LB_ENOMEM ? "out of memory" : lb_strerror(rc));
+    if (rc == LB_OK) {
+        detail[0] = '\0';
+        rc = open_connection(wd, o->connect_timeout_ms, detail);
+        if (rc != LB_OK && !detail[0]) snprintf(detail, sizeof detail, "%s", lb_strerror(rc));
+    }
     if (rc == LB_OK && (rc = init_sync(wd)) == LB_OK) {
         if ((rc = start_thread(wd)) == LB_OK) {
             *out = wd;
@@ -411,10 +435,11 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
         }
         destroy_sync(wd);
     }
+    if (rc != LB_OK && !detail[0]) snprintf(detail, sizeof detail, "cannot start the watchdog's thread");
     drop_connection(wd);
     free_strings(wd);
     lb__free(o->allocator, wd);
-    return rc;
+    return fail(o, rc, detail);
 }
 
 /* Frees what the thread leaves behind; the locks still watched are detached. */

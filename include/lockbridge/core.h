@@ -31,7 +31,22 @@ typedef struct lb_clock {
     int64_t (*mono_ns)(void *ud); /* NULL: CLOCK_MONOTONIC */
     void *ud;
     int64_t offset_ms; /* added to both readings: a skewed host, in milliseconds */
+    /* Every sleep of a blocking acquire (lb_lock_acquire[_wait],
+     * lb_legacy_acquire, lb_mlock_acquire[_wait]) goes through this hook when
+     * set: sleep up to `ms` milliseconds (it may return early, as on a
+     * condition variable's signal) and return 0 to go on waiting, nonzero to
+     * cancel the wait, which then returns LB_ECANCELED holding nothing. Called
+     * with ms == 0 it only asks: a wait woken through an lb_waiter blocks on
+     * the waiter and asks every LB_CANCEL_SLICE_MS instead of sleeping here.
+     * Called from the waiting thread only. A hook that returns 0 early is
+     * called again for the rest of the sleep (one that never sleeps makes the
+     * wait spin). NULL: plain sleeps, no cancel. */
+    int (*sleep_ms)(void *ud, int64_t ms);
 } lb_clock;
+
+/* Longest a wait on an lb_waiter goes without asking lb_clock.sleep_ms, in
+ * milliseconds: how late a cancel is seen there, at worst. */
+#define LB_CANCEL_SLICE_MS 10
 
 /* Reads `clock` (NULL: the system clocks with no offset). */
 lb_now lb_clock_now(const lb_clock *clock);

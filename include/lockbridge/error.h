@@ -6,7 +6,8 @@
 extern "C" {
 #endif
 
-/* X(name, value, message). Values are stable across releases: never renumber. */
+/* X(name, value, message). Values are stable across releases: never renumber.
+ * LB_ECANCELED: a blocking acquire ended by lb_clock.sleep_ms (core.h). */
 #define LB_ERRNO_MAP(X)                                                              \
     X(EINVAL, -1, "invalid argument")                                               \
     X(ENOMEM, -2, "out of memory")                                                  \
@@ -19,7 +20,8 @@ extern "C" {
     X(EIO, -9, "connection or I/O error")                                           \
     X(EPROTO, -10, "unexpected reply from Redis")                                   \
     X(EEXPIRED, -11, "lock expired (or is about to) by this client's clock")        \
-    X(ESTATE, -12, "operation not valid in the lock's current state")
+    X(ESTATE, -12, "operation not valid in the lock's current state")              \
+    X(ECANCELED, -13, "wait cancelled by the clock's sleep hook")
 
 typedef enum lb_errno {
     LB_OK = 0,

@@ -152,7 +152,8 @@ lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
  * (lb_lock_options.fair) queues, keeps its place by its attempts, and may be
  * handed the lock by a release, told on the waiter's inbox, without another
  * command. No
- * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT, or an
+ * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT,
+ * LB_ECANCELED (the clock's sleep_ms hook; lockbridge/wait.h), or an
  * attempt's error (LB_EWRONGTYPE, LB_EIO...). A
  * fair waiter that times out leaves the queue; if a hand-off reached it at
  * that moment it returns LB_OK instead. */

@@ -37,6 +37,12 @@ typedef struct lb_waiter_options {
      * channel pattern (&lb-inbox:*) to subscribe and to publish to it. */
     const char *inbox_prefix;
     const lb_allocator *allocator; /* NULL: malloc; must outlive the waiter */
+    /* Optional: where lb_waiter_new says why it failed, NUL-terminated and cut
+     * to errbuf_size bytes ("cannot connect to 127.0.0.1:1: Connection
+     * refused", "AUTH on 127.0.0.1:6379 failed: WRONGPASS ..."); "" on
+     * success. Written only by lb_waiter_new, never kept. */
+    char *errbuf;
+    size_t errbuf_size;
 } lb_waiter_options;
 
 void lb_waiter_options_init(lb_waiter_options *o);
@@ -45,7 +51,8 @@ typedef struct lb_waiter lb_waiter;
 
 /* Connects the subscriber connection (LB_EIO if that fails, LB_EREDIS if AUTH
  * is refused) and starts the
- * thread that reads it. *out is reset on entry. The waiter is thread-safe:
+ * thread that reads it. *out is reset on entry; on any failure o->errbuf,
+ * when given, says why. The waiter is thread-safe:
  * any number of threads may wait through it at once, each on its own lock
  * handle and command connection. */
 int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o);
@@ -67,6 +74,17 @@ typedef struct lb_waiter_stats {
 /* A snapshot of the waiter's counters into *out (zeroed first): LB_OK, or
  * LB_EINVAL when w or out is NULL. */
 int lb_waiter_stats_get(lb_waiter *w, lb_waiter_stats *out);
+
+/* Cancelling a wait. Every blocking acquire (lb_lock_acquire[_wait],
+ * lb_legacy_acquire, lb_mlock_acquire[_wait]) sleeps through its lock's clock's
+ * sleep_ms hook when one is set (lb_clock in lockbridge/core.h); a nonzero
+ * return ends the wait with LB_ECANCELED. A wait through a waiter blocks on the
+ * waiter instead and asks the hook (ms 0) every LB_CANCEL_SLICE_MS, so another
+ * thread's cancel is seen within 10 ms plus any command in flight. A cancelled
+ * wait holds nothing and its handle can acquire again; a fair one leaves the
+ * queue (best effort, as on a timeout) and releases at once a hand-off that
+ * reached it before the cancel (should that release fail, the wait returns
+ * LB_OK: the lock is held, and the caller's to release). */
 
 
 #ifdef __cplusplus

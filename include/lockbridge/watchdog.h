@@ -29,7 +29,8 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
 /* Called once per watch, on the watchdog's thread, without the watchdog's
  * mutex held, when the lock is lost. `lock` identifies the handle; it belongs
  * to its owner's thread and must not be used here unless the owner arranges it.
- * `detail` is valid during the call. The callback may call lb_watchdog_check,
+ * `detail` says why, never empty (the renewal's error, or the reason's own
+ * sentence when the last renewal worked); it is valid during the call. The callback may call lb_watchdog_check,
  * lb_watchdog_stats and lb_watchdog_unwatch; it must not free the watchdog and
  * should be short: every other lock of the watchdog waits for it, and so does
  * an unwatch (or release, or free) of this lock. */
@@ -55,6 +56,12 @@ typedef struct lb_watchdog_options {
     void *connect_ud;
     const lb_clock *clock;           /* NULL: the system monotonic clock */
     const lb_allocator *allocator;   /* NULL: malloc */
+    /* Optional: where lb_watchdog_new says why it failed, NUL-terminated and
+     * cut to errbuf_size bytes ("cannot connect to 127.0.0.1:1: Connection
+     * refused", "AUTH on 127.0.0.1:6379 failed: WRONGPASS ..."); "" on
+     * success. Written only by lb_watchdog_new, never kept. */
+    char *errbuf;
+    size_t errbuf_size;
 } lb_watchdog_options;
 
 /* Defaults: 127.0.0.1:6379, no AUTH, db 0, connect and command timeouts
@@ -65,7 +72,7 @@ typedef struct lb_watchdog lb_watchdog;
 
 /* Connects (LB_EIO when it cannot, LB_EREDIS when AUTH or SELECT is refused)
  * and starts the thread, which runs with every signal blocked. *out is reset
- * on entry. */
+ * on entry. On any failure o->errbuf, when given, says why. */
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
 /* Stops the thread and closes the connection. Locks still watched stop being
  * renewed and lapse with their TTL (they are not released). Call it when no

@@ -418,7 +418,7 @@ static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_val
     (void)state;
     lb_now start = lb_clock_now(NULL);
     int64_t t[2] = {start.wall_us, start.mono_ns};
-    lb_clock still = {still_wall_us, still_mono_ns, t, 0};
+    lb_clock still = {still_wall_us, still_mono_ns, t, 0, NULL};
     for (size_t i = 0; i < N_COMBOS; i++) {
         char key[64];
         lbt_key(key, sizeof key, "lostdel", i);
@@ -591,6 +591,77 @@ static void test_blocking_acquire_times_out_then_wins_after_release(void **state
     }
 }
 
+/* The application's cancel: its own condition variable behind lb_clock.sleep_ms,
+ * signalled from another thread. */
+typedef struct canceller {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int cancelled;
+} canceller;
+
+static int cancellable_sleep(void *ud, int64_t ms) {
+    canceller *c = ud;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->cancelled && ms > 0 && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
+    }
+    int cancelled = c->cancelled;
+    pthread_mutex_unlock(&c->mu);
+    return cancelled;
+}
+
+static void *cancel_soon(void *arg) {
+    canceller *c = arg;
+    struct timespec ts = {0, 200 * 1000000};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&c->mu);
+    c->cancelled = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A wait of 8 s on a lock held for 30 s ends with LB_ECANCELED soon after
+ * another thread cancels it (2 s: a generous bound, a quarter of the wait),
+ * holding nothing; the handle acquires once the holder is gone. */
+static void test_blocking_acquire_is_cancelled_by_the_clocks_sleep_hook(void **state) {
+    (void)state;
+    canceller c = {.cancelled = 0};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    lb_clock clock = {.sleep_ms = cancellable_sleep, .ud = &c};
+    lb_legacy_lock *holder = lbt_lock(&combos[0], "lg:cancel", 30000, NULL);
+    lb_legacy_lock *waiter = lbt_lock(&combos[0], "lg:cancel", 30000, &clock);
+    assert_int_equal(lb_legacy_try_acquire(holder, lb_on_conn(admin)), LB_OK);
+    pthread_t th;
+    int64_t start = mono_ms();
+    assert_int_equal(pthread_create(&th, NULL, cancel_soon, &c), 0);
+    assert_int_equal(lb_legacy_acquire(waiter, lb_on_conn(admin), 8000), LB_ECANCELED);
+    assert_true(mono_ms() - start < 2000);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_key_is_ours("lg:cancel", holder);
+    assert_int_equal(lb_legacy_release(holder, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_legacy_try_acquire(waiter, lb_on_conn(admin)), LB_OK);
+    assert_int_equal(lb_legacy_release(waiter, lb_on_conn(admin)), LB_OK);
+    lb_legacy_lock_free(holder);
+    lb_legacy_lock_free(waiter);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+}
+
 static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) {
     (void)state;
     for (size_t i = 0; i < N_COMBOS; i += 2) {
@@ -609,7 +680,7 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
 /* ---- Clocks ------------------------------------------------------------------------------- */
 static void test_a_skewed_clock_judges_expiry_by_its_own_offset(void **state) {
     (void)state;
-    lb_clock late = {NULL, NULL, NULL, 20000}, early = {NULL, NULL, NULL, -20000};
+    lb_clock late = {NULL, NULL, NULL, 20000, NULL}, early = {NULL, NULL, NULL, -20000, NULL};
     for (size_t i = 0; i < N_COMBOS; i++) {
         char key[64];
         lbt_key(key, sizeof key, "skew", i);
@@ -803,6 +874,7 @@ int main(void) {
         cmocka_unit_test(test_scripted_extend_writes_a_later_expiry),
         cmocka_unit_test(test_scripted_variant_survives_script_flush),
         cmocka_unit_test(test_blocking_acquire_times_out_then_wins_after_release),
+        cmocka_unit_test(test_blocking_acquire_is_cancelled_by_the_clocks_sleep_hook),
         cmocka_unit_test(test_blocking_acquire_on_a_foreign_value_ends_foreign),
         cmocka_unit_test(test_a_skewed_clock_judges_expiry_by_its_own_offset),
         cmocka_unit_test(test_a_killed_connection_is_eio_never_ok),

@@ -1231,6 +1231,30 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
 /* A server that wants a password: the waiter authenticates, and a refusal is
  * LB_EREDIS, distinct from a server out of reach. Connections made before
  * requirepass stay authenticated. */
+/* A failed lb_waiter_new says why in the caller's buffer: the address and
+ * the system's reason for a dead port, the server's answer for a refused
+ * AUTH (in test_the_waiter_authenticates), the options for bad ones. */
+static void test_a_failed_waiter_new_says_why_in_the_callers_buffer(void **state) {
+    (void)state;
+    char why[256];
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.port = 1;
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
+    lb_waiter *w = NULL;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EIO);
+    assert_non_null(strstr(why, "127.0.0.1:1"));
+    assert_non_null(strstr(why, "refused"));
+    o.port = 0;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EINVAL);
+    assert_string_equal(why, "invalid waiter options");
+    o.port = server.port;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    assert_string_equal(why, "");
+    lb_waiter_free(w);
+}
+
 static void test_the_waiter_authenticates(void **state) {
     (void)state;
     lbt_cmd_ok(conn, "CONFIG SET requirepass s3cret");
@@ -1238,12 +1262,19 @@ static void test_the_waiter_authenticates(void **state) {
     lb_waiter_options_init(&wo);
     wo.port = server.port;
     wo.password = "wrong";
+    char why[256];
+    wo.errbuf = why;
+    wo.errbuf_size = sizeof why;
     lb_waiter *w = NULL;
     int refused = lb_waiter_new(&w, &wo);
+    char refusal[256];
+    memcpy(refusal, why, sizeof why);
     wo.password = "s3cret";
     int accepted = lb_waiter_new(&w, &wo);
     lbt_cmd_ok(conn, "CONFIG SET requirepass \"\"");
     assert_int_equal(refused, LB_EREDIS);
+    assert_non_null(strstr(refusal, "AUTH"));
+    assert_true(strstr(refusal, "WRONGPASS") || strstr(refusal, "invalid password"));
     assert_int_equal(accepted, LB_OK);
     assert_true(stats_of(w).connected);
     lb_waiter_free(w);
@@ -1302,6 +1333,113 @@ static void test_every_allocation_failure_is_clean(void **state) {
     }
 }
 
+/* ---- Cancelling a wait ------------------------------------------------------ */
+
+/* The application's side of lb_clock.sleep_ms: its own condition variable,
+ * signalled by whichever thread decides the wait is over. */
+typedef struct canceller {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int cancelled;
+    lb_clock clock;
+} canceller;
+
+static int cancellable_sleep(void *ud, int64_t ms) {
+    canceller *c = ud;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->cancelled && ms > 0 && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
+    }
+    int cancelled = c->cancelled;
+    pthread_mutex_unlock(&c->mu);
+    return cancelled;
+}
+
+static void canceller_init(canceller *c) {
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->clock.sleep_ms = cancellable_sleep;
+    c->clock.ud = c;
+}
+
+static void cancel(canceller *c) {
+    pthread_mutex_lock(&c->mu);
+    c->cancelled = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A wait of 8 s with a back-off of 4 s on a lock held for 30 s: only the
+ * cancel can end it early. The bound on how soon is generous (2 s, a quarter
+ * of the wait); the wait is cancelled within a slice of 10 ms when healthy. */
+static void cancel_one_wait(const char *key, int fair, int with_waiter) {
+    canceller c;
+    canceller_init(&c);
+    lb_waiter *w = with_waiter ? new_waiter() : NULL;
+    lb_lock *h = new_lock(key, fair, 2, 100);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = fair;
+    o.backoff_min_ms = 4000;
+    o.backoff_max_ms = 4000;
+    o.clock = &c.clock;
+    lb_lock *b = NULL;
+    assert_int_equal(lb_lock_new(&b, key, strlen(key), &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+
+    job j;
+    int64_t start = now_ms();
+    job_start(&j, b, w, 8000);
+    char queue[64];
+    snprintf(queue, sizeof queue, "ZCARD {%s}:queue", key);
+    if (fair) EVENTUALLY(lbt_int(conn, queue) == 1);
+    else sleep_ms(100);
+    assert_false(job_done(&j));
+    cancel(&c);
+    assert_int_equal(job_join(&j), LB_ECANCELED);
+    assert_true(now_ms() - start < 2000);
+
+    /* Nothing held, the queue place given up, the handle as good as new. */
+    assert_false(lb_lock_info_of(b).held);
+    if (fair) assert_int_equal(lbt_int(conn, queue), 0);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
+    job_end(&j);
+    lb_lock_free(b);
+    lb_lock_free(h);
+    lb_waiter_free(w);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+}
+
+static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
+    (void)state;
+    cancel_one_wait("w:cancel-poll", 0, 0);
+    cancel_one_wait("w:cancel-poll-fair", 1, 0);
+}
+
+static void test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook(void **state) {
+    (void)state;
+    cancel_one_wait("w:cancel-waiter", 0, 1);
+    cancel_one_wait("w:cancel-waiter-fair", 1, 1);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -1341,7 +1479,10 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
+        cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
+        cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
+        cmocka_unit_test(test_a_failed_waiter_new_says_why_in_the_callers_buffer),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),
     };

@@ -20,6 +20,7 @@
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
+static lbt_redis secured; /* a second server, with requirepass */
 static redisContext *conn;
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -93,6 +94,14 @@ static int rec_wait(recorder *r, int64_t max_ms) {
     int n = r->calls;
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+/* Every loss says why, whatever its reason: never NULL, never "". */
+static void assert_detail_given(recorder *r) {
+    pthread_mutex_lock(&r->mu);
+    int given = r->detail[0] != '\0' && strcmp(r->detail, "(null)") != 0;
+    pthread_mutex_unlock(&r->mu);
+    assert_true(given);
 }
 
 static int rec_calls(recorder *r) {
@@ -239,6 +248,7 @@ static void test_lost_at_once_when_another_client_overwrites_the_value(void **st
     lbt_cmd_ok(conn, "SET wd:overwritten intruder");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     /* The watchdog's extend compares first: the intruder's key keeps no TTL. */
     assert_string_equal(lbt_get(conn, "wd:overwritten"), "intruder");
     assert_int_equal(lbt_int(conn, "PTTL %s", "wd:overwritten"), -1);
@@ -289,6 +299,7 @@ static void test_lost_at_once_when_the_key_is_deleted(void **state) {
     lbt_cmd_ok(conn, "DEL wd:deleted");
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     assert_int_equal(lbt_int(conn, "EXISTS %s", "wd:deleted"), 0);
     assert_int_equal(stats(wd).lost, 1);
     lb_lock_free(l);
@@ -312,6 +323,7 @@ static void test_lost_when_the_server_is_paused_past_the_ttl(void **state) {
     lbt_redis_pause(&server, 0);
     assert_int_equal(calls, 1);
     assert_int_equal(r.reason, LB_WATCH_UNREACHABLE);
+    assert_detail_given(&r);
     assert_int_equal(check, LB_ELOST);
     /* Reported when the lease ran out by the watchdog's clock, not before. */
     assert_true(r.at_ns >= deadline);
@@ -335,6 +347,7 @@ static void test_max_hold_stops_renewal_and_is_reported_as_such(void **state) {
     int64_t after = mono_ns();
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
+    assert_detail_given(&r);
     int64_t deadline = 0;
     lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, l, &deadline, &reason), LB_ELOST);
@@ -363,6 +376,7 @@ static void test_max_hold_below_the_ttl_never_shortens_the_lease(void **state) {
     watch(wd, l, &r, 0.1, 100);
     assert_int_equal(rec_wait(&r, 5000), 1);
     assert_int_equal(r.reason, LB_WATCH_MAX_HOLD);
+    assert_detail_given(&r);
     assert_int_equal(stats(wd).renewals, 0);
     assert_true(r.at_ns >= acquired_deadline);
     lb_lock_free(l);
@@ -413,6 +427,7 @@ static void test_server_restart_is_reported_as_refused_after_reconnecting(void *
     assert_non_null(conn);
     assert_int_equal(rec_wait(&r, 10000), 1);
     assert_int_equal(r.reason, LB_WATCH_REFUSED);
+    assert_detail_given(&r);
     assert_true(stats(wd).reconnects >= 1);
     assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
     lb_lock_free(l);
@@ -721,6 +736,47 @@ static void test_watchdog_options_are_checked(void **state) {
     assert_int_equal(lb_watchdog_new(NULL, NULL), LB_EINVAL);
 }
 
+/* A failed lb_watchdog_new says why in the caller's buffer: the address and
+ * the system's reason for a dead port, the server's answer for a refused
+ * AUTH, the options for bad ones; a buffer too small is cut, not overrun. */
+static void test_a_failed_new_says_why_in_the_callers_buffer(void **state) {
+    (void)state;
+    char why[256];
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.port = 1;
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EIO);
+    assert_non_null(strstr(why, "127.0.0.1:1"));
+    assert_non_null(strstr(why, "refused"));
+
+    static const char *const extra[] = {"--requirepass", "s3cret", NULL};
+    assert_int_equal(lbt_redis_start(&secured, extra), 0);
+    o.port = secured.port;
+    o.password = "wrong";
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EREDIS);
+    assert_non_null(strstr(why, "AUTH"));
+    assert_true(strstr(why, "WRONGPASS") || strstr(why, "invalid password"));
+    o.password = "s3cret";
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
+    assert_string_equal(why, "");
+    lb_watchdog_free(wd);
+    lbt_redis_stop(&secured);
+
+    o.port = 0;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EINVAL);
+    assert_string_equal(why, "invalid watchdog options");
+    char small[8] = "xxxxxxx";
+    o.port = 1;
+    o.errbuf = small;
+    o.errbuf_size = 4;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_EIO);
+    assert_string_equal(small, "can");
+    assert_int_equal(small[4], 'x');
+}
+
 /* An allocator that fails from the Nth allocation on (the watchdog's thread
  * allocates nothing through it, so plain counters do). */
 typedef struct failing {
@@ -783,7 +839,6 @@ static void test_allocation_failures_leave_nothing_behind(void **state) {
 
 /* ---- connecting -------------------------------------------------------------------- */
 
-static lbt_redis secured;
 static int connects;
 
 static redisContext *connect_secured(void *ud) {
@@ -896,6 +951,7 @@ int main(void) {
         cmocka_unit_test(test_watch_options_are_checked),
         cmocka_unit_test(test_reason_names),
         cmocka_unit_test(test_watchdog_options_are_checked),
+        cmocka_unit_test(test_a_failed_new_says_why_in_the_callers_buffer),
         cmocka_unit_test(test_allocation_failures_leave_nothing_behind),
         cmocka_unit_test(test_connects_with_password_and_db_or_a_callback),
     };

@@ -194,7 +194,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
-        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n]};
+        c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n], NULL};
         int64_t ttl = cfg->client_ttl_ms[w->n] > 0 ? cfg->client_ttl_ms[w->n] : cfg->ttl_ms;
         lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms,
                               cfg->port};

@@ -54,7 +54,7 @@ static void set_err(lb_cluster *cl, const char *fmt, ...) {
 
 static redisContext *connect_addr(lb_cluster *cl, const lb__addr *a) {
     lb__conn_opts o = {a->host, a->port, cl->opts.connect_timeout_ms,
-                       cl->opts.command_timeout_ms, cl->username, cl->password, 0};
+                       cl->opts.command_timeout_ms, cl->username, cl->password, 0, NULL};
     cl->stats.connects++;
     return lb__connect(&o, NULL, cl->errstr, sizeof cl->errstr);
 }

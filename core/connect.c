@@ -1,6 +1,7 @@
 /* One way to open a blocking connection for the library's own handles (cluster
- * nodes, sentinels and primaries, the watchdog's, the waiter's): address,
- * timeouts, AUTH and SELECT, with a message that says which step failed. */
+ * nodes, sentinels and primaries, the watchdog's, the waiter's) and the tool's:
+ * address or Unix socket, timeouts, AUTH and SELECT, with a message that says
+ * which step failed. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,15 @@ struct timeval lb__timeval_ms(int64_t ms) {
     return tv;
 }
 
+/* "host:port" or "unix:path", escaped for a message. */
+static void where(const lb__conn_opts *o, char *out, size_t cap) {
+    char shown[200];
+    const char *name = o->socket ? o->socket : o->host;
+    lb__escape(shown, sizeof shown, name, strlen(name));
+    if (o->socket) snprintf(out, cap, "unix:%s", shown);
+    else snprintf(out, cap, "%s:%d", shown, o->port);
+}
+
 /* One setup command (AUTH, SELECT) that must answer +OK. */
 static int setup(redisContext *c, int argc, const char **argv, const lb__conn_opts *o,
                  char *err, size_t cap) {
@@ -26,7 +36,9 @@ static int setup(redisContext *c, int argc, const char **argv, const lb__conn_op
         char msg[96];
         if (r && r->str) lb__escape(msg, sizeof msg, r->str, (size_t)r->len);
         else snprintf(msg, sizeof msg, "%.80s", c->errstr[0] ? c->errstr : "no reply");
-        snprintf(err, cap, "%s on %s:%d failed: %s", argv[0], o->host, o->port, msg);
+        char at[220];
+        where(o, at, sizeof at);
+        snprintf(err, cap, "%s on %s failed: %s", argv[0], at, msg);
     }
     if (r) freeReplyObject(r);
     return rc;
@@ -35,15 +47,16 @@ static int setup(redisContext *c, int argc, const char **argv, const lb__conn_op
 redisContext *lb__connect(const lb__conn_opts *o, int *status, char *err, size_t cap) {
     int rc = LB_OK;
     err[0] = '\0';
-    redisContext *c = redisConnectWithTimeout(o->host, o->port,
-                                              lb__timeval_ms(o->connect_timeout_ms));
+    struct timeval tv = lb__timeval_ms(o->connect_timeout_ms);
+    redisContext *c = o->socket ? redisConnectUnixWithTimeout(o->socket, tv)
+                                : redisConnectWithTimeout(o->host, o->port, tv);
+    char at[220];
+    where(o, at, sizeof at);
     if (!c || c->err) {
-        snprintf(err, cap, "cannot connect to %s:%d: %s", o->host, o->port,
-                 c ? c->errstr : "out of memory");
+        snprintf(err, cap, "cannot connect to %s: %.100s", at, c ? c->errstr : "out of memory");
         rc = LB_EIO;
     } else if (redisSetTimeout(c, lb__timeval_ms(o->command_timeout_ms)) != REDIS_OK) {
-        snprintf(err, cap, "cannot set the timeout of the connection to %s:%d", o->host,
-                 o->port);
+        snprintf(err, cap, "cannot set the timeout of the connection to %s", at);
         rc = LB_EIO;
     }
     if (rc == LB_OK && o->password) {

@@ -136,10 +136,12 @@ typedef struct lb__conn_opts {
     const char *username;       /* AUTH: NULL with a password alone */
     const char *password;       /* NULL: no AUTH */
     int db;                     /* SELECT when > 0 */
+    const char *socket;         /* a Unix socket path, used instead of host and port */
 } lb__conn_opts;
 /* A blocking connection with its command timeout set, AUTH and SELECT done; or
  * NULL with *status (may be NULL) LB_EIO or LB_EREDIS and `err` saying which
- * step failed on which address. */
+ * step failed on which address (printable: the address and the server's words
+ * are escaped). Used by the library's own handles and by the tool. */
 struct redisContext *lb__connect(const lb__conn_opts *o, int *status, char *err, size_t cap);
 struct timeval lb__timeval_ms(int64_t ms);
 

@@ -52,7 +52,7 @@ static void set_err(lb_sentinel *s, const char *fmt, ...) {
 static redisContext *connect_to(lb_sentinel *s, const lb__addr *a, int auth) {
     lb__conn_opts o = {a->host, a->port, s->opts.connect_timeout_ms,
                        s->opts.command_timeout_ms, auth ? s->username : NULL,
-                       auth ? s->password : NULL, 0};
+                       auth ? s->password : NULL, 0, NULL};
     return lb__connect(&o, NULL, s->errstr, sizeof s->errstr);
 }
 

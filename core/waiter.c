@@ -144,7 +144,7 @@ static int dial(lb_waiter *w, redisContext **out, char *err, size_t cap) {
     }
     /* Channels ignore SELECT: no database. */
     lb__conn_opts o = {w->host, w->opts.port, w->opts.connect_timeout_ms,
-                       w->opts.connect_timeout_ms, w->username, w->password, 0};
+                       w->opts.connect_timeout_ms, w->username, w->password, 0, NULL};
     int rc;
     *out = lb__connect(&o, &rc, err, cap);
     return rc;

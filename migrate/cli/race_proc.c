@@ -100,14 +100,16 @@ static pid_t server_spawn(const lb__race_server *s) {
 }
 
 static int answers(int port) {
-    redisContext *c = redisConnect("127.0.0.1", port);
+    lb__cli_conn at = {"127.0.0.1", port, NULL, NULL, NULL, -1};
+    char err[200];
+    redisContext *c = lb__cli_connect(&at, err, sizeof err);
     int ok = 0;
-    if (c && !c->err) {
+    if (c) {
         redisReply *r = redisCommand(c, "PING");
         ok = r && r->type == REDIS_REPLY_STATUS;
         if (r) freeReplyObject(r);
+        redisFree(c);
     }
-    if (c) redisFree(c);
     return ok;
 }
 

@@ -98,6 +98,17 @@ static void test_select_chooses_the_database(void **state) {
     lb_legacy_lock_free(other);
 }
 
+/* A database the server does not have: the SELECT's refusal, in the server's
+ * words, ends the command with exit 4 before anything is written. */
+static void test_a_database_the_server_lacks_is_refused_with_its_reason(void **state) {
+    (void)state;
+    const char *args[] = {"-n", "99", "-p", cli.port, "hold", "cli:nodb", NULL};
+    assert_int_equal(lbt_run(&cli.proc, args), 4);
+    assert_non_null(strstr(cli.proc.err, "SELECT"));
+    assert_non_null(strstr(cli.proc.err, "out of range"));
+    assert_string_equal(lbt_get(cli.conn, "cli:nodb"), "");
+}
+
 /* A second server whose clients must authenticate. The harness waits for an
  * unauthenticated PING, so the password is set once the server answers; from
  * then on it behaves as if started with --requirepass. */
@@ -150,6 +161,47 @@ static void test_auth_with_password_and_acl_user(void **state) {
     }
 }
 
+/* A server on a Unix socket that wants a password: -s reaches it, -a
+ * authenticates there, and a refusal names the socket and the reason. */
+static lbt_redis on_socket;
+static char socket_path[108];
+
+static int start_on_socket(void **state) {
+    (void)state;
+    snprintf(socket_path, sizeof socket_path, "%s/lb-cli-%d.sock",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    const char *extra[] = {"--unixsocket", socket_path, "--unixsocketperm", "700", NULL};
+    if (lbt_redis_start(&on_socket, extra) != 0) return -1;
+    redisContext *c = lbt_redis_connect(&on_socket);
+    if (!c) return -1;
+    redisReply *pass = redisCommand(c, "CONFIG SET requirepass s3cret");
+    int ok = pass && pass->type == REDIS_REPLY_STATUS;
+    if (pass) freeReplyObject(pass);
+    redisFree(c);
+    return ok ? 0 : -1;
+}
+
+static int stop_on_socket(void **state) {
+    (void)state;
+    lbt_redis_stop(&on_socket);
+    unlink(socket_path);
+    return 0;
+}
+
+static void test_a_unix_socket_with_auth(void **state) {
+    (void)state;
+    const char *good[] = {"-s", socket_path, "-a", "s3cret", "hold", "cli:sock", NULL};
+    assert_int_equal(lbt_run(&cli.proc, good), 0);
+    const char *wrong[] = {"-s", socket_path, "-a", "wrong", "hold", "cli:sock", NULL};
+    assert_int_equal(lbt_run(&cli.proc, wrong), 4);
+    assert_non_null(strstr(cli.proc.err, "unix:"));
+    assert_non_null(strstr(cli.proc.err, "AUTH"));
+    assert_non_null(strstr(cli.proc.err, "WRONGPASS"));
+    const char *none[] = {"-s", "/nonexistent/lb.sock", "hold", "cli:sock", NULL};
+    assert_int_equal(lbt_run(&cli.proc, none), 4);
+    assert_non_null(strstr(cli.proc.err, "cannot connect to unix:/nonexistent/lb.sock"));
+}
+
 /* ---- Fixture -------------------------------------------------------------------------- */
 static int setup(void **state) {
     (void)state;
@@ -166,6 +218,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_connection_refused_exits_4),
         cmocka_unit_test(test_select_chooses_the_database),
+        cmocka_unit_test(test_a_database_the_server_lacks_is_refused_with_its_reason),
+        cmocka_unit_test_setup_teardown(test_a_unix_socket_with_auth, start_on_socket,
+                                        stop_on_socket),
         cmocka_unit_test_setup_teardown(test_auth_with_password_and_acl_user, start_secure,
                                         stop_secure),
         cmocka_unit_test(test_migration_commands_on_a_closed_port_exit_4),

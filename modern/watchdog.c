@@ -97,7 +97,7 @@ static int open_connection(lb_watchdog *wd, int64_t timeout_ms, char *detail) {
     int64_t t = min64(wd->opts.connect_timeout_ms, timeout_ms);
     if (!wd->opts.connect) {
         lb__conn_opts o = {wd->host, wd->opts.port, t, t, wd->username, wd->password,
-                           wd->opts.db};
+                           wd->opts.db, NULL};
         int rc;
         wd->c = lb__connect(&o, &rc, detail, LB__ERRSTR_CAP);
         return rc;

@@ -14,10 +14,15 @@ typedef struct wait_state {
     lb_waiter *w;
     lb__wrec rec;
     lb__backoff backoff;
+    int64_t note_at_ms; /* outside fair mode: when a refused wait notes itself next */
 } wait_state;
 
 /* An attempt; a fair one names the waiter's inbox once it is listening, so
- * that a hand-off wakes this client alone. */
+ * that a hand-off wakes this client alone. A wait outside fair mode refused
+ * for LB__OUTSIDER_NOTE_MS notes itself beside a fair queue (if any), and
+ * again every as long while refused: fair releases open windows only for
+ * outsiders seen, and a client that only ever finds the lock held is seen
+ * by nothing else. Its failure is ignored: the attempt's result stands. */
 static int attempt(void *ud) {
     wait_state *s = ud;
     if (s->l->fair && s->w) {
@@ -25,7 +30,17 @@ static int attempt(void *ud) {
         size_t len = lb__waiter_inbox(s->w, &inbox);
         lb__fair_set_inbox(s->l, inbox, len);
     }
-    return lb_lock_try_acquire(s->l, s->t);
+    int rc = lb_lock_try_acquire(s->l, s->t);
+    if (rc != LB_EBUSY || s->l->fair) return rc;
+    int64_t now = lb__mono_ms();
+    if (s->note_at_ms == 0) s->note_at_ms = now + LB__OUTSIDER_NOTE_MS;
+    if (now < s->note_at_ms) return rc;
+    s->note_at_ms = now + LB__OUTSIDER_NOTE_MS;
+    char why[sizeof s->l->errstr];
+    memcpy(why, s->l->errstr, sizeof why);
+    (void)lb__lock_note_outsider(s->l, s->t);
+    memcpy(s->l->errstr, why, sizeof why);
+    return rc;
 }
 
 /* A fair waiter queued and listening needs no attempt until its hand-off

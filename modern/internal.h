@@ -11,6 +11,7 @@ extern const lb_script lb__script_modern_extend;
 extern const lb_script lb__script_modern_check;
 extern const lb_script lb__script_modern_fair_acquire;
 extern const lb_script lb__script_modern_fair_release;
+extern const lb_script lb__script_modern_note_outsider;
 
 struct lb_lock {
     lb_machine m; /* first: the machine's address is the lock's */
@@ -34,6 +35,9 @@ struct lb_lock {
     char errstr[LB__ERRSTR_CAP];
     struct lb__watch *watch; /* set while a watchdog renews the lock */
     struct lb__fair *fair;   /* fair mode's queue keys (modern/fair.c), or NULL */
+    char *note_key;          /* the fair state hash an outsider notes itself in
+                              * (modern/outsider.c), made at its first note */
+    size_t note_keylen;
 };
 
 /* Allocates the companion name "suffix" of the lock's key into *out (see
@@ -69,6 +73,14 @@ void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
 int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
 
+
+/* A wait outside fair mode notes itself in the key's fair state, if a queue
+ * is there, so that fair releases open a window for it (modern/outsider.c).
+ * LB_OK or the note's failure, which the wait ignores. */
+int lb__lock_note_outsider(lb_lock *l, lb_target t);
+/* How often a refused wait outside fair mode notes itself, ms: the first note
+ * once it has been refused this long, then again each time as long. */
+#define LB__OUTSIDER_NOTE_MS 100
 
 /* The machines behind lb_lock_machine. */
 lb_machine *lb__lock_try_acquire_machine(lb_lock *l);

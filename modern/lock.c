@@ -72,6 +72,7 @@ void lb_lock_free(lb_lock *l) {
     lb__free(a, l->key);
     lb__free(a, l->fence_key);
     lb__free(a, l->channel);
+    lb__free(a, l->note_key);
     lb__fair_free(l);
     lb__free(a, l);
 }

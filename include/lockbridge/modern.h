@@ -31,8 +31,8 @@ typedef struct lb_lock_options {
     int64_t fair_yield_every; /* after this many hand-offs in a row a release
                                * may leave the lock free, count; 0: never */
     int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms;
-                               * such windows are 4 x this apart, up to 64 x
-                               * while no client outside the queue is seen */
+                               * such windows open only for a client outside
+                               * the queue seen since the last, 4 x this apart */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;

@@ -11,7 +11,7 @@
 -- ticket names that place, and a release's grant carries it), KEYS[3]
 -- state (hash:
 -- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
--- "~gap", "~seen", "~holder"), KEYS[4] fencing counter (optional).
+-- "~seen", "~holder"), KEYS[4] fencing counter (optional).
 -- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
 -- inbox: the waiter's own channel, where a release hands it the lock.
 -- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a

@@ -3,15 +3,14 @@
 -- publishes the grant "token ticket[ fence]" on the waiter's inbox, or on the
 -- release channel for a waiter that named none: the ticket names the queue
 -- place granted, so that a grant read late, after the token queued again,
--- grants nothing), or deletes it and publishes "released". After `every` hand-offs in a row (0: never) the lock may be
--- left free instead, queued waiters keeping off it for `ms`, so that clients
--- outside the queue get a turn. Such windows are `gap` x `ms` apart: gap is
--- 4 after a window since which an outsider was seen (a try of a fair client
--- refused, or a fair attempt finding the lock held by a token no fair grant
--- wrote: see the acquire script), and doubles up to 64 after each window
--- since which none was; an outsider seen since the last window brings the
--- next one forward to 4 x `ms`. So a queue alone idles at most 1/65 of the
--- time for clients that may not exist, and one beside outsiders at most 1/5.
+-- grants nothing), or deletes it and publishes "released".
+-- Windows for clients outside the queue open only for an outsider seen since
+-- the last window opened (~seen: a refused try of a fair client, a fair
+-- attempt that found the lock held by a token no fair grant wrote, or a
+-- waiting client outside the queue that noted itself): then, after `every`
+-- hand-offs in a row (0: never), the lock is left free and queued waiters
+-- keep off it for `ms`, windows at least 4 x `ms` apart, so outsiders get at
+-- most a fifth of the time. A queue alone never idles.
 -- KEYS as the fair acquire script; ARGV[1] "token every ms channel".
 -- Returns 2 handed off, 1 released, 0 not ours (nothing changed).
 local token, every, yield_ms, channel = string.match(ARGV[1], '^(%x+) (%d+) (%d+) (.*)$')
@@ -22,31 +21,29 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- The oldest live waiter, taken off the queue, with its ticket, the TTL it
--- asked for and its inbox ('': none); lapsed waiters met on the way are
--- dropped.
+-- asked for, its inbox ('': none) and the hand-offs in a row so far; lapsed
+-- waiters met on the way are dropped.
 local function head()
   while true do
     local p = redis.call('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
-    local exp, ttl, inbox = string.match(redis.call('HGET', KEYS[3], h) or '', '^(%d+) (%d+) ?(.*)$')
-    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then return h, p[2], ttl, inbox end
+    local f = redis.call('HMGET', KEYS[3], h, '~streak')
+    local exp, ttl, inbox = string.match(f[1] or '', '^(%d+) (%d+) ?(.*)$')
+    if exp and tonumber(exp) > now and tonumber(ttl) > 0 then
+      return h, p[2], ttl, inbox, tonumber(f[2] or '0') or 0
+    end
     redis.call('HDEL', KEYS[3], h)
   end
 end
 
-local h, ticket, ttl, inbox = head()
+local h, ticket, ttl, inbox, streak = head()
 if h then
-  local function field(f) return redis.call('HGET', KEYS[3], f) end
-  local streak = 0
-  if every > 0 then streak = tonumber(field('~streak') or '0') or 0 end
-  local last, gap, seen, due = 0, 4, false, false
+  local due = false
   if every > 0 and streak >= every then
-    last = tonumber(field('~last') or '0') or 0
-    gap = tonumber(field('~gap') or '4') or 4
-    local seenat = tonumber(field('~seen') or '')
-    seen = seenat ~= nil and seenat > last - yield_ms
-    due = now >= last + gap * yield_ms or (seen and now >= last + 4 * yield_ms)
+    local f = redis.call('HMGET', KEYS[3], '~last', '~seen')
+    local last, seenat = tonumber(f[1] or '0') or 0, tonumber(f[2] or '')
+    due = seenat ~= nil and seenat > last - yield_ms and now >= last + 4 * yield_ms
   end
   if not due then
     local msg = h .. ' ' .. string.format('%.0f', tonumber(ticket))
@@ -67,9 +64,7 @@ if h then
   end
   -- The head keeps its place through the window.
   redis.call('ZADD', KEYS[2], ticket, h)
-  if seen then gap = 4 else gap = math.min(gap * 2, 64) end
-  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms,
-             '~gap', gap)
+  redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
   -- Popping the last waiter deleted the queue and its TTL: it lapses with
   -- the state again.

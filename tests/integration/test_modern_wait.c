@@ -767,8 +767,10 @@ static void test_no_fair_waiter_starves_among_contending_threads(void **state) {
 }
 
 /* A client outside the queue (fair mode off) beside fair threads that keep
- * the queue full: every fair_yield_every hand-offs the lock is left free for
- * fair_yield_ms, and the outsider, polling every 50 ms, gets its turn. */
+ * the queue full: refused for 100 ms it notes itself, so every
+ * fair_yield_every hand-offs the lock is left free for fair_yield_ms, and the
+ * outsider, polling every 50 ms, gets its turn. (Unnoted, it never would:
+ * windows open only for outsiders seen.) */
 static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     (void)state;
     enum { K = 3 };
@@ -814,12 +816,13 @@ static long long state_field(const char *hash, const char *field) {
     return v;
 }
 
-/* Windows for outsiders grow rarer while none is seen (the spacing doubles
- * from 4 to 64 windows' length), and come back to every 4 once one is: here
- * a fair client polling with tries, which is refused and noted. */
-static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void **state) {
+/* Windows for outsiders open only for one seen: fair threads alone hand the
+ * lock on and on without ever leaving it free (no window noted in the state),
+ * and a fair client polling with tries, refused and noted, brings windows in
+ * which it gets the lock. */
+static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
     (void)state;
-    enum { K = 3 };
+    enum { K = 3, ALONE = 200 };
     lb_waiter *w = new_waiter();
     contender cs[K];
     pthread_t ts[K];
@@ -830,25 +833,23 @@ static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void
     o.fair_yield_every = 2;
     o.fair_yield_ms = 5;
     start_contenders(cs, ts, K, "w:thin", &o, w, &stop, &inside, &overlap);
-    long long gap = -1, before = -1;
-    for (int tries = 0; gap != 64 && tries < 2000; tries++) {
-        sleep_ms(5);
-        gap = state_field("{w:thin}:fair", "~gap");
-    }
+    for (int tries = 0; rounds(cs, K) < ALONE && tries < 2000; tries++) sleep_ms(5);
+    int alone = rounds(cs, K);
+    long long window_alone = state_field("{w:thin}:fair", "~last");
     /* Another fair client polls with tries every millisecond (outside the
      * queue, as lb_lock_try_acquire is): refused while the queue holds the
-     * lock, it is noted and the next window is 4 windows' length away. */
+     * lock, it is noted and a window opens. */
     lb_lock *outsider = NULL;
     assert_int_equal(lb_lock_new(&outsider, "w:thin", 6, &o), LB_OK);
     int got = 0;
-    for (int tries = 0; before != 4 && tries < 2000; tries++) {
+    for (int tries = 0; got == 0 && tries < 4000; tries++) {
         if (lb_lock_try_acquire(outsider, lb_on_conn(conn)) == LB_OK) {
             got++;
             lb_lock_release(outsider, lb_on_conn(conn));
         }
-        before = state_field("{w:thin}:fair", "~gap");
         sleep_ms(1);
     }
+    long long window_seen = state_field("{w:thin}:fair", "~last");
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < K; i++) {
         pthread_join(ts[i], NULL);
@@ -856,10 +857,82 @@ static void test_yield_windows_thin_out_alone_and_come_back_for_an_outsider(void
     }
     lb_lock_free(outsider);
     lb_waiter_free(w);
-    assert_int_equal(gap, 64);
-    assert_int_equal(before, 4);
+    assert_true(alone >= ALONE);
+    assert_int_equal(window_alone, -1);
     assert_true(got > 0);
+    assert_true(window_seen > 0);
     assert_false(overlap);
+}
+
+/* A queue alone is never kept off the lock: with a window of 5 s due after
+ * every hand-off, the second hand-off still goes to the waiter at once (it
+ * would otherwise wait out its 2 s). */
+static void test_a_queue_alone_is_never_kept_off_the_lock(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.fair = 1;
+    o.fair_yield_every = 1;
+    o.fair_yield_ms = 5000;
+    lb_lock *h = NULL, *a = NULL, *b = NULL;
+    assert_int_equal(lb_lock_new(&h, "w:alone", 7, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&a, "w:alone", 7, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&b, "w:alone", 7, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job ja, jb;
+    job_start(&ja, a, w, 2000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:alone}:queue") == 1);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&ja), LB_OK);
+    job_start(&jb, b, w, 2000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:alone}:queue") == 1);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ja.c)), LB_OK);
+    int rc = job_join(&jb);
+    job_end(&ja);
+    job_end(&jb);
+    lb_lock_free(h);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lb_waiter_free(w);
+    assert_int_equal(rc, LB_OK);
+}
+
+/* A wait outside fair mode that stays refused notes itself in the fair state
+ * beside a queue (which is how a poller that never finds the lock free is
+ * seen at all), and writes nothing where no queue is. */
+static void test_a_refused_outsider_notes_itself_only_beside_a_queue(void **state) {
+    (void)state;
+    lb_lock *plain = new_lock("w:plain", 0, 20, 20);
+    lbt_cmd_ok(conn, "SET w:plain someone-else PX 30000");
+    assert_int_equal(lb_lock_acquire(plain, lb_on_conn(conn), 300), LB_ETIMEDOUT);
+    long long no_queue = lbt_int(conn, "EXISTS {w:plain}:fair");
+    lbt_cmd_ok(conn, "DEL w:plain");
+
+    lb_waiter *w = new_waiter();
+    lb_lock *h = new_lock("w:outside", 1, 2, 100), *q = new_lock("w:outside", 1, 2000, 2000),
+            *out = new_lock("w:outside", 0, 20, 20);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job jq;
+    job_start(&jq, q, w, 30000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:outside}:queue") == 1);
+    long long before = state_field("{w:outside}:fair", "~seen");
+    assert_int_equal(lb_lock_acquire(out, lb_on_conn(conn), 300), LB_ETIMEDOUT);
+    long long noted = state_field("{w:outside}:fair", "~seen");
+    long long ttl = lbt_int(conn, "PTTL {w:outside}:fair");
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&jq), LB_OK);
+    job_end(&jq);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    lb_lock_free(out);
+    lb_lock_free(plain);
+    lb_waiter_free(w);
+    assert_int_equal(no_queue, 0);
+    assert_int_equal(before, -1);
+    assert_true(noted > 0);
+    assert_true(ttl > 0);
 }
 
 /* A fair attempt that finds the lock held by a token no fair grant wrote (a
@@ -1470,7 +1543,9 @@ int main(void) {
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),
-        cmocka_unit_test(test_yield_windows_thin_out_alone_and_come_back_for_an_outsider),
+        cmocka_unit_test(test_windows_open_only_once_an_outsider_is_seen),
+        cmocka_unit_test(test_a_queue_alone_is_never_kept_off_the_lock),
+        cmocka_unit_test(test_a_refused_outsider_notes_itself_only_beside_a_queue),
         cmocka_unit_test(test_a_fair_waiter_notes_a_holder_outside_the_queue),
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),

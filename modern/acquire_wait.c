@@ -108,6 +108,79 @@ static int handed(void *ud) {
     return lb__fair_handed(l, s->rec.got_place, l->opts.fencing ? s->rec.got_fence : 0);
 }
 
+/* When a wait blocked on its grant list must attempt again, ms after its
+ * last attempt: to refresh its lease (as a listening waiter does), or when
+ * the holder's TTL runs out (a holder that died hands off nothing). A holder
+ * outside the queue hands nothing off either, and its release publishes on a
+ * channel this wait does not hear: the wait polls then, one back-off step. */
+static int64_t refresh_ms(wait_state *s) {
+    lb_lock *l = s->l;
+    if (lb__fair_holder_foreign(l)) return lb__backoff_next(&s->backoff, l->holder_ttl_ms);
+    int64_t ms = lb__fair_lease_ms(l) / 3;
+    if (ms < l->opts.backoff_max_ms) ms = l->opts.backoff_max_ms;
+    if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;
+    return ms;
+}
+
+/* Sleeps `ms` through the clock's hook, if any; 1 if the hook cancelled. */
+static int rest(const lb_clock *clock, int64_t ms) {
+    if (!clock || !clock->sleep_ms) {
+        lb__sleep_ms(ms);
+        return 0;
+    }
+    for (int64_t end = lb__mono_ms() + ms;;) {
+        int64_t left = end - lb__mono_ms();
+        if (clock->sleep_ms(clock->ud, left > 0 ? left : 0)) return 1;
+        if (end - lb__mono_ms() <= 0) return 0;
+    }
+}
+
+enum { BLPOP_REFUSED = 1 }; /* beside the LB_* codes, which are 0 or negative */
+
+/* A fair wait on one connection blocks on its own grant list: the release
+ * pushes the grant there and Redis answers the BLPOP in the same pass, one
+ * wake-up per hand-off and nothing else on the connection. Blocks are cut
+ * into slices: at the next attempt due (refresh_ms), within half the
+ * connection's read timeout, and every LB_CANCEL_SLICE_MS when the clock has
+ * a sleep hook (asked between slices). Redis ends a BLPOP up to its timer's
+ * period late (LB__BLPOP_LATE_MS), so in the last stretch before the deadline
+ * the wait polls instead and gives up on time. A server that refuses BLPOP, or a read timeout too
+ * short for it, sends the wait back to polling (BLPOP_REFUSED). */
+static int grant_wait(wait_state *s, int64_t deadline) {
+    lb_lock *l = s->l;
+    redisContext *c = s->t.handle;
+    const lb_clock *clock = l->opts.clock;
+    int (*hook)(void *, int64_t) = clock ? clock->sleep_ms : NULL;
+    int64_t max = lb__fair_block_max_ms(c);
+    if (max <= 0) return BLPOP_REFUSED;
+    if (hook && max > LB_CANCEL_SLICE_MS) max = LB_CANCEL_SLICE_MS;
+    int rc = attempt(s);
+    int64_t next = lb__mono_ms() + refresh_ms(s);
+    while (rc == LB_EBUSY) {
+        int64_t now = lb__mono_ms();
+        if (now >= deadline) return give_up(s);
+        if (hook && hook(clock->ud, 0)) return LB_ECANCELED;
+        int64_t until = deadline - LB__BLPOP_LATE_MS;
+        if (next < until) until = next;
+        if (until > now) {
+            int b = lb__fair_block(l, c, until - now < max ? until - now : max);
+            if (b == LB_OK) return LB_OK;
+            if (b == LB_EREDIS) return BLPOP_REFUSED;
+            if (b != LB_EBUSY && b != LB_ETIMEDOUT) return b;
+            if (b == LB_ETIMEDOUT && lb__mono_ms() < next) continue;
+        } else if (now < next) {
+            /* The last stretch, where a BLPOP could end past the deadline:
+             * a grant is found by an attempt, one back-off step apart. */
+            int64_t ms = lb__backoff_next(&s->backoff, l->holder_ttl_ms);
+            if (rest(clock, ms < deadline - now ? ms : deadline - now)) return LB_ECANCELED;
+        }
+        if (lb__mono_ms() >= deadline) return give_up(s);
+        rc = attempt(s);
+        next = lb__mono_ms() + refresh_ms(s);
+    }
+    return rc;
+}
+
 int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
     if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     if (l->held) return LB_ESTATE;
@@ -125,7 +198,13 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
     if (l->fair && lb__fair_begin_wait(l) != LB_OK) return LB_EIO;
     /* The wait keeps one token throughout: its record names it. */
     if (l->fair) memcpy(s.rec.token, l->token, LB__TOKEN_CAP);
-    int rc = lb__wait_run(&run);
+    int rc = BLPOP_REFUSED;
+    if (l->fair && !w && t.kind == LB_TARGET_CONN) {
+        lb__fair_set_inbox(l, LB__FAIR_LISTS, 1);
+        rc = grant_wait(&s, run.deadline);
+        lb__fair_set_inbox(l, NULL, 0);
+    }
+    if (rc == BLPOP_REFUSED) rc = lb__wait_run(&run);
     if (l->fair) {
         rc = leave_on_error(&s, rc);
         lb__fair_end_wait(l);

@@ -2,7 +2,10 @@
  * of waiters kept beside the lock, so that a release hands the lock straight
  * to the oldest live waiter (scripts in modern/scripts/modern_fair_*.lua). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <hiredis/hiredis.h>
 
@@ -10,7 +13,10 @@
 
 /* F_START is 0, the first state the machine builders of acquire.c and ops.c
  * set before handing over to these step functions. */
-enum { F_START, F_SCRIPT };
+enum { F_START, F_SCRIPT, F_PUSH, F_EXPIRE };
+
+/* A grant on a grant list: "token place fence next", at most this long. */
+#define GRANT_MAX (2 * LB_TOKEN_LEN + 2 * 21 + 4)
 
 struct lb__fair {
     char *queue, *state;     /* companion keys: "queue" (zset), "fair" (hash) */
@@ -23,6 +29,16 @@ struct lb__fair {
     size_t inboxlen;
     char *arg;               /* the packed script argument */
     size_t argcap, arglen;
+    /* Grant lists, "{key}:grant:<token>": ours (while a wait blocks on it)
+     * and the one a release names (its successor's, or the grantee's the
+     * script returned); both start with the prefix, prefixlen bytes. */
+    char *own, *other;
+    size_t prefixlen;
+    char succ[LB__TOKEN_CAP]; /* queued behind us when granted; "": unknown */
+    int foreign;             /* the last busy attempt found a holder that may
+                              * not be fair: its release may hand nothing off */
+    char grant[GRANT_MAX + 1]; /* a grant the release script left us to push */
+    size_t grantlen;
 };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
@@ -54,11 +70,23 @@ int lb__fair_new(lb_lock *l) {
     int rc = lb__lock_companion(l, "queue", &f->queue, &f->queuelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
-    /* Token, two numbers and a channel (the release's) or an inbox (a wait's). */
+    /* Token, two numbers and a channel (the release's, beside a successor's
+     * token) or an inbox (a wait's). */
     size_t chan = l->channellen > LB__INBOX_MAX ? l->channellen : LB__INBOX_MAX;
-    f->argcap = 6 + LB_TOKEN_LEN + 2 * 21 + chan + 4;
+    f->argcap = 6 + 2 * LB_TOKEN_LEN + 2 * 21 + chan + 6;
     f->arg = lb__alloc(l->opts.allocator, f->argcap);
-    return f->arg ? LB_OK : LB_ENOMEM;
+    if (!f->arg) return LB_ENOMEM;
+    char *prefix = NULL;
+    if ((rc = lb__lock_companion(l, "grant:", &prefix, &f->prefixlen)) != LB_OK) {
+        lb__free(l->opts.allocator, prefix);
+        return rc;
+    }
+    f->own = lb__alloc(l->opts.allocator, f->prefixlen + LB__TOKEN_CAP);
+    f->other = lb__alloc(l->opts.allocator, f->prefixlen + LB__TOKEN_CAP);
+    if (f->own) memcpy(f->own, prefix, f->prefixlen);
+    if (f->other) memcpy(f->other, prefix, f->prefixlen);
+    lb__free(l->opts.allocator, prefix);
+    return f->own && f->other ? LB_OK : LB_ENOMEM;
 }
 
 void lb__fair_free(lb_lock *l) {
@@ -67,6 +95,8 @@ void lb__fair_free(lb_lock *l) {
     lb__free(l->opts.allocator, f->queue);
     lb__free(l->opts.allocator, f->state);
     lb__free(l->opts.allocator, f->arg);
+    lb__free(l->opts.allocator, f->own);
+    lb__free(l->opts.allocator, f->other);
     lb__free(l->opts.allocator, f);
     l->fair = NULL;
 }
@@ -160,16 +190,18 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
         return lb__fail(&l->m, LB_EIO, "connection failed during acquire; a lock or a "
                         "queue place we may have got lapses with its TTL or lease");
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "fair acquire script");
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->elements > 4)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < r->elements; i++)
         if (r->element[i]->type != REDIS_REPLY_INTEGER)
             return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected reply");
     long long ok = r->element[0]->integer, v = r->element[1]->integer, x = r->element[2]->integer;
-    if (ok == 1 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
+    if (ok == 1 && r->elements == 3 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
         return acquired(l, l->opts.fencing ? v : 0, x);
-    if (ok != 0 || v < -2 || x < 0)
+    long long foreign = r->elements == 4 ? r->element[3]->integer : 0;
+    if (ok != 0 || v < -2 || x < 0 || foreign < 0 || foreign > 1)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
+    l->fair->foreign = (int)foreign;
     /* A new place when this attempt queued us; 0: we kept ours. */
     if (l->fair->mode == LB__FAIR_WAIT && x > 0) l->fair->place = x;
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
@@ -185,27 +217,172 @@ int lb__fair_acquire_step(lb_machine *m, const redisReply *r, const lb_now *now)
     return acquire_reply(l, r);
 }
 
+static int is_token(const char *s, size_t len) {
+    if (len != LB_TOKEN_LEN) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') ||
+              (s[i] >= 'A' && s[i] <= 'F')))
+            return 0;
+    return 1;
+}
+
+/* Names in `f->other` the grant list of `token` (LB_TOKEN_LEN bytes). */
+static size_t name_list(lb__fair *f, char *buf, const char *token) {
+    memcpy(buf + f->prefixlen, token, LB_TOKEN_LEN);
+    buf[f->prefixlen + LB_TOKEN_LEN] = '\0';
+    return f->prefixlen + LB_TOKEN_LEN;
+}
+
+/* The release names its successor's grant list when a grant told it who that
+ * is, so the script can push the next grant to a declared key; without one
+ * it names its own (an unused list) and pushes nothing itself. */
+static int release_start(lb_lock *l) {
+    lb__fair *f = l->fair;
+    if (!l->held) return lb__fail(&l->m, LB_ESTATE, "not held by this handle");
+    const char *succ = f->succ[0] ? f->succ : "-";
+    int n = snprintf(f->arg, f->argcap, "%s %lld %lld %s ", l->token,
+                     (long long)l->opts.fair_yield_every, (long long)l->opts.fair_yield_ms, succ);
+    memcpy(f->arg + n, l->channel, l->channellen);
+    f->arglen = (size_t)n + l->channellen;
+    size_t listlen = name_list(f, f->other, f->succ[0] ? f->succ : l->token);
+    lb__cmd_script(&l->m, &lb__script_modern_fair_release, l->opts.fencing ? "5" : "4");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    lb__cmd_arg(&l->m.cmd, f->queue, f->queuelen);
+    lb__cmd_arg(&l->m.cmd, f->state, f->statelen);
+    lb__cmd_arg(&l->m.cmd, f->other, listlen);
+    if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
+    lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
+    f->succ[0] = '\0';
+    l->state = F_SCRIPT;
+    return LB_STEP_SEND;
+}
+
+/* The script handed the lock to a waiter blocked on a grant list other than
+ * the one we named: the lock is released; the grant is pushed to its list
+ * (LPUSH, then PEXPIRE so that a dead grantee's list goes). Should that fail,
+ * the grantee finds the lock its own at its next attempt. */
+static int push_grant(lb_lock *l, const redisReply *r) {
+    lb__fair *f = l->fair;
+    if (r->len > GRANT_MAX || !is_token(r->str, r->len > LB_TOKEN_LEN ? LB_TOKEN_LEN : r->len) ||
+        (r->len > LB_TOKEN_LEN && r->str[LB_TOKEN_LEN] != ' '))
+        return lb__fail(&l->m, LB_EPROTO, "fair release script: unexpected grant");
+    memcpy(f->grant, r->str, r->len);
+    f->grantlen = r->len;
+    size_t listlen = name_list(f, f->other, r->str);
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "LPUSH");
+    lb__cmd_arg(&l->m.cmd, f->other, listlen);
+    lb__cmd_arg(&l->m.cmd, f->grant, f->grantlen);
+    l->state = F_PUSH;
+    return LB_STEP_SEND;
+}
+
 int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    lb__fair *f = l->fair;
     (void)now;
-    if (l->state == F_START) {
-        if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
-        int n = snprintf(f->arg, f->argcap, "%s %lld %lld ", l->token,
-                         (long long)l->opts.fair_yield_every, (long long)l->opts.fair_yield_ms);
-        memcpy(f->arg + n, l->channel, l->channellen);
-        f->arglen = (size_t)n + l->channellen;
-        lb__cmd_script(m, &lb__script_modern_fair_release, l->opts.fencing ? "4" : "3");
-        keys(l);
-        lb__cmd_arg(&m->cmd, f->arg, f->arglen);
-        l->state = F_SCRIPT;
+    if (l->state == F_START) return release_start(l);
+    if (!r) {
+        if (l->state != F_SCRIPT) return LB_OK; /* released; the push is best effort */
+        return lb__fail(m, LB_EIO, "connection failed during release");
+    }
+    if (l->state == F_PUSH) {
+        snprintf(l->ms_arg, sizeof l->ms_arg, "%lld", (long long)l->opts.ttl_ms);
+        lb__cmd_reset(&m->cmd);
+        lb__cmd_argz(&m->cmd, "PEXPIRE");
+        lb__cmd_arg(&m->cmd, l->fair->other, l->fair->prefixlen + LB_TOKEN_LEN);
+        lb__cmd_argz(&m->cmd, l->ms_arg);
+        l->state = F_EXPIRE;
         return LB_STEP_SEND;
     }
-    if (!r) return lb__fail(m, LB_EIO, "connection failed during release");
+    if (l->state == F_EXPIRE) return LB_OK;
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "fair release script");
+    if (r->type == REDIS_REPLY_STRING) {
+        int rc = push_grant(l, r);
+        if (rc == LB_STEP_SEND) l->held = 0;
+        return rc;
+    }
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     l->held = 0;
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
+}
+
+/* ---- Waiting on our grant list ------------------------------------------------ */
+
+/* A socket read timeout set on the connection (redisSetTimeout), ms; 0: none.
+ * A BLPOP must end well within it, or hiredis would call the connection
+ * broken. */
+static int64_t read_timeout_ms(const redisContext *c) {
+    struct timeval tv;
+    socklen_t len = sizeof tv;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) != 0) return 0;
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+int lb__fair_holder_foreign(const lb_lock *l) { return l->fair->foreign; }
+
+int64_t lb__fair_block_max_ms(const redisContext *c) {
+    int64_t t = read_timeout_ms(c);
+    if (t <= 0) return INT64_MAX;
+    int64_t ms = t / 2 - LB__BLPOP_LATE_MS;
+    return ms >= LB_CANCEL_SLICE_MS ? ms : 0;
+}
+
+/* A grant read from our list: "token place fence next". Ours if it names our
+ * token and our queue place (an earlier place's grant, read late, may have
+ * lapsed: the next attempt decides). Its lease counts from the send of our
+ * last attempt, which found us queued and not granted: the release that
+ * wrote the key came after it, so the TTL counted from there ends no later
+ * than the key's. */
+static int take_grant(lb_lock *l, const char *g, size_t len) {
+    char buf[GRANT_MAX + 1];
+    if (len > GRANT_MAX) return lb__fail(&l->m, LB_EPROTO, "grant list: unexpected grant");
+    memcpy(buf, g, len);
+    buf[len] = '\0';
+    char *save = NULL, *tok = strtok_r(buf, " ", &save), *place = strtok_r(NULL, " ", &save),
+         *fence = strtok_r(NULL, " ", &save), *next = strtok_r(NULL, " ", &save);
+    char *end1 = NULL, *end2 = NULL;
+    long long p = place ? strtoll(place, &end1, 10) : -1;
+    long long fn = fence ? strtoll(fence, &end2, 10) : -1;
+    if (!tok || !next || strtok_r(NULL, " ", &save) || !end1 || *end1 || !end2 || *end2 ||
+        p < 0 || fn < 0 || (strcmp(next, "-") != 0 && !is_token(next, strlen(next))))
+        return lb__fail(&l->m, LB_EPROTO, "grant list: unexpected grant");
+    if (strcmp(tok, l->token) != 0 || p == 0 || p != l->fair->place ||
+        (l->opts.fencing && fn <= 0))
+        return LB_EBUSY; /* a wake-up (place 0), or not provably ours: attempt */
+    acquired(l, l->opts.fencing ? fn : 0, l->opts.ttl_ms);
+    if (strcmp(next, "-") != 0) memcpy(l->fair->succ, next, LB__TOKEN_CAP);
+    return LB_OK;
+}
+
+int lb__fair_block(lb_lock *l, redisContext *c, int64_t ms) {
+    lb__fair *f = l->fair;
+    char secs[32];
+    if (ms < 1) ms = 1;
+    snprintf(secs, sizeof secs, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+    const char *argv[3] = {"BLPOP", f->own, secs};
+    size_t argvlen[3] = {5, name_list(f, f->own, l->token), strlen(secs)};
+    l->m.total++;
+    redisReply *r = redisCommandArgv(c, 3, argv, argvlen);
+    if (!r) {
+        snprintf(l->errstr, sizeof l->errstr, "connection failed while blocked on the grant list: %.60s",
+                 c->errstr);
+        return LB_EIO;
+    }
+    int rc;
+    if (r->type == REDIS_REPLY_NIL) rc = LB_ETIMEDOUT;
+    else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(l->errstr, sizeof l->errstr, "BLPOP on the grant list: %.80s", r->str);
+        rc = LB_EREDIS;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[1]->type == REDIS_REPLY_STRING) {
+        rc = take_grant(l, r->element[1]->str, r->element[1]->len);
+        if (rc == LB_EPROTO) memcpy(l->errstr, l->m.errstr, sizeof l->errstr);
+    } else {
+        snprintf(l->errstr, sizeof l->errstr, "BLPOP on the grant list: unexpected reply");
+        rc = LB_EPROTO;
+    }
+    freeReplyObject(r);
+    return rc;
 }

@@ -72,6 +72,22 @@ void lb__fair_set_inbox(lb_lock *l, const char *inbox, size_t len);
  * checked by an attempt). */
 int lb__fair_handed(lb_lock *l, int64_t place, int64_t fence);
 int64_t lb__fair_lease_ms(const lb_lock *l);
+/* A wait blocked on its grant list (set the inbox to LB__FAIR_LISTS first, so
+ * that attempts name it): one BLPOP of up to `ms` on `c`. LB_OK: a grant of
+ * our place, the lock is ours; LB_EBUSY: something came that an attempt must
+ * judge; LB_ETIMEDOUT: nothing came; LB_EREDIS: the server refused BLPOP (a
+ * server before 6.0, an ACL): wait by polling instead; LB_EIO, LB_EPROTO. */
+int lb__fair_block(lb_lock *l, struct redisContext *c, int64_t ms);
+/* The longest BLPOP `c` allows, ms: half its read timeout (if it has one)
+ * less LB__BLPOP_LATE_MS; 0 if that is too short to block at all. */
+int64_t lb__fair_block_max_ms(const struct redisContext *c);
+/* How late Redis may end a BLPOP past its timeout: blocked clients' timeouts
+ * are checked on the server's timer, every 1000/hz ms (hz 10 by default). */
+#define LB__BLPOP_LATE_MS 100
+#define LB__FAIR_LISTS "*" /* the inbox that names a grant list */
+/* The last busy attempt found the key held by a token no fair grant wrote
+ * (as far as the queue knows): its release hands nothing off. */
+int lb__fair_holder_foreign(const lb_lock *l);
 
 
 /* A wait outside fair mode notes itself in the key's fair state, if a queue

@@ -60,7 +60,7 @@ typedef struct lb_allocator {
 } lb_allocator;
 
 /* ---- Commands and step machines -------------------------------------------- */
-#define LB_CMD_MAX_ARGS 8
+#define LB_CMD_MAX_ARGS 10
 
 /* One Redis command as an argument vector; the strings belong to the machine
  * that emitted it and stay valid until its next step. */

@@ -51,7 +51,9 @@ void lb_lock_free(lb_lock *l);
  * lb_lock_info_of(l).holder_ttl_ms tells for how long), LB_EWRONGTYPE, LB_EREDIS, LB_EIO. */
 int lb_lock_try_acquire(lb_lock *l, lb_target t);
 /* Attempts until `wait_ms` passes, sleeping a jittered back-off bounded by the
- * holder's remaining TTL. LB_ETIMEDOUT at the deadline. */
+ * holder's remaining TTL. LB_ETIMEDOUT at the deadline. A fair lock on one
+ * connection (lb_on_conn) queues and blocks on its own grant list instead
+ * (BLPOP, in slices), where a release pushes its hand-off. */
 int lb_lock_acquire(lb_lock *l, lb_target t, int64_t wait_ms);
 /* Deletes the lock if it still holds our token. LB_ELOST if it did not (it
  * expired, or was taken after expiry: nothing is deleted). */
@@ -151,7 +153,8 @@ lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
  * sleeps its next back-off step deaf to releases. A fair lock
  * (lb_lock_options.fair) queues, keeps its place by its attempts, and may be
  * handed the lock by a release, told on the waiter's inbox, without another
- * command. No
+ * command; with w NULL on one connection it waits on its grant list as
+ * lb_lock_acquire does. No
  * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT,
  * LB_ECANCELED (the clock's sleep_ms hook; lockbridge/wait.h), or an
  * attempt's error (LB_EWRONGTYPE, LB_EIO...). A

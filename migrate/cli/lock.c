@@ -154,8 +154,10 @@ static int watch(lb__cli_lock *l, lb_target t) {
 int lb__cli_lock_acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms) {
     if (l->legacy) return lb_legacy_acquire(l->legacy, t, wait_ms);
     if (l->mlock) return lb_mlock_acquire(l->mlock, t, wait_ms);
-    int rc = l->lo->waiter ? lb_lock_acquire_wait(l->modern, t, l->lo->waiter, wait_ms)
-                           : lb_lock_acquire(l->modern, t, wait_ms);
+    /* A fair wait on one connection blocks on its grant list (no waiter);
+     * through a Cluster or Sentinel target it listens on the waiter. */
+    lb_waiter *w = t.kind == LB_TARGET_CONN ? NULL : l->lo->waiter;
+    int rc = w ? lb_lock_acquire_wait(l->modern, t, w, wait_ms) : lb_lock_acquire(l->modern, t, wait_ms);
     if (rc == LB_OK) l->fence = lb_lock_info_of(l->modern).fence;
     if (rc == LB_OK && l->lo->wd) rc = watch(l, t);
     return rc;

@@ -16,8 +16,9 @@
 -- inbox: the waiter's own channel, where a release hands it the lock.
 -- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a
 -- hand-off's PX started at the release, before this attempt); {0, ms worth
--- waiting, place} when not, place our ticket when this attempt queued us
--- anew, 0 when we kept our place (or do not queue): the client remembers it.
+-- waiting, place, foreign} when not, place our ticket when this attempt
+-- queued us anew, 0 when we kept our place (or do not queue): the client
+-- remembers it; foreign 1 when the holder may not be a fair client.
 local mode, token, ttl, lease, inbox =
   string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
@@ -70,7 +71,7 @@ if mode == 'leave' then
   return {0, -2, 0}
 end
 
-local hint
+local hint, foreign = nil, 0
 if not v then
   local h, left = head()
   local open = tonumber(redis.call('HGET', KEYS[3], '~open') or '0') or 0
@@ -97,6 +98,9 @@ else
   -- Unknown (no grant noted since the queue formed) is not foreign.
   local known = redis.call('HGET', KEYS[3], '~holder')
   if mode == 'wait' and known and v ~= known then seen() end
+  -- Not the last fair grant's token (or none noted yet): its release may
+  -- hand nothing off, so a waiter blocked on its grant list polls.
+  if v ~= known then foreign = 1 end
 end
 if mode == 'try' then seen() end
 
@@ -111,4 +115,4 @@ if mode == 'wait' then
     if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
   end
 end
-return {0, hint, place}
+return {0, hint, place, foreign}

@@ -11,9 +11,19 @@
 -- hand-offs in a row (0: never), the lock is left free and queued waiters
 -- keep off it for `ms`, windows at least 4 x `ms` apart, so outsiders get at
 -- most a fifth of the time. A queue alone never idles.
--- KEYS as the fair acquire script; ARGV[1] "token every ms channel".
--- Returns 2 handed off, 1 released, 0 not ours (nothing changed).
-local token, every, yield_ms, channel = string.match(ARGV[1], '^(%x+) (%d+) (%d+) (.*)$')
+-- A waiter blocked on its grant list (entry inbox '*', the list
+-- "{key}:grant:<token>") is handed the grant "token ticket fence next" by
+-- LPUSH, next the token queued behind it ('-': none), so that it can name
+-- that waiter's list when it releases in turn: every key stays declared.
+-- When the head is not the successor the caller named, the script hands the
+-- lock over all the same and returns the grant for the caller to push.
+-- KEYS[1] lock, KEYS[2] queue, KEYS[3] state, KEYS[4] the grant list of
+-- `succ` (any list of the lock's when succ is '-'), KEYS[5] fencing counter
+-- (optional). ARGV[1] "token every ms succ channel".
+-- Returns 2 handed off, 1 released, 0 not ours (nothing changed), or the
+-- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>".
+local token, every, yield_ms, succ, channel =
+  string.match(ARGV[1], '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
 if redis.call('GET', KEYS[1]) ~= token then return 0 end
 every, yield_ms = tonumber(every), tonumber(yield_ms)
@@ -21,38 +31,48 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- The oldest live waiter, taken off the queue, with its ticket, the TTL it
--- asked for, its inbox ('': none) and the hand-offs in a row so far; lapsed
--- waiters met on the way are dropped.
+-- asked for, its inbox ('': none), the hand-offs in a row so far and the
+-- window fields; lapsed waiters met on the way are dropped.
 local function head()
   while true do
     local p = redis.call('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
-    local f = redis.call('HMGET', KEYS[3], h, '~streak')
+    local f = redis.call('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
     local exp, ttl, inbox = string.match(f[1] or '', '^(%d+) (%d+) ?(.*)$')
     if exp and tonumber(exp) > now and tonumber(ttl) > 0 then
-      return h, p[2], ttl, inbox, tonumber(f[2] or '0') or 0
+      return h, p[2], ttl, inbox, tonumber(f[2] or '0') or 0, f[3], f[4]
     end
     redis.call('HDEL', KEYS[3], h)
   end
 end
 
-local h, ticket, ttl, inbox, streak = head()
+local h, ticket, ttl, inbox, streak, last, seenat = head()
 if h then
   local due = false
   if every > 0 and streak >= every then
-    local f = redis.call('HMGET', KEYS[3], '~last', '~seen')
-    local last, seenat = tonumber(f[1] or '0') or 0, tonumber(f[2] or '')
+    last, seenat = tonumber(last or '0') or 0, tonumber(seenat or '')
     due = seenat ~= nil and seenat > last - yield_ms and now >= last + 4 * yield_ms
   end
   if not due then
     local msg = h .. ' ' .. string.format('%.0f', tonumber(ticket))
-    if KEYS[4] then msg = msg .. ' ' .. redis.call('INCR', KEYS[4]) end
+    if KEYS[5] then msg = msg .. ' ' .. redis.call('INCR', KEYS[5]) end
+    local push = nil
     -- Published before the key is written: a PUBLISH the ACL refuses ends
     -- the script with the lock still ours (the waiter popped off the queue
     -- rejoins at its next attempt). A user whose ACL refuses the inbox
     -- still hands off: the waiter learns it at its next attempt.
-    if inbox == '' then
+    if inbox == '*' then
+      if not KEYS[5] then msg = msg .. ' 0' end
+      msg = msg .. ' ' .. (redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '-')
+      if h == succ then
+        redis.call('LPUSH', KEYS[4], msg)
+        -- A grantee that died leaves its list: it goes with the grant.
+        redis.call('PEXPIRE', KEYS[4], ttl)
+      else
+        push = msg
+      end
+    elseif inbox == '' then
       redis.call('PUBLISH', channel, msg)
     else
       redis.pcall('PUBLISH', inbox, msg)
@@ -60,10 +80,15 @@ if h then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     redis.call('HDEL', KEYS[3], h)
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
-    return 2
+    return push or 2
   end
-  -- The head keeps its place through the window.
+  -- The head keeps its place through the window; blocked on its grant list,
+  -- it is woken (place 0: no grant) to learn the window's end.
   redis.call('ZADD', KEYS[2], ticket, h)
+  if inbox == '*' and h == succ then
+    redis.call('LPUSH', KEYS[4], h .. ' 0 0 -')
+    redis.call('PEXPIRE', KEYS[4], ttl)
+  end
   redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
   -- Popping the last waiter deleted the queue and its TTL: it lapses with

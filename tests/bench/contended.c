@@ -21,7 +21,7 @@ typedef enum {
     S_MODERN_POLL,
     S_MODERN_WAKE,
     S_MODERN_FAIR,
-    S_MODERN_FAIR_NOYIELD,
+    S_MODERN_FAIR_LISTS,
     S_COMPAT,
     S_LEGACY_WIRE,
     S_LEGACY_SCRIPTED,
@@ -39,8 +39,7 @@ static const strategy_spec STRATEGIES[] = {
     {"lockbridge modern, polling only (lb_lock_acquire)", 1, S_MODERN_POLL},
     {"lockbridge modern, wake-on-release (lb_lock_acquire_wait)", 1, S_MODERN_WAKE},
     {"lockbridge modern, fair hand-off (fair, lb_lock_acquire_wait)", 1, S_MODERN_FAIR},
-    {"lockbridge modern, fair hand-off without yield (fair_yield_every 0)", 1,
-     S_MODERN_FAIR_NOYIELD},
+    {"lockbridge modern, fair on grant lists (fair, lb_lock_acquire)", 1, S_MODERN_FAIR_LISTS},
     {"lockbridge compat (lb_mlock_acquire)", 1, S_COMPAT},
     {"lockbridge legacy wire-only (lb_legacy_acquire)", 1, S_LEGACY_WIRE},
     {"lockbridge legacy scripted (lb_legacy_acquire)", 1, S_LEGACY_SCRIPTED},
@@ -49,7 +48,7 @@ static const strategy_spec STRATEGIES[] = {
      * outsiders wait for the release's yield windows, and what the windows
      * cost the queue. Run at MIXED_CLIENTS only; each side gets a row of its
      * own after the whole run's. */
-    {"lockbridge modern, fair (defaults) beside 4 polling outsiders", 1, S_FAIR_BESIDE_POLLERS},
+    {"lockbridge modern, fair (defaults, waiter) beside 4 polling outsiders", 1, S_FAIR_BESIDE_POLLERS},
 };
 #define N_STRATEGIES (int)(sizeof STRATEGIES / sizeof STRATEGIES[0])
 
@@ -103,8 +102,8 @@ static int acquire(worker *w) {
     switch (run->s) {
     case S_MODERN_POLL: return lb_lock_acquire(w->modern, lb_on_conn(w->c), left_ms);
     case S_MODERN_WAKE:
-    case S_MODERN_FAIR:
-    case S_MODERN_FAIR_NOYIELD: return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
+    case S_MODERN_FAIR: return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
+    case S_MODERN_FAIR_LISTS: return lb_lock_acquire(w->modern, lb_on_conn(w->c), left_ms);
     case S_FAIR_BESIDE_POLLERS:
         if (w->waiter) return lb_lock_acquire_wait(w->modern, lb_on_conn(w->c), w->waiter, left_ms);
         return lb_lock_acquire(w->modern, lb_on_conn(w->c), left_ms);
@@ -209,9 +208,8 @@ static int workers_new(run_state *run, const lbt_redis *server) {
     lo.variant = run->s == S_LEGACY_SCRIPTED ? LB_LEGACY_SCRIPTED : LB_LEGACY_WIRE;
     lb_lock_options mo;
     lb_lock_options_init(&mo);
-    mo.fair = run->s == S_MODERN_FAIR || run->s == S_MODERN_FAIR_NOYIELD ||
+    mo.fair = run->s == S_MODERN_FAIR || run->s == S_MODERN_FAIR_LISTS ||
               run->s == S_FAIR_BESIDE_POLLERS;
-    if (run->s == S_MODERN_FAIR_NOYIELD) mo.fair_yield_every = 0;
     lb_lock_options outsider = mo;
     outsider.fair = 0;
     lb_mlock_options co;
@@ -233,12 +231,15 @@ static int workers_new(run_state *run, const lbt_redis *server) {
         switch (run->s) {
         case S_MODERN_WAKE:
         case S_MODERN_FAIR:
-        case S_MODERN_FAIR_NOYIELD:
             rc = lb_waiter_new(&w->waiter, &wo);
             if (rc == LB_OK) rc = lb_lock_new(&w->modern, key, keylen, &mo);
             break;
-        case S_MODERN_POLL: rc = lb_lock_new(&w->modern, key, keylen, &mo); break;
+        case S_MODERN_POLL:
+        case S_MODERN_FAIR_LISTS: rc = lb_lock_new(&w->modern, key, keylen, &mo); break;
         case S_FAIR_BESIDE_POLLERS:
+            /* The fair side listens on a waiter: a release of an outsider's
+             * publishes on the lock's channel, which a wait blocked on its
+             * grant list does not hear. */
             if (i >= run->clients - OUTSIDERS) {
                 rc = lb_lock_new(&w->modern, key, keylen, &outsider);
                 break;

@@ -209,17 +209,17 @@ static const contended *best_peer(const contended_set *set, int libraries) {
 
 /* How a strategy waits, from its name: what limits its wait and its spread. */
 static const char *wait_limit(const contended *r) {
-    if (strstr(r->name, "without yield"))
+    if (strstr(r->name, "grant lists"))
         return "the queue itself: first come, first served, a waiter waits behind the other "
-               "31 clients' turns, and a turn is a chain: the release round trip, the message "
-               "to the next waiter's inbox, two thread wake-ups (its subscriber thread, then "
-               "the waiting thread) and the section's two round trips, on 2 CPUs shared by "
-               "64 client threads and the server";
+               "31 clients' turns, and a turn is a chain: the release script (which pushes the "
+               "grant to the next waiter's list), that waiter's BLPOP answered and its thread "
+               "woken, and the section's two round trips, on 2 CPUs shared by 32 client "
+               "threads and the server";
     if (strstr(r->name, "fair"))
-        return "the fair yield: after 16 hand-offs in a row the release may leave the lock free "
-               "for 200 ms to clients outside the queue; with none seen such windows are 4, 8, "
-               "16, then up to 64 windows' length apart, so a run of a few seconds meets the "
-               "first two or three, and every queued waiter waits through each";
+        return "the queue, and the hop through the waiter: a turn is the release script, the "
+               "message to the next waiter's inbox, two thread wake-ups (its subscriber "
+               "thread, then the waiting thread) and the section's two round trips, on 2 CPUs "
+               "shared by 64 client threads and the server";
     if (strstr(r->name, "wake"))
         return "a release wakes the waiters listening; each that loses the race sleeps one "
                "back-off step (up to 100 ms) deaf, so under contention they poll, and the "

@@ -1,9 +1,11 @@
 /* lockbridge under a least-privilege ACL user: only the lock keys' pattern (and
  * their companions), only the commands the locks send or their scripts run. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -22,7 +24,7 @@ static const char *const acl_rules[] = {
     "~locks:*", "~{locks:*}:*", "&{locks:*}:released", "&lb-inbox:*",
     "+ping", "+setnx", "+get", "+getset", "+del", "+set", "+pttl", "+evalsha", "+eval",
     "+pexpire", "+incr", "+publish", "+time", "+type", "+hget", "+hset", "+hdel",
-    "+zadd", "+zrange", "+zrem", "+zpopmin",
+    "+zadd", "+zrange", "+zrem", "+zpopmin", "+hmget", "+blpop", "+lpush",
 };
 
 static redisContext *as_locker(void) {
@@ -96,6 +98,79 @@ static void test_compat_and_modern_modes_work_as_the_restricted_user(void **stat
         assert_int_equal(lb_mlock_release(b, lb_on_conn(locker)), LB_OK);
         lb_mlock_free(a);
         lb_mlock_free(b);
+    }
+}
+
+/* A user as above without one command, on a connection of its own. */
+static redisContext *as_user_without(const char *name, const char *command) {
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    const char *argv[64];
+    int n = 0;
+    for (size_t i = 0; i < sizeof acl_rules / sizeof acl_rules[0]; i++)
+        if (strcmp(acl_rules[i], command) != 0) argv[n++] = i == 2 ? name : acl_rules[i];
+    redisReply *r = redisCommandArgv(admin, n, argv, NULL);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(admin);
+    redisContext *c = lbt_redis_connect(&server);
+    assert_non_null(c);
+    r = redisCommand(c, "AUTH %s s3cret", name);
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    return c;
+}
+
+typedef struct waiting {
+    lb_lock *l;
+    redisContext *c;
+    int rc;
+} waiting;
+
+static void *wait_for_it(void *arg) {
+    waiting *w = arg;
+    w->rc = lb_lock_acquire(w->l, lb_on_conn(w->c), 10000);
+    return NULL;
+}
+
+/* A fair hand-off to a waiter blocked on its grant list (BLPOP, LPUSH) works as
+ * the restricted user; a user refused BLPOP still gets the lock, its wait
+ * polling instead. */
+static void test_fair_hand_offs_on_grant_lists_work_as_the_restricted_user(void **state) {
+    (void)state;
+    for (int refused = 0; refused < 2; refused++) {
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fair = 1;
+        o.fencing = 1;
+        o.backoff_max_ms = 50;
+        lb_lock *h, *q;
+        assert_int_equal(lb_lock_new(&h, "locks:fair", 10, &o), LB_OK);
+        assert_int_equal(lb_lock_new(&q, "locks:fair", 10, &o), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(locker)), LB_OK);
+        waiting w = {q, refused ? as_user_without("noblock", "+blpop") : as_locker(), 0};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+        redisContext *admin = lbt_redis_connect(&server);
+        assert_non_null(admin);
+        for (int tries = 0; tries < 2000; tries++) {
+            redisReply *r = redisCommand(admin, "ZCARD {locks:fair}:queue");
+            long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+            freeReplyObject(r);
+            if (n == 1) break;
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        int64_t fence = lb_lock_info_of(h).fence;
+        assert_int_equal(lb_lock_release(h, lb_on_conn(locker)), LB_OK);
+        pthread_join(t, NULL);
+        assert_int_equal(w.rc, LB_OK);
+        assert_int_equal(lb_lock_info_of(q).fence, fence + 1);
+        assert_int_equal(lb_lock_release(q, lb_on_conn(w.c)), LB_OK);
+        redisFree(admin);
+        redisFree(w.c);
+        lb_lock_free(h);
+        lb_lock_free(q);
     }
 }
 
@@ -242,6 +317,7 @@ int main(void) {
         cmocka_unit_test(test_legacy_locks_work_as_the_restricted_user),
         cmocka_unit_test(test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_user),
         cmocka_unit_test(test_compat_and_modern_modes_work_as_the_restricted_user),
+        cmocka_unit_test(test_fair_hand_offs_on_grant_lists_work_as_the_restricted_user),
         cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
         cmocka_unit_test(test_a_release_refused_its_channel_deletes_nothing),
     };

@@ -1054,6 +1054,154 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     lb_lock_free(b);
 }
 
+/* ---- Grant lists: fair waits on one connection ------------------------------ */
+
+/* The client id's current command, from CLIENT LIST ("" when gone). */
+static int blocked_in_blpop(long long id) {
+    redisReply *r = redisCommand(conn, "CLIENT LIST ID %lld", id);
+    assert_non_null(r);
+    int yes = r->type == REDIS_REPLY_STRING && strstr(r->str, "cmd=blpop") != NULL;
+    freeReplyObject(r);
+    return yes;
+}
+
+static long long calls_of(const char *cmd) {
+    redisReply *r = redisCommand(conn, "INFO commandstats");
+    assert_non_null(r);
+    char field[64];
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    const char *at = r->type == REDIS_REPLY_STRING ? strstr(r->str, field) : NULL;
+    long long n = at ? strtoll(at + strlen(field), NULL, 10) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A fair wait without a waiter, on one connection, blocks on its own grant
+ * list: the release pushes the grant there and the wait returns on it, with
+ * the attempt that queued it and one BLPOP, and no message published. (With
+ * a back-off of 5 s and a wait of 4 s it could learn of the hand-off no
+ * other way before its deadline.) */
+static void test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list(
+    void **state) {
+    (void)state;
+    lb_lock *h = new_lock("w:list", 1, 2, 100), *q = new_lock("w:list", 1, 5000, 5000);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 4000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:list}:queue") == 1 && blocked_in_blpop(j.client_id));
+    uint64_t before = lb_lock_info_of(q).commands;
+    long long pubs = calls_of("publish");
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_true(lb_lock_info_of(q).held);
+    assert_string_equal(lbt_get(conn, "w:list"), lb_lock_info_of(q).token);
+    assert_int_equal(before, 2); /* the attempt, the BLPOP */
+    assert_int_equal(lb_lock_info_of(q).commands, 2);
+    assert_int_equal(calls_of("publish"), pubs);
+    job_end(&j);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:list}:queue"), 0);
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
+/* Waiters on grant lists are served in arrival order, and a holder that was
+ * granted the lock knows who queued behind it: its release pushes the next
+ * grant inside the script (one command). The first release, by a holder that
+ * took a free lock, learns the head from the script and pushes the grant
+ * itself (LPUSH, PEXPIRE). */
+static void test_grant_list_waiters_are_served_in_order_and_name_their_successor(void **state) {
+    (void)state;
+    enum { N = 3 };
+    lb_lock *h = new_lock("w:order", 1, 2, 100), *q[N];
+    job j[N];
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    for (int i = 0; i < N; i++) {
+        q[i] = new_lock("w:order", 1, 2000, 2000);
+        job_start(&j[i], q[i], NULL, 20000);
+        EVENTUALLY(lbt_int(conn, "ZCARD {w:order}:queue") == i + 1 && blocked_in_blpop(j[i].client_id));
+    }
+    uint64_t c0 = lb_lock_info_of(h).commands;
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    uint64_t first_release = lb_lock_info_of(h).commands - c0;
+    uint64_t later_release[N - 1];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(job_join(&j[i]), LB_OK);
+        assert_string_equal(lbt_get(conn, "w:order"), lb_lock_info_of(q[i]).token);
+        for (int k = i + 1; k < N; k++) assert_false(job_done(&j[k]));
+        uint64_t c = lb_lock_info_of(q[i]).commands;
+        assert_int_equal(lb_lock_release(q[i], lb_on_conn(j[i].c)), LB_OK);
+        if (i < N - 1) later_release[i] = lb_lock_info_of(q[i]).commands - c;
+        job_end(&j[i]);
+        lb_lock_free(q[i]);
+    }
+    assert_int_equal(first_release, 3);
+    for (int i = 0; i < N - 1; i++) assert_int_equal(later_release[i], 1);
+    assert_int_equal(lbt_int(conn, "EXISTS w:order"), 0);
+    lb_lock_free(h);
+}
+
+/* A connection with a read timeout (redisSetTimeout) keeps working through a
+ * long fair wait: with 400 ms, its blocks are cut to 100 ms (half the timeout
+ * less the 100 ms by which Redis may end a BLPOP late); with 100 ms, too short
+ * to block in, the wait polls. Each wait ends as a timeout, out of the queue,
+ * the connection still usable; then it is handed the lock. */
+static void test_a_grant_list_wait_stays_within_the_connections_read_timeout(void **state) {
+    (void)state;
+    static const struct { long usec; int blocks; } cases[] = {{400000, 1}, {100000, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lb_lock *h = new_lock("w:rcv", 1, 2, 100), *q = new_lock("w:rcv", 1, 2000, 2000);
+        assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+        redisContext *c = lbt_redis_connect(&server);
+        assert_non_null(c);
+        checked(c);
+        struct timeval tv = {0, cases[i].usec};
+        assert_int_equal(redisSetTimeout(c, tv), REDIS_OK);
+        long long blpops = calls_of("blpop");
+        assert_int_equal(lb_lock_acquire(q, lb_on_conn(c), 700), LB_ETIMEDOUT);
+        assert_int_equal(c->err, 0);
+        long long blocked = calls_of("blpop") - blpops;
+        if (cases[i].blocks) assert_true(blocked >= 3);
+        else assert_int_equal(blocked, 0);
+        assert_int_equal(lbt_int(conn, "EXISTS {w:rcv}:queue"), 0);
+        assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+        assert_int_equal(lb_lock_acquire(q, lb_on_conn(c), 700), LB_OK);
+        assert_int_equal(lb_lock_release(q, lb_on_conn(c)), LB_OK);
+        redisFree(c);
+        lb_lock_free(h);
+        lb_lock_free(q);
+    }
+}
+
+/* A holder outside the queue hands nothing off, and its release publishes on
+ * a channel a grant-list wait does not hear: while such a holder holds, the
+ * wait polls (here every 20 ms) rather than blocking for its refresh (20 s
+ * with a lease of 60 s), so it takes the lock soon after that holder lets go,
+ * not at the end of its 10 s wait. */
+static void test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds(void **state) {
+    (void)state;
+    lb_lock *out = new_lock("w:foreign", 0, 20, 20);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_lease_ms = 60000;
+    o.backoff_min_ms = o.backoff_max_ms = 20;
+    lb_lock *q = NULL;
+    assert_int_equal(lb_lock_new(&q, "w:foreign", 9, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(out, lb_on_conn(conn)), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:foreign}:queue") == 1);
+    sleep_ms(100);
+    int64_t released = mono_ms();
+    assert_int_equal(lb_lock_release(out, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    int64_t took = mono_ms() - released;
+    job_end(&j);
+    lb_lock_free(out);
+    lb_lock_free(q);
+    assert_true(took < 5000);
+}
+
 /* ---- Queue places, grants and errors ------------------------------------------ */
 
 /* HGET hash field into out (cap bytes); "" when absent. */
@@ -1550,6 +1698,10 @@ int main(void) {
         cmocka_unit_test(test_a_fair_waiter_that_times_out_leaves_the_queue),
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
+        cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
+        cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
+        cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),
+        cmocka_unit_test(test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds),
         cmocka_unit_test(test_a_waiter_that_named_its_inbox_keeps_its_place_when_the_key_is_freed),
         cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),

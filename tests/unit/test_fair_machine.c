@@ -173,7 +173,13 @@ static void test_acquire_replies(void **state) {
         {"negative hint", 0, {X_ARR, 0, NULL, 3, {0, -3, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"unknown status", 0, {X_ARR, 0, NULL, 3, {2, 5, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"negative fence", 1, {X_ARR, 0, NULL, 3, {1, -4, 30000}, 0}, LB_EPROTO, 0, 0, -1, 0},
-        {"four elements", 0, {X_ARR, 0, NULL, 4, {1, 0, 0, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"four elements, ours", 0, {X_ARR, 0, NULL, 4, {1, 0, 0, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
+        {"held by a client outside the queue", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 1}, 0}, LB_EBUSY,
+         0, 0, 1500, 0},
+        {"held by a fair holder", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 0}, 0}, LB_EBUSY, 0, 0, 1500,
+         0},
+        {"an unknown holder flag", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 2}, 0}, LB_EPROTO, 0, 0, -1,
+         0},
         {"two elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"string elements", 0, {X_ARR, 0, NULL, 3, {1, 0, 30000}, 1}, LB_EPROTO, 0, 0, -1, 0},
@@ -237,6 +243,16 @@ static void test_release_replies(void **state) {
         {"nil", {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 1},
         {"an error", {X_ERR, 0, "ERR fair release: bad arguments", 0, {0}, 0}, LB_EREDIS, 1},
         {"no reply", {X_NONE, 0, NULL, 0, {0}, 0}, LB_EIO, 1},
+        /* Handed to a waiter on another grant list: released, and the grant
+         * is ours to push (the next command). */
+        {"a grant to push", {X_STR, 0, "0123456789abcdef0123456789abcdef 17 0 -", 0, {0}, 0},
+         LB_STEP_SEND, 0},
+        {"a grant naming no token", {X_STR, 0, "xyz 17 0 -", 0, {0}, 0}, LB_EPROTO, 1},
+        {"a grant too long", {X_STR, 0, "0123456789abcdef0123456789abcdef 1 2 "
+                                        "0123456789abcdef0123456789abcdef 0123456789"
+                                        "0123456789012345678901234567890123456789", 0, {0}, 0},
+         LB_EPROTO, 1},
+        {"a string", {X_STR, 0, "OK", 0, {0}, 0}, LB_EPROTO, 1},
     };
     static const rep acquired = {X_ARR, 0, NULL, 3, {1, 0, 30000}, 0};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -246,13 +262,28 @@ static void test_release_replies(void **state) {
         assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
         const lb_cmd *c = lb_machine_command(m);
         arg_is(c, 1, lb__script_modern_fair_release.sha1);
+        /* No successor known (the lock was taken, not granted): the script
+         * gets our own grant list and "-". */
         char want[128];
-        snprintf(want, sizeof want, "%s 16 200 {job:7}:released", lb_lock_info_of(l).token);
+        snprintf(want, sizeof want, "{job:7}:grant:%s", lb_lock_info_of(l).token);
         arg_is(c, 6, want);
+        snprintf(want, sizeof want, "%s 16 200 - {job:7}:released", lb_lock_info_of(l).token);
+        arg_is(c, 7, want);
         built b;
         int rc = lb_machine_step(m, build(&b, &cases[i].reply), now());
         if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
         assert_int_equal(lb_lock_info_of(l).held, cases[i].held);
+        if (rc == LB_STEP_SEND) {
+            c = lb_machine_command(m);
+            arg_is(c, 0, "LPUSH");
+            arg_is(c, 1, "{job:7}:grant:0123456789abcdef0123456789abcdef");
+            arg_is(c, 2, cases[i].reply.s);
+            /* The push and its expiry are best effort: the release stands. */
+            static const rep one = {X_INT, 1, NULL, 0, {0}, 0};
+            assert_int_equal(lb_machine_step(m, build(&b, &one), now()), LB_STEP_SEND);
+            arg_is(lb_machine_command(m), 0, "PEXPIRE");
+            assert_int_equal(lb_machine_step(m, NULL, now()), LB_OK);
+        }
         lb_lock_free(l);
     }
 }

@@ -122,19 +122,6 @@ static int64_t refresh_ms(wait_state *s) {
     return ms;
 }
 
-/* Sleeps `ms` through the clock's hook, if any; 1 if the hook cancelled. */
-static int rest(const lb_clock *clock, int64_t ms) {
-    if (!clock || !clock->sleep_ms) {
-        lb__sleep_ms(ms);
-        return 0;
-    }
-    for (int64_t end = lb__mono_ms() + ms;;) {
-        int64_t left = end - lb__mono_ms();
-        if (clock->sleep_ms(clock->ud, left > 0 ? left : 0)) return 1;
-        if (end - lb__mono_ms() <= 0) return 0;
-    }
-}
-
 enum { BLPOP_REFUSED = 1 }; /* beside the LB_* codes, which are 0 or negative */
 
 /* A fair wait on one connection blocks on its own grant list: the release
@@ -142,9 +129,11 @@ enum { BLPOP_REFUSED = 1 }; /* beside the LB_* codes, which are 0 or negative */
  * wake-up per hand-off and nothing else on the connection. Blocks are cut
  * into slices: at the next attempt due (refresh_ms), within half the
  * connection's read timeout, and every LB_CANCEL_SLICE_MS when the clock has
- * a sleep hook (asked between slices). Redis ends a BLPOP up to its timer's
- * period late (LB__BLPOP_LATE_MS), so in the last stretch before the deadline
- * the wait polls instead and gives up on time. A server that refuses BLPOP, or a read timeout too
+ * a sleep hook (asked between slices). Redis may end a BLPOP up to its
+ * timer's period late (LB__BLPOP_LATE_MS) when it has nothing else to do, so
+ * a wait can end that much past its deadline: polling the last stretch
+ * instead would leave a grant pushed then unread for a back-off step, the
+ * lock idle meanwhile. A server that refuses BLPOP, or a read timeout too
  * short for it, sends the wait back to polling (BLPOP_REFUSED). */
 static int grant_wait(wait_state *s, int64_t deadline) {
     lb_lock *l = s->l;
@@ -160,20 +149,12 @@ static int grant_wait(wait_state *s, int64_t deadline) {
         int64_t now = lb__mono_ms();
         if (now >= deadline) return give_up(s);
         if (hook && hook(clock->ud, 0)) return LB_ECANCELED;
-        int64_t until = deadline - LB__BLPOP_LATE_MS;
-        if (next < until) until = next;
-        if (until > now) {
-            int b = lb__fair_block(l, c, until - now < max ? until - now : max);
-            if (b == LB_OK) return LB_OK;
-            if (b == LB_EREDIS) return BLPOP_REFUSED;
-            if (b != LB_EBUSY && b != LB_ETIMEDOUT) return b;
-            if (b == LB_ETIMEDOUT && lb__mono_ms() < next) continue;
-        } else if (now < next) {
-            /* The last stretch, where a BLPOP could end past the deadline:
-             * a grant is found by an attempt, one back-off step apart. */
-            int64_t ms = lb__backoff_next(&s->backoff, l->holder_ttl_ms);
-            if (rest(clock, ms < deadline - now ? ms : deadline - now)) return LB_ECANCELED;
-        }
+        int64_t until = next < deadline ? next : deadline;
+        int b = lb__fair_block(l, c, until - now < max ? until - now : max);
+        if (b == LB_OK) return LB_OK;
+        if (b == LB_EREDIS) return BLPOP_REFUSED;
+        if (b != LB_EBUSY && b != LB_ETIMEDOUT) return b;
+        if (b == LB_ETIMEDOUT && lb__mono_ms() < next) continue;
         if (lb__mono_ms() >= deadline) return give_up(s);
         rc = attempt(s);
         next = lb__mono_ms() + refresh_ms(s);

@@ -173,15 +173,17 @@ figures to compare, and the verdicts are taken on them.
   back-off from 2 ms doubling to 100 ms, bounded by the holder's TTL); with
   `lb_lock_acquire_wait` and a waiter per client (wake-on-release: the release
   script publishes, listening waiters wake at once, one that then loses the race
-  sleeps a back-off step deaf); fair mode with its defaults (queued waiters, the
-  release hands the lock to the oldest, telling it on its waiter's inbox channel; after 16 hand-offs in a row the
-  lock is left free for 200 ms so that legacy pollers get a turn) and without that
-  yield (`fair_yield_every` 0, for fleets of lockbridge clients only); compat with
-  `lb_mlock_acquire`; legacy wire-only and scripted with `lb_legacy_acquire`. A
-  mixed run at 32 clients puts 28 fair waiters (defaults) beside 4 clients outside
-  their queue that poll with `lb_lock_acquire`: its first row is the whole run (the
-  server's counts, the counter), the two indented rows each side's own waits and
-  spread.
+  sleeps a back-off step deaf); fair mode with its defaults, waiting through a
+  waiter (queued waiters, the release hands the lock to the oldest, telling it on its
+  waiter's inbox channel) and with `lb_lock_acquire` on one connection (the wait
+  blocks on its own grant list, where the release pushes the hand-off); yield windows
+  for clients outside the queue open only once one is seen, so neither row meets
+  one; compat with `lb_mlock_acquire`; legacy wire-only and scripted with
+  `lb_legacy_acquire`. A mixed run at 32 clients puts 28 fair waiters (defaults, on
+  waiters) beside 4 clients outside their queue that poll with `lb_lock_acquire`
+  (refused for 100 ms, each notes itself, and windows of 200 ms open after 16
+  hand-offs): its first row is the whole run (the server's counts, the counter),
+  the two indented rows each side's own waits and spread.
 - Peers, on the same server in the same run, each with its defaults and with a tuned
   retry (their table gives versions and settings): redis-py's `Lock` (one process per
   client), node-redlock and redis-semaphore's `Mutex` (one node process, a connection

@@ -124,16 +124,17 @@ static int probe(explorer *e) {
 }
 
 /* A client reading one hand-off message from its inbox: a step of its own,
- * which takes none of the depth (the budget is max_reads). Most places have
- * no message waiting: the schedule up to the read is replayed first, and a
- * read with nothing to read prunes everything after it in one replay. */
+ * which takes none of the depth (the budget is max_reads), and may close the
+ * schedule. Most places have no message waiting: before more steps follow,
+ * the schedule up to the read is replayed, and a read with nothing to read
+ * prunes everything after it in one replay. */
 static int try_read(explorer *e, int i, int steps_left) {
     char tok[4] = {(char)('A' + i), '@', '\0'};
     size_t mark;
-    if (e->reads >= e->cfg->max_reads || !lbr_kind_reads_inbox(e->cfg->world.kinds[i]) ||
-        push(e, tok, &mark) != 0)
+    if (e->reads >= e->cfg->max_reads || (e->crashed & (1 << i)) ||
+        !lbr_kind_reads_inbox(e->cfg->world.kinds[i]) || push(e, tok, &mark) != 0)
         return 0;
-    int rc = probe(e);
+    int rc = steps_left > 0 ? probe(e) : 0;
     if (rc == 0) {
         e->reads++;
         rc = dfs(e, steps_left, 0);
@@ -144,8 +145,13 @@ static int try_read(explorer *e, int i, int steps_left) {
 }
 
 static int dfs(explorer *e, int steps_left, int last_was_event) {
-    if (steps_left == 0) return replay(e);
     int any = 0, rc;
+    if (steps_left == 0) {
+        if ((rc = replay(e)) != 0) return rc;
+        for (int i = 0; i < e->n; i++)
+            if ((rc = try_read(e, i, 0)) != 0) return rc;
+        return 0;
+    }
     for (int i = 0; i < e->n; i++) {
         char tok[4] = {(char)('A' + i), '\0'};
         size_t mark;

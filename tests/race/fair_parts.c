@@ -16,7 +16,7 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
 
-#define PENDING_MAX 16 /* hand-off messages read off the socket, not yet taken */
+#define PENDING_MAX 16 /* messages read off the socket, not yet taken; more are dropped */
 #define MSG_MAX 128    /* bytes of one message kept; a grant needs about 70 */
 
 /* A client of lb_lock_acquire_wait, one attempt per step: the wait keeps

@@ -151,7 +151,8 @@ typedef struct lbr_explore_config {
     int max_jumps;
     int64_t jump_ms;
     /* At most this many inbox reads ("X@", by clients whose kind reads an
-     * inbox) placed anywhere between steps; they do not count against depth.
+     * inbox), each after a step of the reader's or another's, the last step
+     * included; they do not count against depth.
      * A read with nothing waiting is outside the model (pruned). */
     int max_reads;
 } lbr_explore_config;

@@ -428,6 +428,94 @@ static void test_token_lock_races(void **state) {
     RUN_TABLE(t);
 }
 
+/* ---- The fair token lock: a blocking wait, step by step ---------------------------- */
+
+/* A wait keeps one token and one queue place until it holds the lock; a
+ * release hands the lock to the oldest live waiter and publishes the grant on
+ * its inbox ("X@" reads it). Two schedules replay the bugs of the old fair
+ * mode, each as the search found it (see test_exploration_of_fair_lock_fleets). */
+static void test_fair_lock_races(void **state) {
+    (void)state;
+    static const scenario t[] = {
+        {"lb-fair: a release hands the lock to the waiter, which reads the grant",
+         {"lb-fair", "lb-fair"}, 0,
+         "A:modern_fair_acquire B:modern_fair_acquire A:modern_fair_release B@ "
+         "B:modern_fair_release A?", LBR_OK, 0, 0},
+        {"lb-fair: a waiter finds its hand-off by an attempt", {"lb-fair", "lb-fair"}, 0,
+         "A:modern_fair_acquire B:modern_fair_acquire A:modern_fair_release +1000 "
+         "B:modern_fair_acquire B:modern_fair_release", LBR_OK, 0, 0},
+        {"lb-fair: a waiter that lapsed from the queue does not block the lock",
+         {"lb-fair", "lb-fair"}, 0, "A B +6000 A A B A B@ B", LBR_OK, 0, 0},
+        /* Bug B: the hand-off found by B's attempt 3 s after the release
+         * leases what the key has left, not the whole TTL from the attempt:
+         * 3 s later the key has lapsed, and so has B's lease, when A takes it. */
+        {"lb-fair: a hand-off found late leases what the key has left", {"lb-fair", "lb-fair"}, 0,
+         "A B A +3000 B +3000 A", LBR_OK, 0, 0},
+        /* Bug C: B's grant lapsed unread, A took the lock, B queued again (a
+         * new place) and then read the late grant: it names the old place. */
+        {"lb-fair: a late grant for an earlier place grants nothing", {"lb-fair", "lb-fair"}, 0,
+         "A B A +6000 A B B@ B", LBR_OK, 0, 0},
+        {"lb-fair-fenced: the grant carries the fencing number", {"lb-fair-fenced", "lb-fair-fenced"}, 0,
+         "A B A B@ B A?", LBR_OK, 0, 0},
+        {"lb-fair beside lb-modern: the plain token lock ignores the queue", {"lb-fair", "lb-modern"}, 0,
+         "A B A B +6000 A A B A B", LBR_OK, 0, 0},
+    };
+    RUN_TABLE(t);
+}
+
+/* Every interleaving of a fair fleet up to a bound: attempts, inbox reads,
+ * pauses and a crash. Pauses of 1000 ms against a TTL of 1500 ms let a key
+ * lapse between two of them and a lease outlive the first; pauses of 2000 ms
+ * let a grant lapse before it is read. */
+static lbr_explore_result explore_fair(const char *k1, const char *k2, int64_t jump_ms, int depth) {
+    lbr_explore_config cfg;
+    lbr_explore_result res;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.world.port = server.port;
+    cfg.world.conn = lbt_redis_connect(&server);
+    assert_non_null(cfg.world.conn);
+    cfg.world.key = "race:fair";
+    cfg.world.ttl_ms = 1500;
+    lb_codec_parse(&cfg.world.codec, "ms");
+    cfg.world.kinds[0] = k1;
+    cfg.world.kinds[1] = k2;
+    cfg.depth = depth;
+    cfg.max_crashes = 1;
+    cfg.max_jumps = 2;
+    cfg.jump_ms = jump_ms;
+    cfg.max_reads = 1;
+    int rc = lbr_explore(&cfg, &res);
+    redisFree(cfg.world.conn);
+    assert_int_equal(rc, 0);
+    printf("  explored %s + %s, pauses of %lld ms, depth %d: %ld schedules (%ld outside the "
+           "model)%s%s\n", k1, k2, (long long)jump_ms, depth, res.schedules, res.pruned,
+           res.violation ? "\n    counterexample: " : ", none found",
+           res.violation ? res.counterexample : "");
+    if (res.violation) printf("    report: %s\n", res.report);
+    return res;
+}
+
+/* Rows by what they reach: both pause lengths for two fair clients (which
+ * found the old fair mode's bugs), the fenced grant and the plain token lock
+ * beside the queue one step shallower where that keeps the test short. */
+static void test_exploration_of_fair_lock_fleets(void **state) {
+    (void)state;
+    static const struct { const char *a, *b; int64_t jump_ms; int depth; } fleets[] = {
+        {"lb-fair", "lb-fair", 1000, 5},
+        {"lb-fair", "lb-fair", 2000, 5},
+        {"lb-fair-fenced", "lb-fair-fenced", 1000, 4},
+        {"lb-fair-fenced", "lb-fair-fenced", 2000, 4},
+        {"lb-fair", "lb-modern", 1000, 5},
+        {"lb-fair", "lb-modern", 2000, 4},
+    };
+    for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
+        lbr_explore_result r =
+            explore_fair(fleets[i].a, fleets[i].b, fleets[i].jump_ms, fleets[i].depth);
+        if (r.violation) fail_msg("%s", r.report);
+        assert_true(r.schedules > 100);
+    }
+}
+
 /* ---- Migration: compat and modern clients of the shim beside every other kind ---- */
 
 /* The cross-format acquire in the races of a migration: an expired legacy lock
@@ -639,6 +727,8 @@ int main(void) {
         cmocka_unit_test(test_overwritten_timestamp),
         cmocka_unit_test(test_token_locks_beside_legacy_clients),
         cmocka_unit_test(test_token_lock_races),
+        cmocka_unit_test(test_fair_lock_races),
+        cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),

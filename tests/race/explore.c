@@ -10,7 +10,7 @@ typedef struct explorer {
     lbr_explore_result *out;
     int n;        /* clients */
     int crashed;  /* bitmask */
-    int crashes, jumps;
+    int crashes, jumps, reads;
     char sched[1024];
 } explorer;
 
@@ -101,9 +101,57 @@ static int try_events(explorer *e, int steps_left) {
     return 0;
 }
 
+/* Replays the schedule so far, unclosed: 1 if it already breaks an invariant
+ * (kept as the counterexample), -1 if it is outside the model, else 0. */
+static int probe(explorer *e) {
+    char full[1100];
+    const char *pre = e->cfg->prefix ? e->cfg->prefix : "";
+    snprintf(full, sizeof full, "%s%s%s", pre, pre[0] ? " " : "", e->sched);
+    lbr_world *w = lbr_world_new(&e->cfg->world);
+    if (!w) return -2;
+    int rc = lbr_run(w, full);
+    e->out->schedules++;
+    for (const char *p = full; *p; p++) e->out->steps += (*p == ' ');
+    e->out->steps++;
+    if (rc == LBR_BAD_SCHEDULE) e->out->pruned++;
+    if (rc == LBR_VIOLATION) {
+        e->out->violation = 1;
+        snprintf(e->out->counterexample, sizeof e->out->counterexample, "%s", full);
+        snprintf(e->out->report, sizeof e->out->report, "%s", lbr_violation(w));
+    }
+    lbr_world_free(w);
+    return rc == LBR_VIOLATION ? 1 : rc == LBR_BAD_SCHEDULE ? -1 : 0;
+}
+
+/* A client reading one hand-off message from its inbox: a step of its own,
+ * which takes none of the depth (the budget is max_reads), and may close the
+ * schedule. Most places have no message waiting: before more steps follow,
+ * the schedule up to the read is replayed, and a read with nothing to read
+ * prunes everything after it in one replay. */
+static int try_read(explorer *e, int i, int steps_left) {
+    char tok[4] = {(char)('A' + i), '@', '\0'};
+    size_t mark;
+    if (e->reads >= e->cfg->max_reads || (e->crashed & (1 << i)) ||
+        !lbr_kind_reads_inbox(e->cfg->world.kinds[i]) || push(e, tok, &mark) != 0)
+        return 0;
+    int rc = steps_left > 0 ? probe(e) : 0;
+    if (rc == 0) {
+        e->reads++;
+        rc = dfs(e, steps_left, 0);
+        e->reads--;
+    }
+    e->sched[mark] = '\0';
+    return rc == -1 ? 0 : rc;
+}
+
 static int dfs(explorer *e, int steps_left, int last_was_event) {
-    if (steps_left == 0) return replay(e);
     int any = 0, rc;
+    if (steps_left == 0) {
+        if ((rc = replay(e)) != 0) return rc;
+        for (int i = 0; i < e->n; i++)
+            if ((rc = try_read(e, i, 0)) != 0) return rc;
+        return 0;
+    }
     for (int i = 0; i < e->n; i++) {
         char tok[4] = {(char)('A' + i), '\0'};
         size_t mark;
@@ -113,6 +161,7 @@ static int dfs(explorer *e, int steps_left, int last_was_event) {
         rc = dfs(e, steps_left - 1, 0);
         e->sched[mark] = '\0';
         if (rc) return rc;
+        if ((rc = try_read(e, i, steps_left)) != 0) return rc;
     }
     if (!any) return replay(e); /* everyone crashed: nothing more can happen */
     if (!last_was_event) return try_events(e, steps_left);

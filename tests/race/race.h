@@ -45,8 +45,19 @@ typedef struct lbr_part_config {
  * (following the control key of the namespace named by the key, from that
  * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client whose
  * every step sets the namespace's mode, alternately the first and the second;
- * it never holds the lock). NULL if unknown. */
+ * it never holds the lock), "lb-fair", "lb-fair-fenced" (lockbridge's fair
+ * token lock in a blocking wait, tests/race/fair_parts.c: each step is one
+ * attempt of the wait, which keeps its token and queue place until it holds
+ * the lock; a release hands the lock to the oldest live waiter and publishes
+ * the grant on that waiter's inbox, read by "X@"). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
+/* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
+int lbr_kind_reads_inbox(const char *kind);
+/* Reads one hand-off message waiting on the client's inbox and takes the
+ * grant as the library's wait does (lb__fair_handed). 1: it took the lock;
+ * 0: the message granted nothing (another token's, an older place, no wait
+ * running); -1: none waiting; -2: no inbox; -3: its subscription failed. */
+int lbr_part_read_inbox(lbr_part *p);
 /* The mode a migration follower acts in now (an lb_mode), -1 for any other
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
  * namespace's control key; "lb-follow-modern" follows it from modern. */
@@ -97,11 +108,15 @@ void lbr_world_free(lbr_world *w);
  *              INCR, EXPIRE, SET, or a script's name, or EVAL for any script;
  *              "-" when the operation ends without sending anything)
  *   +N         every clock advances N milliseconds (a pause: nobody steps); the
- *              lock key's Redis TTL, if any, is moved by as much
+ *              lock key's Redis TTL, if any, is moved by as much, and with a
+ *              fair client in the fleet so are its queue's leases and TTLs
  *   A~N        client A's clock is N milliseconds ahead of true time (may be < 0)
  *   A!         client A crashes: it stops for good and believes nothing
  *   A?         liveness: A, stepping alone, must hold the lock within the bound
  *   A.         A steps until its current operation ends (nothing if idle)
+ *   A@         A reads one hand-off message waiting on its inbox, oldest first,
+ *              and takes the grant if the library would (a fair client; a
+ *              schedule error when nothing waits)
  * Returns LBR_OK, LBR_VIOLATION (lbr_violation() names it with the schedule
  * that led to it) or LBR_BAD_SCHEDULE (a token did not match). */
 enum { LBR_OK = 0, LBR_VIOLATION = 1, LBR_BAD_SCHEDULE = -1 };
@@ -135,6 +150,11 @@ typedef struct lbr_explore_config {
     int max_crashes;
     int max_jumps;
     int64_t jump_ms;
+    /* At most this many inbox reads ("X@", by clients whose kind reads an
+     * inbox), each after a step of the reader's or another's, the last step
+     * included; they do not count against depth.
+     * A read with nothing waiting is outside the model (pruned). */
+    int max_reads;
 } lbr_explore_config;
 
 typedef struct lbr_explore_result {

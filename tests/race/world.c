@@ -12,6 +12,9 @@
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
+void lbr_fair_warp(redisContext *c, const char *key, long long ms);
+void lbr_fair_reset(redisContext *c, const char *key);
 
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 
@@ -85,6 +88,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     if (strcmp(kind, "lb-modern-fenced") == 0) return token_part_new(kind, cfg, 1);
     lbr_part *mp = lbr_migrate_part_new(kind, cfg); /* tests/race/migrate_parts.c */
     if (mp) return mp;
+    if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -124,6 +128,7 @@ struct lbr_world {
     int64_t true_us; /* virtual true time, microseconds since the epoch */
     int64_t start_us, mono_base_ns; /* the monotonic clock starts from a real reading */
     int overwrites, acquisitions;
+    int fair; /* a fair client is in the fleet: pauses move its queue's leases too */
     char violation[4608];
     char trace[4096];
 };
@@ -191,6 +196,9 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     w->mono_base_ns = (int64_t)ts.tv_sec * 1000000000;
     if (cfg->start_expired && start_expired(w) != 0) goto fail;
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
+        w->fair |= lbr_kind_reads_inbox(cfg->kinds[i]);
+    if (w->fair) lbr_fair_reset(w->c, cfg->key); /* tests/race/fair_parts.c */
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
@@ -444,6 +452,23 @@ static int finish_op(lbr_world *w, int idx) {
     return c->m ? violate(w, "liveness: %c's operation did not end", 'A' + idx) : LBR_OK;
 }
 
+/* The client reads one hand-off message waiting on its inbox (see race.h). */
+static int read_inbox(lbr_world *w, int idx) {
+    client *c = &w->cl[idx];
+    if (c->crashed) return LBR_BAD_SCHEDULE;
+    int rc = lbr_part_read_inbox(c->part);
+    if (rc < 0) {
+        snprintf(w->violation, sizeof w->violation, "schedule: %c has %s, after: %s", 'A' + idx,
+                 rc == -1 ? "no message waiting" : rc == -2 ? "no inbox" : "lost its inbox",
+                 w->trace);
+        return LBR_BAD_SCHEDULE;
+    }
+    trace_add(w, "%c@", 'A' + idx);
+    c->last_step_us = w->true_us;
+    if (rc == 1) w->acquisitions++;
+    return check_exclusion(w);
+}
+
 static int client_index(const lbr_world *w, char ch) {
     int idx = ch - 'A';
     return idx >= 0 && idx < w->n ? idx : -1;
@@ -472,6 +497,7 @@ static void warp_ttl(lbr_world *w, long long ms) {
     redisReply *r = redisCommand(w->c, "PTTL %s", w->cfg.key);
     long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r) freeReplyObject(r);
+    if (w->fair) lbr_fair_warp(w->c, w->cfg.key, ms); /* tests/race/fair_parts.c */
     if (left < 0) return; /* no key, or no TTL */
     r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
                   : redisCommand(w->c, "DEL %s", w->cfg.key);
@@ -499,6 +525,7 @@ static int run_token(lbr_world *w, const char *tok) {
         return LBR_OK;
     case '?': return check_live(w, idx);
     case '.': return finish_op(w, idx);
+    case '@': return tok[2] ? LBR_BAD_SCHEDULE : read_inbox(w, idx);
     case '~': {
         long long ms = strtoll(tok + 2, &end, 10);
         if (*end || end == tok + 2) return LBR_BAD_SCHEDULE;

@@ -1,0 +1,247 @@
+/* The fair token lock (lb_lock_options.fair) as a race participant: a blocking
+ * wait cut into steps the explorer interleaves, each an attempt or the read of
+ * one hand-off message from the client's own inbox, and the pause that moves
+ * the fair lock's queue leases as it moves the lock key's TTL. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "modern/internal.h"
+#include "race/race.h"
+
+lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
+void lbr_fair_warp(redisContext *c, const char *key, long long ms);
+void lbr_fair_reset(redisContext *c, const char *key);
+
+#define PENDING_MAX 16 /* messages read off the socket, not yet taken; more are dropped */
+#define MSG_MAX 128    /* bytes of one message kept; a grant needs about 70 */
+
+/* A client of lb_lock_acquire_wait, one attempt per step: the wait keeps
+ * one token and its queue place from its first attempt until it holds the
+ * lock, and names an inbox that a subscription of its own listens to. */
+typedef struct fairpart {
+    lbr_part part;
+    lb_lock *lock;
+    int fenced;
+    int waiting;           /* inside a wait: between its first attempt and the lock */
+    redisContext *sub;     /* subscribed to the inbox, on the world's server */
+    char inbox[96];
+    char pending[PENDING_MAX][MSG_MAX]; /* read off the socket, oldest first */
+    size_t pending_len[PENDING_MAX];
+    int npending;
+} fairpart;
+
+#define FAIRPART(p) ((fairpart *)(void *)(p))
+
+/* A wait that got the lock ends as lb_lock_acquire_wait ends it: the queue
+ * place and the inbox are forgotten, so a late grant finds no wait to take it. */
+static void settle(fairpart *fp) {
+    if (fp->waiting && lb_lock_info_of(fp->lock).held) {
+        lb__fair_end_wait(fp->lock);
+        fp->waiting = 0;
+    }
+}
+
+/* An attempt of the wait; the first one begins it (a fresh token) and, as
+ * modern/acquire_wait.c does once its waiter listens, names the inbox. */
+static lb_machine *fair_acq(lbr_part *p) {
+    fairpart *fp = FAIRPART(p);
+    settle(fp);
+    if (!fp->waiting) {
+        if (lb__fair_begin_wait(fp->lock) != LB_OK) return NULL;
+        fp->waiting = 1;
+    }
+    lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
+    return lb_lock_machine(fp->lock, LB_OP_TRY_ACQUIRE, 0);
+}
+
+static lb_machine *fair_rel(lbr_part *p) {
+    settle(FAIRPART(p));
+    return lb_lock_machine(FAIRPART(p)->lock, LB_OP_RELEASE, 0);
+}
+
+static int fair_bel(const lbr_part *p) { return lb_lock_info_of(FAIRPART(p)->lock).held; }
+
+/* Valid until the lease it computed on its own monotonic clock. */
+static int fair_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
+    (void)codec;
+    return now->mono_ns <= lb_lock_info_of(FAIRPART(p)->lock).deadline_ns;
+}
+
+static const char *fair_val(const lbr_part *p, size_t *len) {
+    const char *t = lb_lock_info_of(FAIRPART(p)->lock).token;
+    *len = strlen(t);
+    return t;
+}
+
+static void fair_destroy(lbr_part *p) {
+    fairpart *fp = FAIRPART(p);
+    lb_lock_free(fp->lock);
+    if (fp->sub) redisFree(fp->sub);
+    free(fp);
+}
+
+/* Moves what the server has sent to the subscription into `pending`. A PING
+ * on a subscribed connection is answered in order after every message
+ * published before it, so the read stops at its answer and never blocks on a
+ * message that may not come: which messages are pending depends on the
+ * schedule alone. Returns -1 on a connection or protocol failure. */
+static int drain(fairpart *fp) {
+    if (redisAppendCommand(fp->sub, "PING") != REDIS_OK) return -1;
+    for (;;) {
+        void *rv = NULL;
+        if (redisGetReply(fp->sub, &rv) != REDIS_OK || !rv) return -1;
+        redisReply *r = rv;
+        int pong = r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+                   r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "pong") == 0;
+        int msg = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+                  r->element[0]->type == REDIS_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "message") == 0 &&
+                  r->element[2]->type == REDIS_REPLY_STRING;
+        if (msg && fp->npending < PENDING_MAX) {
+            size_t len = r->element[2]->len < MSG_MAX ? r->element[2]->len : MSG_MAX - 1;
+            memcpy(fp->pending[fp->npending], r->element[2]->str, len);
+            fp->pending_len[fp->npending++] = len;
+        }
+        freeReplyObject(r);
+        if (pong) return 0;
+        if (!msg) return -1;
+    }
+}
+
+/* " <1 to 18 digits>" at s + *at, or the end: whether it parsed. */
+static int number(const char *s, size_t len, size_t *at, int64_t *out) {
+    *out = -1;
+    if (*at == len) return 1;
+    if (s[*at] != ' ') return 0;
+    size_t i = *at + 1, end = i;
+    int64_t v = 0;
+    while (end < len && s[end] != ' ') {
+        if (s[end] < '0' || s[end] > '9' || end - i == 18) return 0;
+        v = v * 10 + (s[end++] - '0');
+    }
+    if (end == i) return 0;
+    *at = end;
+    *out = v;
+    return 1;
+}
+
+/* The grant a release publishes: "<token> <place>[ <fence>]" (the token alone
+ * from older releases: no place). Whether it is one naming `token`. */
+static int grant_for(const char *s, size_t len, const char *token, int64_t *place,
+                     int64_t *fence) {
+    size_t at = LB_TOKEN_LEN;
+    *place = *fence = -1;
+    return len >= LB_TOKEN_LEN && strlen(token) == LB_TOKEN_LEN &&
+           memcmp(s, token, LB_TOKEN_LEN) == 0 && number(s, len, &at, place) &&
+           number(s, len, &at, fence) && at == len;
+}
+
+int lbr_part_read_inbox(lbr_part *p) {
+    if (p->destroy != fair_destroy) return -2;
+    fairpart *fp = FAIRPART(p);
+    if (drain(fp) != 0) return -3;
+    if (fp->npending == 0) return -1;
+    char msg[MSG_MAX];
+    size_t len = fp->pending_len[0];
+    memcpy(msg, fp->pending[0], len);
+    fp->npending--;
+    memmove(fp->pending[0], fp->pending[1], (size_t)fp->npending * MSG_MAX);
+    memmove(fp->pending_len, fp->pending_len + 1, (size_t)fp->npending * sizeof(size_t));
+    settle(fp);
+    int64_t place, fence;
+    /* Outside a wait, or another token's: the waiter's thread drops it. */
+    if (!fp->waiting || !grant_for(msg, len, lb_lock_info_of(fp->lock).token, &place, &fence))
+        return 0;
+    /* As modern/acquire_wait.c's handed(): a fenced grant without its number
+     * is left to the next attempt; otherwise the library judges the place. */
+    if (fp->fenced && fence <= 0) return 0;
+    if (lb__fair_handed(fp->lock, place, fp->fenced ? fence : 0) != LB_OK) return 0;
+    settle(fp);
+    return 1;
+}
+
+int lbr_kind_reads_inbox(const char *kind) {
+    return kind && (strcmp(kind, "lb-fair") == 0 || strcmp(kind, "lb-fair-fenced") == 0);
+}
+
+lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
+    static unsigned serial; /* inboxes of one process never share a name */
+    if (!lbr_kind_reads_inbox(kind)) return NULL;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = cfg->ttl_ms;
+    o.fencing = strcmp(kind, "lb-fair-fenced") == 0;
+    o.clock = cfg->clock;
+    o.fair = 1;
+    fairpart *fp = calloc(1, sizeof *fp);
+    if (!fp) return NULL;
+    fp->fenced = o.fencing;
+    snprintf(fp->inbox, sizeof fp->inbox, "%s:inbox:%u", cfg->key, ++serial);
+    struct timeval tv = {5, 0};
+    fp->sub = redisConnectWithTimeout("127.0.0.1", cfg->port, tv);
+    if (!fp->sub || fp->sub->err || lb_lock_new(&fp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK)
+        goto fail;
+    redisReply *r = redisCommand(fp->sub, "SUBSCRIBE %s", fp->inbox);
+    int ok = r && r->type == REDIS_REPLY_ARRAY;
+    if (r) freeReplyObject(r);
+    if (!ok) goto fail;
+    fp->part = (lbr_part){kind, fair_acq, fair_rel, fair_bel, fair_valid, fair_val, fair_destroy};
+    return &fp->part;
+fail:
+    lb_lock_free(fp->lock);
+    if (fp->sub) redisFree(fp->sub);
+    free(fp);
+    return NULL;
+}
+
+/* Redis reads the queue's leases and the release's windows on its own clock
+ * (TIME), which a pause of the world does not move: the pause moves them
+ * instead, by as much, with the queue's and the state's TTLs, so a waiter not
+ * heard of for its lease drops out as it would have. Tickets (the places'
+ * names) stay as they are. */
+static const char warp_script[] =
+    "local ms = tonumber(ARGV[1])\n"
+    "local h = redis.call('HGETALL', KEYS[2])\n"
+    "for i = 1, #h, 2 do\n"
+    "  local f, v = h[i], h[i + 1]\n"
+    "  if f == '~open' or f == '~last' or f == '~seen' then\n"
+    "    redis.call('HSET', KEYS[2], f, string.format('%.0f', (tonumber(v) or 0) - ms))\n"
+    "  elseif string.sub(f, 1, 1) ~= '~' then\n"
+    "    local exp, rest = string.match(v, '^(%d+)(.*)$')\n"
+    "    if exp then\n"
+    "      redis.call('HSET', KEYS[2], f, string.format('%.0f', math.max(0, tonumber(exp) - ms)) .. rest)\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "for i = 1, 2 do\n"
+    "  local left = redis.call('PTTL', KEYS[i])\n"
+    "  if left > ms then redis.call('PEXPIRE', KEYS[i], left - ms)\n"
+    "  elseif left >= 0 then redis.call('DEL', KEYS[i]) end\n"
+    "end\n"
+    "return 0\n";
+
+/* The names of the lock's queue and state keys; whether they fit. */
+static int companions(const char *key, char *queue, char *state, size_t cap) {
+    int nq = lb_companion_key(key, strlen(key), "queue", queue, cap);
+    int ns = lb_companion_key(key, strlen(key), "fair", state, cap);
+    return nq >= 0 && (size_t)nq < cap && ns >= 0 && (size_t)ns < cap;
+}
+
+void lbr_fair_warp(redisContext *c, const char *key, long long ms) {
+    char queue[256], state[256];
+    if (!companions(key, queue, state, sizeof queue)) return;
+    redisReply *r = redisCommand(c, "EVAL %s 2 %s %s %lld", warp_script, queue, state, ms);
+    if (r) freeReplyObject(r);
+}
+
+/* A fresh world starts with no queue and no state left by the one before. */
+void lbr_fair_reset(redisContext *c, const char *key) {
+    char queue[256], state[256];
+    if (!companions(key, queue, state, sizeof queue)) return;
+    redisReply *r = redisCommand(c, "DEL %s %s", queue, state);
+    if (r) freeReplyObject(r);
+}

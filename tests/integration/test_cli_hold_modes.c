@@ -3,6 +3,7 @@
  * waiting), compat's timestamp with a TTL, the mode a namespace names (--ns),
  * and which lines of hold and contend carry the legacy lock's "variant".
  * The tool is $LB_TOOL, or $BUILD/lockbridge (BUILD defaults to build). */
+#include <dirent.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -279,6 +280,45 @@ static void test_hold_fair_waiter_takes_the_lock_after_the_holder(void **state) 
     lbt_lines_free(&l);
 }
 
+/* The sockets a running process has open (from /proc/<pid>/fd). */
+static int sockets_of(pid_t pid) {
+    char dir[64], link[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        ssize_t len = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (len <= 0) continue;
+        link[len] = '\0';
+        if (strncmp(link, "socket:", 7) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* On one server a fair wait blocks on its grant list: a fair hold opens no
+ * connection beyond a plain one's (no waiter, no subscriber). */
+static void test_hold_fair_on_one_server_opens_no_waiter_connection(void **state) {
+    (void)state;
+    int sockets[2];
+    for (int fair = 0; fair < 2; fair++) {
+        lbt_proc p;
+        const char *argv[] = {"-p", cli.port, "hold", fair ? "cli:fairsock" : "cli:plainsock",
+                              "--mode", "modern", "--hold-ms", "600000",
+                              fair ? "--fair" : NULL, NULL};
+        lbt_spawn(&p, argv);
+        lbt_wait_lines(&p, 1);
+        sockets[fair] = sockets_of(p.pid);
+        assert_int_equal(kill(p.pid, SIGTERM), 0);
+        assert_int_equal(lbt_finish(&p), 0);
+    }
+    assert_true(sockets[0] > 0);
+    assert_int_equal(sockets[1], sockets[0]);
+}
+
 /* ---- The legacy lock's variant -------------------------------------------------------- */
 /* "variant" is the legacy timestamp lock's option: every line of hold and
  * contend carries it when the lock is (or, with --ns, starts) in legacy mode,
@@ -351,6 +391,7 @@ int main(void) {
         cmocka_unit_test(test_hold_modern_watchdog_keeps_a_short_lock),
         cmocka_unit_test(test_hold_modern_watchdog_reports_a_lost_lock),
         cmocka_unit_test(test_hold_fair_waiter_takes_the_lock_after_the_holder),
+        cmocka_unit_test(test_hold_fair_on_one_server_opens_no_waiter_connection),
         cmocka_unit_test(test_variant_is_printed_in_legacy_mode_only),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

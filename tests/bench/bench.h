@@ -141,6 +141,8 @@ extern const int N_CLIENT_COUNTS;
 
 /* Appends a row; NULL when full. */
 contended *contended_add(contended_set *set, const char *name, int ours, int clients);
+/* A row as contended_add leaves it: named, no figures, nothing known yet. */
+void contended_init(contended *r, const char *name, int ours, int clients);
 void contended_free(contended_set *set);
 /* Takes commandstats and the counter around a run done by `run`. */
 int contended_prepare(redisContext *ctl, const char *key, const char *counter, tally *before);
@@ -152,9 +154,31 @@ void run_contended_ours(const lbt_redis *server, redisContext *ctl, double secon
 /* Peers' driver scripts in tests/bench/peers (peers.c). */
 void run_contended_peers(const lbt_redis *server, redisContext *ctl, double seconds,
                          const char *peers_dir, contended_set *set);
+/* One more run of a strategy or a peer named as in its row, into `r` (which
+ * the caller frees with samples_free); 0, or -1 when none has that name or a
+ * peer's driver cannot run here. */
+int contended_rerun(const lbt_redis *server, redisContext *ctl, const char *name, int clients,
+                    double seconds, contended *r);
+int peer_rerun(const lbt_redis *server, redisContext *ctl, const char *peers_dir, const char *name,
+               int clients, double seconds, contended *r);
 /* Makes `t` the peers table (versions, settings, skipped or ran), filled by
  * run_contended_peers. */
 void peers_table_attach(table *t);
+
+/* Paired rounds (paired.c): `ours` and `peer` (row names) run alternately,
+ * back to back, PAIRED_ROUNDS times at `clients`; `median` is the median of
+ * the rounds' rate ratios (ours over the peer's), 0 when a round failed. */
+#define PAIRED_ROUNDS 5
+typedef struct paired_result {
+    char ours[96], peer[96];
+    int clients;
+    int rounds; /* completed */
+    double ours_rate[PAIRED_ROUNDS], peer_rate[PAIRED_ROUNDS], ratio[PAIRED_ROUNDS];
+    double median;
+} paired_result;
+int run_paired(const lbt_redis *server, redisContext *ctl, const char *peers_dir, double seconds,
+               paired_result *p);
+void fill_paired(table *t, const paired_result *p);
 
 /* Many keys from one asynchronous thread (async.c). */
 typedef struct async_result {

@@ -376,10 +376,29 @@ void run_contended_ours(const lbt_redis *server, redisContext *ctl, double secon
         }
 }
 
+/* One more run of the strategy named `name` (the paired rounds of
+ * paired.c); 0, or -1 when no strategy has that name. */
+int contended_rerun(const lbt_redis *server, redisContext *ctl, const char *name, int clients,
+                    double seconds, contended *r) {
+    for (int s = 0; s < N_STRATEGIES; s++) {
+        if (strcmp(STRATEGIES[s].name, name) != 0 || STRATEGIES[s].s == S_FAIR_BESIDE_POLLERS)
+            continue;
+        contended_init(r, name, 1, clients);
+        one_run(server, ctl, &STRATEGIES[s], clients, seconds, r, NULL);
+        return 0;
+    }
+    return -1;
+}
+
 /* ---- Shared by every contended run ------------------------------------------------ */
 contended *contended_add(contended_set *set, const char *name, int ours, int clients) {
     if (set->n == CONTENDED_MAX) return NULL;
     contended *r = &set->r[set->n++];
+    contended_init(r, name, ours, clients);
+    return r;
+}
+
+void contended_init(contended *r, const char *name, int ours, int clients) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", name);
     r->ours = ours;
@@ -387,7 +406,6 @@ contended *contended_add(contended_set *set, const char *name, int ours, int cli
     r->lost = -1;
     r->overlaps = -1;
     r->sent = -1;
-    return r;
 }
 
 void contended_free(contended_set *set) {

@@ -26,8 +26,11 @@
 #define T_CALLS 12.0           /* Redis commands per acquisition incl. the section's 2, at most */
 #define T_ASYNC_X 0.25         /* async locks/s / pipelined SET rate, at least */
 #define TARGET_CLIENTS 32
+/* The strategy whose rate against the best peer is also measured in paired
+ * rounds (paired.c): the fair candidate for the plain waiting call. */
+#define PAIRED_STRATEGY "lockbridge modern, fair on grant lists (fair, lb_lock_acquire)"
 
-enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
+enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_PAIRED, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
 typedef struct options {
     const char *csv, *markdown, *plot, *peers_dir;
@@ -228,15 +231,31 @@ static const char *wait_limit(const contended *r) {
            "back-off of up to 100 ms; a waiter can lose many rounds in a row";
 }
 
+/* The row that the paired rounds measured reads its rate verdict from their
+ * median ratio; the single run is quoted beside. */
+static double paired_ratio(const contended *r, const paired_result *p, char *m, size_t cap) {
+    if (!p || p->rounds != PAIRED_ROUNDS || strcmp(r->name, p->ours) != 0) return -1.0;
+    int n = snprintf(m, cap, "median of %d rounds side by side: %.2f (", p->rounds, p->median);
+    for (int i = 0; i < p->rounds && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(m + n, cap - (size_t)n, "%s%.2f", i ? ", " : "", p->ratio[i]);
+    if (n > 0 && (size_t)n < cap) snprintf(m + n, cap - (size_t)n, "); single run: ");
+    return p->median;
+}
+
 static void contended_targets(table *t, const contended *r, const contended *peer,
-                              const contended *loop) {
+                              const contended *loop, const paired_result *p) {
     char what[192], m[320], why[CELL_CAP];
     double rate = acq_rate(r), p99 = ms(percentile(&r->tta, 99)), mx = ms(samples_max(&r->tta));
     snprintf(what, sizeof what, "%s, 32 clients: acquisitions/s over the best peer library's",
              r->name);
     if (peer) {
         double x = rate / acq_rate(peer);
-        int n = snprintf(m, sizeof m, "%.0f / %.0f (%s) = %.2f", rate, acq_rate(peer), peer->name, x);
+        m[0] = '\0';
+        double median = paired_ratio(r, p, m, sizeof m);
+        int n = (int)strlen(m);
+        n += snprintf(m + n, sizeof m - (size_t)n, "%.0f / %.0f (%s) = %.2f", rate, acq_rate(peer),
+                      peer->name, x);
+        if (median >= 0) x = median;
         if (loop && n > 0 && (size_t)n < sizeof m)
             snprintf(m + n, sizeof m - (size_t)n, "; beside the legacy fleets' loop (%.0f): %.2f",
                      acq_rate(loop), rate / acq_rate(loop));
@@ -277,7 +296,7 @@ static void contended_targets(table *t, const contended *r, const contended *pee
 }
 
 static void fill_targets(table *t, const reference *ref, const uncontended_summary *u,
-                         const contended_set *set, const async_result *a) {
+                         const contended_set *set, const async_result *a, const paired_result *p) {
     static const char *const cols[] = {"target", "bound", "measured", "verdict",
                                        "what limits it (when behind)", NULL};
     table_init(t, "targets", cols);
@@ -301,7 +320,7 @@ static void fill_targets(table *t, const reference *ref, const uncontended_summa
         const contended *r = &set->r[i];
         if (r->ours && r->clients == TARGET_CLIENTS && r->status != RUN_SKIPPED &&
             r->status != RUN_NOT_BUILT)
-            contended_targets(t, r, peer, loop);
+            contended_targets(t, r, peer, loop, p);
     }
     for (int i = 0; i < set->n; i++)
         if (set->r[i].ours && set->r[i].status == RUN_NOT_BUILT)
@@ -439,17 +458,29 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
     peers_table_attach(&tabs[T_PEERS]);
     run_contended_ours(server, ctl, o->seconds, set);
     if (!o->no_peers) run_contended_peers(server, ctl, o->seconds, o->peers_dir, set);
+    paired_result paired;
+    memset(&paired, 0, sizeof paired);
+    snprintf(paired.ours, sizeof paired.ours, "%s", PAIRED_STRATEGY);
+    paired.clients = TARGET_CLIENTS;
+    const contended *best = best_peer(set, 1);
+    if (best) {
+        snprintf(paired.peer, sizeof paired.peer, "%s", best->name);
+        fprintf(stderr, "bench: %s and %s side by side\n", paired.ours, paired.peer);
+        if (run_paired(server, ctl, o->peers_dir, o->seconds, &paired) != 0)
+            fprintf(stderr, "bench: a paired round failed: the single runs decide\n");
+    }
     redisFree(ctl);
     fill_contended(&tabs[T_CONT], set, o->seconds);
+    fill_paired(&tabs[T_PAIRED], &paired);
     fprintf(stderr, "bench: many keys from one async thread\n");
     run_async(server, o->async_seconds, o->inflight, &a);
     fill_async(&tabs[T_ASYNC], &a, &ref);
     fprintf(stderr, "bench: memory with %d locks held\n", o->locks);
     run_memory(server, o->locks, &mem);
     fill_memory(&tabs[T_MEM], &mem);
-    fill_targets(&tabs[T_TARGETS], &ref, &u, set, &a);
+    fill_targets(&tabs[T_TARGETS], &ref, &u, set, &a, &paired);
     table *order[] = {&tabs[T_TARGETS], &tabs[T_REF], &tabs[T_UNCONT], &tabs[T_CONT],
-                      &tabs[T_PEERS], &tabs[T_ASYNC], &tabs[T_MEM]};
+                      &tabs[T_PAIRED], &tabs[T_PEERS], &tabs[T_ASYNC], &tabs[T_MEM]};
     int out = write_outputs(o, order, N_TABLES, set);
     int ok = correctness(set, &u) == 0 && a.errors == 0 && mem.errors == 0;
     return out == 0 && ok ? 0 : 1;

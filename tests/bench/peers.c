@@ -197,6 +197,26 @@ void run_contended_peers(const lbt_redis *server, redisContext *ctl, double seco
     }
 }
 
+/* One more run of the peer named `name` (the paired rounds of paired.c); 0,
+ * or -1 when no peer has that name or its driver cannot run here. */
+int peer_rerun(const lbt_redis *server, redisContext *ctl, const char *peers_dir, const char *name,
+               int clients, double seconds, contended *r) {
+    for (int i = 0; i < N_PEERS; i++) {
+        const peer_spec *p = &PEERS[i];
+        if (strcmp(p->name, name) != 0) continue;
+        const char *want = getenv(p->interp);
+        char interp[512], script[512];
+        snprintf(script, sizeof script, "%s/%s", peers_dir, p->script);
+        if (find_program(want ? want : p->interp_default, interp, sizeof interp) != 0 ||
+            access(script, R_OK) != 0)
+            return -1;
+        contended_init(r, name, 0, clients);
+        one_peer_run(server, ctl, interp, script, p, i, clients, seconds, r);
+        return 0;
+    }
+    return -1;
+}
+
 void peers_table_attach(table *t) {
     static const char *const cols[] = {"peer", "version", "settings", "status", NULL};
     table_init(t, "peers", cols);

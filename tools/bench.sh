@@ -192,6 +192,11 @@ figures to compare, and the verdicts are taken on them.
   installed is reported as skipped; `make bench-peers` installs them. The rate
   target compares with the best peer library; the legacy fleets' loop is the
   users' own code, not a library, and is given beside it.
+- Side by side: the fair candidate (fair waiting on grant lists) and the best peer
+  library run back to back, alternately (ours first in odd rounds), five times at 32
+  clients; that row's rate target reads the median of the five ratios, the single runs
+  being quoted beside. Single runs a minute apart moved by a fifth between runs of the
+  same code on this machine; pairs see about the same machine.
 - Many keys: one thread, one connection, libevent, the asynchronous driver; thousands
   of modern lock handles (the table's title gives the count; more in flight pipeline
   more per write), each on its own key, each looping acquire then release as soon as

@@ -160,10 +160,14 @@ static void one_peer_run(const lbt_redis *server, redisContext *ctl, const char 
     if (r->errors || r->lost != 0) r->status = RUN_FAILED;
 }
 
+/* LB_BENCH_PEERS=TEXT runs only the peers whose name contains TEXT (trial
+ * runs, as LB_BENCH_ONLY for ours). */
 void run_contended_peers(const lbt_redis *server, redisContext *ctl, double seconds,
                          const char *peers_dir, contended_set *set) {
+    const char *only = getenv("LB_BENCH_PEERS");
     for (int i = 0; i < N_PEERS; i++) {
         const peer_spec *p = &PEERS[i];
+        if (only && !strstr(p->name, only)) continue;
         const char *want = getenv(p->interp);
         char interp[512], script[512];
         snprintf(script, sizeof script, "%s/%s", peers_dir, p->script);

@@ -156,6 +156,15 @@ typedef struct lb__backoff {
 } lb__backoff;
 void lb__backoff_init(lb__backoff *b, int64_t min_ms, int64_t max_ms, uint64_t *rng);
 int64_t lb__backoff_next(lb__backoff *b, int64_t bound_ms);
+/* The same, this draw's upper end held to ceiling_ms (never below min_ms):
+ * the doubling cap goes on growing beneath it. */
+int64_t lb__backoff_next_under(lb__backoff *b, int64_t bound_ms, int64_t ceiling_ms);
+/* The ceiling of a polling waiter's sleeps from how far into its hold the
+ * holder was when refused (see core/backoff.c): ttl_ms our validity, left_ms
+ * what the holder's had left (-1 unknown). */
+#define LB__CHURN_FACTOR 20   /* a sleep is at most this many times the holder's age */
+#define LB__CHURN_FLOOR_MS 20 /* but that ceiling is never under this, ms */
+int64_t lb__churn_ceiling_ms(const lb__backoff *b, int64_t ttl_ms, int64_t left_ms);
 
 #define LB__INBOX_PREFIX_MAX 64 /* bytes */
 /* The waiter (core/waiter.c) as the blocking acquires use it. A thread
@@ -240,6 +249,8 @@ typedef struct lb__poll {
     lb_target t;
     int (*try_once)(void *lock, lb_target t);  /* one attempt: a status */
     int64_t (*holder_left_ms)(void *lock);     /* the holder's validity left, ms; -1 */
+    int64_t ttl_ms;                            /* our validity, ms: sleeps follow the
+                                                * lock's turn-over (0: they do not) */
     const lb_clock *clock;                     /* whose hook the sleeps go through */
     lb__backoff backoff;
     int foreign;                               /* the last attempt met a foreign value */

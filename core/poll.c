@@ -15,7 +15,9 @@ static int attempt(void *ud) {
 static int64_t sleep_ms(void *ud, int listening) {
     lb__poll *p = ud;
     (void)listening;
-    return lb__backoff_next(&p->backoff, p->holder_left_ms(p->lock));
+    int64_t left = p->holder_left_ms(p->lock);
+    return lb__backoff_next_under(&p->backoff, left,
+                                  lb__churn_ceiling_ms(&p->backoff, p->ttl_ms, left));
 }
 
 static int out_of_time(void *ud) { return ((lb__poll *)ud)->foreign ? LB_EFOREIGN : LB_ETIMEDOUT; }

@@ -11,7 +11,7 @@ static int64_t holder_left_ms(void *lock) { return ((lb_mlock *)lock)->holder_ms
 int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
     if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms,
-                  .clock = l->opts.clock};
+                  .ttl_ms = l->opts.ttl_ms, .clock = l->opts.clock};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);
     return lb__poll_run(&p, w, l->channel, l->channellen, wait_ms);
 }

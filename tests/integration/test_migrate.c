@@ -20,6 +20,7 @@
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 
+#include "harness/churn.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
@@ -1418,6 +1419,48 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* ---- Polling beside a lock turned over fast ------------------------------------------ */
+typedef struct young_compat {
+    redisContext *c;
+    const char *key;
+} young_compat;
+
+/* A compat value written afresh (valid 30 s from now, with its TTL): to a
+ * waiter, a holder just begun. */
+static int renew_compat(void *ud) {
+    young_compat *h = ud;
+    char v[64];
+    size_t len = lbt_expiry_value("ms", 30000, v);
+    redisReply *r = redisCommand(h->c, "SET %s %b PX 31000", h->key, v, len);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* As for the token lock: a compat waiter refused by holders only ever just
+ * begun sleeps about 20 ms between attempts (up to 40 when an attempt is a
+ * ms late), not the back-off's 100 ms; a holder left to age is waited for
+ * with the whole back-off. */
+static void test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(void **state) {
+    (void)state;
+    for (int young = 1; young >= 0; young--) {
+        young_compat h = {lbt_redis_connect(&server), "mig:young"};
+        assert_non_null(h.c);
+        lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &h};
+        lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+        lb_mlock *l = lbt_mlock(h.key, LB_MODE_COMPAT, "ms", 30000, &clock);
+        assert_int_equal(renew_compat(&h), 0);
+        assert_int_equal(lb_mlock_acquire(l, lb_on_conn(admin), young ? 1000 : 1500), LB_ETIMEDOUT);
+        assert_true(sleeps.calls >= 5);
+        assert_int_equal(sleeps.after_failures, 0);
+        if (young) assert_in_range(sleeps.longest_ms, 1, 40);
+        else assert_in_range(sleeps.longest_ms, 41, 100);
+        lbt_del(h.key);
+        redisFree(h.c);
+        lb_mlock_free(l);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mode_names_round_trip_and_strangers_are_refused),
@@ -1445,6 +1488,7 @@ int main(void) {
         cmocka_unit_test(test_compat_and_modern_processes_lose_no_update),
         cmocka_unit_test(test_a_mode_switch_mid_contention_loses_no_update),
         cmocka_unit_test(test_the_async_driver_runs_every_mode),
+        cmocka_unit_test(test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "harness/churn.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
@@ -1653,6 +1654,57 @@ static void cancel_one_wait(const char *key, int fair, int with_waiter) {
     pthread_mutex_destroy(&c.mu);
 }
 
+/* ---- Polling beside a lock turned over fast ------------------------------------------ */
+typedef struct young_holder {
+    redisContext *c;
+    const char *key;
+} young_holder;
+
+/* Writes the key afresh with a whole TTL: to a waiter, a holder just begun. */
+static int renew_young(void *ud) {
+    young_holder *h = ud;
+    redisReply *r = redisCommand(h->c, "SET %s someone-else PX 30000", h->key);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* The longest sleep of a polling wait that times out; `young`: the key is
+ * rewritten after each sleep (each attempt meets a holder just begun), else
+ * written once and left to age. */
+static int64_t longest_sleep_beside(const char *key, int young, int64_t wait_ms) {
+    young_holder h = {lbt_redis_connect(&server), key};
+    assert_non_null(h.c);
+    lbt_sleeps sleeps = {.after = young ? renew_young : NULL, .after_ud = &h};
+    lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 30000;
+    o.clock = &clock;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
+    assert_int_equal(renew_young(&h), 0);
+    assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), wait_ms), LB_ETIMEDOUT);
+    assert_true(sleeps.calls >= 5);
+    assert_int_equal(sleeps.after_failures, 0);
+    lbt_cmd_ok(conn, "DEL %s", key);
+    redisFree(h.c);
+    lb_lock_free(l);
+    return sleeps.longest_ms;
+}
+
+/* A waiter refused by holders only ever just begun (a lock turned over fast)
+ * sleeps at most 20 times the holder's age, never less than 20 ms, between
+ * attempts: here about 20 ms (up to 40 when an attempt is a ms late), not the
+ * back-off's 100 ms, asleep that long it would lose every race to clients
+ * that ask sooner. A holder left to age is waited for with the whole
+ * back-off, as before. */
+static void test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(void **state) {
+    (void)state;
+    assert_in_range(longest_sleep_beside("w:young", 1, 1000), 1, 40);
+    assert_in_range(longest_sleep_beside("w:aging", 0, 1500), 41, 100);
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -1710,6 +1762,7 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
+        cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),

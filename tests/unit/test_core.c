@@ -373,6 +373,58 @@ static void test_escape_makes_any_bytes_printable_and_bounded(void **state) {
     assert_memory_equal(out, "0123456789", 10);
 }
 
+/* The ceiling of a polling waiter's sleeps, from the holder's age (our
+ * validity less what it had left), with back-off bounds 2..100 ms. */
+static void test_the_churn_ceiling_follows_the_holders_age(void **state) {
+    (void)state;
+    static const struct {
+        int64_t ttl, left, want;
+    } cases[] = {
+        {30000, 29999, 20},  /* 1 ms into its hold: the floor */
+        {30000, 30000, 20},  /* just begun */
+        {30000, 30040, 20},  /* read against a clock sampled before it was written */
+        {30000, 30100, 20},  /* up to max_ms more than our validity: still just begun */
+        {30000, 30101, 100}, /* more: a longer validity than ours, nothing known */
+        {30000, 29998, 40},  /* 2 ms: 20 times its age */
+        {30000, 29995, 100}, /* 5 ms: the back-off's own bound */
+        {30000, 20000, 100}, /* well into its hold */
+        {30000, 0, 100},     /* gone, or just expiring: no ceiling (the bound does it) */
+        {30000, -1, 100},    /* unknown */
+        {0, 100, 100},       /* no validity of ours: no ceiling */
+    };
+    uint64_t rng = 7;
+    lb__backoff b;
+    lb__backoff_init(&b, 2, 100, &rng);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(lb__churn_ceiling_ms(&b, cases[i].ttl, cases[i].left), cases[i].want);
+}
+
+/* Every draw under a ceiling stays within [min, ceiling], and the doubling
+ * cap goes on growing beneath it: lifted, the draws reach the whole bound. */
+static void test_a_draw_under_a_ceiling_stays_within_it(void **state) {
+    (void)state;
+    uint64_t rng = 11;
+    lb__backoff b;
+    lb__backoff_init(&b, 2, 100, &rng);
+    int64_t longest = 0;
+    for (int i = 0; i < 1000; i++) {
+        int64_t ms = lb__backoff_next_under(&b, -1, 20);
+        assert_in_range(ms, 2, 20);
+        if (ms > longest) longest = ms;
+    }
+    assert_int_equal(longest, 20);
+    longest = 0;
+    for (int i = 0; i < 1000; i++) {
+        int64_t ms = lb__backoff_next(&b, -1);
+        assert_in_range(ms, 2, 100);
+        if (ms > longest) longest = ms;
+    }
+    assert_true(longest > 90);
+    /* A ceiling under min_ms gives min_ms; the holder's bound still wins. */
+    assert_int_equal(lb__backoff_next_under(&b, -1, 0), 2);
+    assert_int_equal(lb__backoff_next_under(&b, 0, 20), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_error_code_has_its_own_name_and_message),
@@ -391,6 +443,8 @@ int main(void) {
         cmocka_unit_test(test_command_arguments_beyond_the_limit_are_dropped),
         cmocka_unit_test(test_checked_arithmetic_reports_overflow),
         cmocka_unit_test(test_escape_makes_any_bytes_printable_and_bounded),
+        cmocka_unit_test(test_the_churn_ceiling_follows_the_holders_age),
+        cmocka_unit_test(test_a_draw_under_a_ceiling_stays_within_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

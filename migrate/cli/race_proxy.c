@@ -341,18 +341,6 @@ static void acquire(lb__race_proxy *p, int x, const char *how) {
     trace_add(p, "  %c acquired (%s)\n", name_of(x), how);
 }
 
-/* The first number in a value (a timestamp, or the one field of a JSON value). */
-static int value_number(const char *v, size_t n, double *out) {
-    char tmp[LB_OBSERVED_MAX + 1];
-    size_t i = 0;
-    while (i < n && !(v[i] >= '0' && v[i] <= '9')) i++;
-    if (i == n || n >= sizeof tmp) return -1;
-    memcpy(tmp, v + i, n - i);
-    tmp[n - i] = '\0';
-    *out = strtod(tmp, NULL);
-    return 0;
-}
-
 /* A replacement with a later (or equal) expiry cannot give a double grant: the
  * legacy protocol's GETSET loser does it by design. Counted apart, as the
  * explorer counts it. Anything else over a live holder's value is a violation. */
@@ -360,8 +348,8 @@ static void write_key(lb__race_proxy *p, int x, const cmd *m) {
     int y = p->owner;
     if (y >= 0 && y != x && holds_validly(p, y)) {
         double was, now;
-        if (m->val && value_number(p->keyval, p->keyvallen, &was) == 0 &&
-            value_number(m->val, m->vallen, &now) == 0 && now >= was)
+        if (m->val && lb__race_value_expiry(p->keyval, p->keyvallen, &was) == 0 &&
+            lb__race_value_expiry(m->val, m->vallen, &now) == 0 && now >= was)
             trace_add(p,
                       "  note: %c replaced %c's value with an equal or later expiry "
                       "(not a double grant)\n",

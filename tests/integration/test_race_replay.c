@@ -20,6 +20,8 @@
 
 #include "harness/proc.h"
 #include "harness/redis_server.h"
+/* The proxy's reading of values, tested on its own (a pure function). */
+#include "migrate/cli/race_value.c"
 
 #define KEY "race:lock"
 #define COUNTER "race:counter"
@@ -324,8 +326,7 @@ static void test_a_token_lock_beside_legacy_clients(void **state) {
     lbt_lines_free(&r.lines);
     const char *const l3[4] = {"M1", "L3", "L3", "L3"};
     replay_fleet("token-beside-legacy.race", "M1+L3", l3, 1, &r);
-    expect_caught(&r, "exclusion",
-                  "B acquired (GETSET returned the value its GET saw) while A holds the lock");
+    expect_caught(&r, "overwritten", "B overwrote A's lock while A holds it (GETSET)");
     expect_trace(&r, "B <- \"{\"uid\":");
     lbt_lines_free(&r.lines);
 }
@@ -677,8 +678,43 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The expiry a value states, as the proxy reads it to tell a legacy GETSET
+ * loser's later expiry (no double grant) from an overwrite: timestamps bare
+ * or in JSON, never digits inside a string. M1's uuid used to be read as a
+ * number ("5e12abcd..." as 5e12), so the same schedule gave either verdict. */
+static void test_the_proxy_reads_an_expiry_only_from_a_timestamp(void **state) {
+    (void)state;
+    static const struct {
+        const char *value;
+        int ok;
+        double expiry;
+    } cases[] = {
+        {"1732500000000", 0, 1732500000000.0},
+        {"1732500000.25", 0, 1732500000.25},
+        {"{\"expiryTime\":123456789012}", 0, 123456789012.0},
+        {"{\"expiryTime\": 42}", 0, 42.0},
+        {"{\"uid\":\"5e12abcd-0000-4000-8000-000000000000\"}", -1, 0},
+        {"{\"uid\":\"12345678-0000-4000-8000-000000000000\"}", -1, 0},
+        {"{\"uid\":\"abcd1234-5678-4000-8000-000000000000\"}", -1, 0},
+        {"5e12", -1, 0},
+        {"12abc", -1, 0},
+        {"0123456789abcdef0123456789abcdef", -1, 0},
+        {"{\"x\":\"123\"}", -1, 0},
+        {"1.2.3", -1, 0},
+        {"", -1, 0},
+        {"no digits", -1, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double got = -1;
+        int rc = lb__race_value_expiry(cases[i].value, strlen(cases[i].value), &got);
+        if (rc != cases[i].ok) fail_msg("%s: %d, expected %d", cases[i].value, rc, cases[i].ok);
+        if (rc == 0 && got != cases[i].expiry) fail_msg("%s: %f", cases[i].value, got);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_proxy_reads_an_expiry_only_from_a_timestamp),
         cmocka_unit_test(test_l1_catch_all_del_is_caught_by_the_nil_get_schedule),
         cmocka_unit_test(test_l4_nil_getset_leaves_a_lock_nobody_can_take),
         cmocka_unit_test(test_l3_overwritten_timestamp_is_caught),

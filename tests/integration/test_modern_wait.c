@@ -1081,6 +1081,15 @@ static long long calls_of(const char *cmd) {
     return n;
 }
 
+/* Starts q's fair wait without a waiter (on one connection: a grant-list
+ * wait) and returns once it is the n-th queued on `queue` and blocked in its
+ * BLPOP. */
+static void start_blocked_on_list(job *j, lb_lock *q, int64_t wait_ms, const char *queue,
+                                  long long n) {
+    job_start(j, q, NULL, wait_ms);
+    EVENTUALLY(lbt_int(conn, "ZCARD %s", queue) == n && blocked_in_blpop(j->client_id));
+}
+
 /* A fair wait without a waiter, on one connection, blocks on its own grant
  * list: the release pushes the grant there and the wait returns on it, with
  * the attempt that queued it and one BLPOP, and no message published. (With
@@ -1092,8 +1101,7 @@ static void test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_l
     lb_lock *h = new_lock("w:list", 1, 2, 100), *q = new_lock("w:list", 1, 5000, 5000);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
-    job_start(&j, q, NULL, 4000);
-    EVENTUALLY(lbt_int(conn, "ZCARD {w:list}:queue") == 1 && blocked_in_blpop(j.client_id));
+    start_blocked_on_list(&j, q, 4000, "{w:list}:queue", 1);
     uint64_t before = lb_lock_info_of(q).commands;
     long long pubs = calls_of("publish");
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
@@ -1122,8 +1130,7 @@ static void test_grant_list_waiters_are_served_in_order_and_name_their_successor
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     for (int i = 0; i < N; i++) {
         q[i] = new_lock("w:order", 1, 2000, 2000);
-        job_start(&j[i], q[i], NULL, 20000);
-        EVENTUALLY(lbt_int(conn, "ZCARD {w:order}:queue") == i + 1 && blocked_in_blpop(j[i].client_id));
+        start_blocked_on_list(&j[i], q[i], 20000, "{w:order}:queue", i + 1);
     }
     uint64_t c0 = lb_lock_info_of(h).commands;
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);

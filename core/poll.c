@@ -12,10 +12,13 @@ static int attempt(void *ud) {
     return p->foreign ? LB_EBUSY : rc;
 }
 
+/* Polling follows the lock's turn-over (core/backoff.c); a wait that hears
+ * releases keeps its back-off (its deaf step after a lost race holds back a
+ * herd of listeners). */
 static int64_t sleep_ms(void *ud, int listening) {
     lb__poll *p = ud;
-    (void)listening;
     int64_t left = p->holder_left_ms(p->lock);
+    if (listening) return lb__backoff_next(&p->backoff, left);
     return lb__backoff_next_under(&p->backoff, left,
                                   lb__churn_ceiling_ms(&p->backoff, p->ttl_ms, left));
 }

@@ -53,11 +53,14 @@ static int attempt(void *ud) {
 static int64_t sleep_ms(void *ud, int listening) {
     wait_state *s = ud;
     lb_lock *l = s->l;
-    if (!l->fair)
+    /* Polling follows the lock's turn-over (core/backoff.c); a wait that
+     * hears releases keeps its back-off, whose deaf step after a lost race
+     * is what keeps a herd of listeners from answering every release. */
+    if (!l->fair && !listening)
         return lb__backoff_next_under(&s->backoff, l->holder_ttl_ms,
                                       lb__churn_ceiling_ms(&s->backoff, l->opts.ttl_ms,
                                                            l->holder_ttl_ms));
-    if (!listening) return lb__backoff_next(&s->backoff, l->holder_ttl_ms);
+    if (!l->fair || !listening) return lb__backoff_next(&s->backoff, l->holder_ttl_ms);
     int64_t ms = lb__fair_lease_ms(l) / 3;
     if (ms < l->opts.backoff_max_ms) ms = l->opts.backoff_max_ms;
     if (l->holder_ttl_ms >= 0 && l->holder_ttl_ms + 1 < ms) ms = l->holder_ttl_ms + 1;

@@ -167,6 +167,10 @@ int64_t lb__backoff_next_under(lb__backoff *b, int64_t bound_ms, int64_t ceiling
 int64_t lb__churn_ceiling_ms(const lb__backoff *b, int64_t ttl_ms, int64_t left_ms);
 
 #define LB__INBOX_PREFIX_MAX 64 /* bytes */
+/* A fair hand-off message as a release publishes it (core/waiter.c): the
+ * token, then its queue place and fencing number (-1 when absent). Whether it
+ * parsed; the token is the message's first LB_TOKEN_LEN bytes. */
+int lb__handoff_parse(const char *s, size_t len, int64_t *place, int64_t *fence);
 /* The waiter (core/waiter.c) as the blocking acquires use it. A thread
  * watches a channel for the length of one wait; a fair wait registers its
  * token in `rec` so that a hand-off message reaches it alone. */

@@ -222,7 +222,7 @@ static int number(const char *s, size_t len, size_t *at, int64_t *out) {
  * "<32 hex digits> <place>", or the token alone. Older releases sent the
  * token alone or "<token> <fence>": the place read from those matches no
  * queue place, so the wait checks them by an attempt. */
-static int parse_handoff(const char *s, size_t len, int64_t *place, int64_t *fence) {
+int lb__handoff_parse(const char *s, size_t len, int64_t *place, int64_t *fence) {
     *place = *fence = -1;
     if (len < LB_TOKEN_LEN) return 0;
     for (size_t i = 0; i < LB_TOKEN_LEN; i++)
@@ -266,7 +266,7 @@ static lb__wchan *deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     int64_t place, fence;
     w->st.messages++;
     if (msg->type == REDIS_REPLY_STRING &&
-        parse_handoff(msg->str, (size_t)msg->len, &place, &fence)) {
+        lb__handoff_parse(msg->str, (size_t)msg->len, &place, &fence)) {
         lb__wchan *to = c->inbox ? claim_anywhere(w, msg->str, place, fence)
                                  : claim(w, c, msg->str, place, fence);
         if (!to) {

@@ -21,6 +21,26 @@ static int is_pseudo(const char *kind) {
            strcmp(kind, "vanish-mode") == 0;
 }
 
+/* Runs `full` on a fresh world and counts it (schedules, steps, pruned); a
+ * violation is kept as the counterexample. lbr_run's result, or -2 when no
+ * world could be made. */
+static int run_counted(explorer *e, const char *full) {
+    lbr_world *w = lbr_world_new(&e->cfg->world);
+    if (!w) return -2;
+    int rc = lbr_run(w, full);
+    e->out->schedules++;
+    for (const char *p = full; *p; p++) e->out->steps += (*p == ' ');
+    e->out->steps++;
+    if (rc == LBR_BAD_SCHEDULE) e->out->pruned++;
+    if (rc == LBR_VIOLATION) {
+        e->out->violation = 1;
+        snprintf(e->out->counterexample, sizeof e->out->counterexample, "%s", full);
+        snprintf(e->out->report, sizeof e->out->report, "%s", lbr_violation(w));
+    }
+    lbr_world_free(w);
+    return rc;
+}
+
 /* Replays one complete schedule and closes it with a liveness check by the
  * first client still running, after a jump past every expiry. */
 static int replay(explorer *e) {
@@ -45,19 +65,8 @@ static int replay(explorer *e) {
     if (live < 0) snprintf(full, sizeof full, "%s%s%s", pre, sep, e->sched);
     else snprintf(full, sizeof full, "%s%s%s%s +%lld %c?", pre, sep, e->sched, finish,
                   (long long)lbr_max_ttl_ms(&e->cfg->world) * 2 + 2000, 'A' + live);
-    lbr_world *w = lbr_world_new(&e->cfg->world);
-    if (!w) return -1;
-    int rc = lbr_run(w, full);
-    e->out->schedules++;
-    for (const char *p = full; *p; p++) e->out->steps += (*p == ' ');
-    e->out->steps++;
-    if (rc == LBR_BAD_SCHEDULE) e->out->pruned++;
-    if (rc == LBR_VIOLATION) {
-        e->out->violation = 1;
-        snprintf(e->out->counterexample, sizeof e->out->counterexample, "%s", full);
-        snprintf(e->out->report, sizeof e->out->report, "%s", lbr_violation(w));
-    }
-    lbr_world_free(w);
+    int rc = run_counted(e, full);
+    if (rc == -2) return -1;
     return rc == LBR_VIOLATION ? 1 : 0;
 }
 
@@ -107,19 +116,8 @@ static int probe(explorer *e) {
     char full[1100];
     const char *pre = e->cfg->prefix ? e->cfg->prefix : "";
     snprintf(full, sizeof full, "%s%s%s", pre, pre[0] ? " " : "", e->sched);
-    lbr_world *w = lbr_world_new(&e->cfg->world);
-    if (!w) return -2;
-    int rc = lbr_run(w, full);
-    e->out->schedules++;
-    for (const char *p = full; *p; p++) e->out->steps += (*p == ' ');
-    e->out->steps++;
-    if (rc == LBR_BAD_SCHEDULE) e->out->pruned++;
-    if (rc == LBR_VIOLATION) {
-        e->out->violation = 1;
-        snprintf(e->out->counterexample, sizeof e->out->counterexample, "%s", full);
-        snprintf(e->out->report, sizeof e->out->report, "%s", lbr_violation(w));
-    }
-    lbr_world_free(w);
+    int rc = run_counted(e, full);
+    if (rc == -2) return -2;
     return rc == LBR_VIOLATION ? 1 : rc == LBR_BAD_SCHEDULE ? -1 : 0;
 }
 

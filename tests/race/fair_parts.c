@@ -112,32 +112,12 @@ static int drain(fairpart *fp) {
     }
 }
 
-/* " <1 to 18 digits>" at s + *at, or the end: whether it parsed. */
-static int number(const char *s, size_t len, size_t *at, int64_t *out) {
-    *out = -1;
-    if (*at == len) return 1;
-    if (s[*at] != ' ') return 0;
-    size_t i = *at + 1, end = i;
-    int64_t v = 0;
-    while (end < len && s[end] != ' ') {
-        if (s[end] < '0' || s[end] > '9' || end - i == 18) return 0;
-        v = v * 10 + (s[end++] - '0');
-    }
-    if (end == i) return 0;
-    *at = end;
-    *out = v;
-    return 1;
-}
-
-/* The grant a release publishes: "<token> <place>[ <fence>]" (the token alone
- * from older releases: no place). Whether it is one naming `token`. */
+/* The grant a release publishes, read by the library's own parser: whether
+ * it is one naming `token`. */
 static int grant_for(const char *s, size_t len, const char *token, int64_t *place,
                      int64_t *fence) {
-    size_t at = LB_TOKEN_LEN;
-    *place = *fence = -1;
-    return len >= LB_TOKEN_LEN && strlen(token) == LB_TOKEN_LEN &&
-           memcmp(s, token, LB_TOKEN_LEN) == 0 && number(s, len, &at, place) &&
-           number(s, len, &at, fence) && at == len;
+    return lb__handoff_parse(s, len, place, fence) && strlen(token) == LB_TOKEN_LEN &&
+           memcmp(s, token, LB_TOKEN_LEN) == 0;
 }
 
 int lbr_part_read_inbox(lbr_part *p) {

@@ -356,6 +356,18 @@ static int take_grant(lb_lock *l, const char *g, size_t len) {
     return LB_OK;
 }
 
+size_t lb__fair_own_list(lb_lock *l, const char **name) {
+    size_t len = name_list(l->fair, l->fair->own, l->token);
+    *name = l->fair->own;
+    return len;
+}
+
+int lb__fair_take_grant(lb_lock *l, const char *g, size_t len) {
+    int rc = take_grant(l, g, len);
+    if (rc == LB_EPROTO) memcpy(l->errstr, l->m.errstr, sizeof l->errstr);
+    return rc;
+}
+
 int lb__fair_block(lb_lock *l, redisContext *c, int64_t ms) {
     lb__fair *f = l->fair;
     char secs[32];
@@ -377,8 +389,7 @@ int lb__fair_block(lb_lock *l, redisContext *c, int64_t ms) {
         rc = LB_EREDIS;
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                r->element[1]->type == REDIS_REPLY_STRING) {
-        rc = take_grant(l, r->element[1]->str, r->element[1]->len);
-        if (rc == LB_EPROTO) memcpy(l->errstr, l->m.errstr, sizeof l->errstr);
+        rc = lb__fair_take_grant(l, r->element[1]->str, r->element[1]->len);
     } else {
         snprintf(l->errstr, sizeof l->errstr, "BLPOP on the grant list: unexpected reply");
         rc = LB_EPROTO;

@@ -78,6 +78,12 @@ int64_t lb__fair_lease_ms(const lb_lock *l);
  * judge; LB_ETIMEDOUT: nothing came; LB_EREDIS: the server refused BLPOP (a
  * server before 6.0, an ACL): wait by polling instead; LB_EIO, LB_EPROTO. */
 int lb__fair_block(lb_lock *l, struct redisContext *c, int64_t ms);
+/* The grant list of the wait running ("{key}:grant:<token>"): its length,
+ * and *name (valid until the next call on `l`). */
+size_t lb__fair_own_list(lb_lock *l, const char **name);
+/* Takes a grant read from that list as lb__fair_block does: LB_OK the lock
+ * is ours, LB_EBUSY it grants nothing provably ours (attempt), LB_EPROTO. */
+int lb__fair_take_grant(lb_lock *l, const char *g, size_t len);
 /* The longest BLPOP `c` allows, ms: half its read timeout (if it has one)
  * less LB__BLPOP_LATE_MS; 0 if that is too short to block at all. */
 int64_t lb__fair_block_max_ms(const struct redisContext *c);

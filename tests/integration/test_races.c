@@ -23,7 +23,7 @@ typedef struct scenario {
     const char *kinds[LBR_MAX_CLIENTS];
     const char *codec;
     const char *schedule;
-    int expect;            /* LBR_OK or LBR_VIOLATION */
+    int expect;            /* LBR_OK, LBR_VIOLATION or LBR_BAD_SCHEDULE */
     const char *violation; /* substring expected in the report */
     int overwrites;        /* expected GETSET overwrites (-1: not checked) */
 } scenario;
@@ -459,6 +459,20 @@ static void test_fair_lock_races(void **state) {
          "A B A B@ B A?", LBR_OK, 0, 0},
         {"lb-fair beside lb-modern: the plain token lock ignores the queue", {"lb-fair", "lb-modern"}, 0,
          "A B A B +6000 A A B A B", LBR_OK, 0, 0},
+        /* Grant lists: A took the lock free, so its release learns the head
+         * from the script and pushes the grant itself (LPUSH, PEXPIRE); B,
+         * granted with no one behind it, releases in one command. */
+        {"lb-fair-list: the releaser pushes the grant, the waiter pops it", {"lb-fair-list", "lb-fair-list"}, 0,
+         "A:modern_fair_acquire B:modern_fair_acquire A:modern_fair_release A:LPUSH A:PEXPIRE B@ "
+         "B:modern_fair_release A?", LBR_OK, 0, 0},
+        /* A grant list lapses with the key its grant wrote (one PX for
+         * both): no late grant outlives its lock to be read. */
+        {"lb-fair-list: a grant left unread lapses with its key", {"lb-fair-list", "lb-fair-list"}, 0,
+         "A B A A A +6000 B@", LBR_BAD_SCHEDULE, "B has no message waiting", -1},
+        {"lb-fair-list: a grantee that died leaves the lock free after its TTL",
+         {"lb-fair-list", "lb-fair-list"}, 0, "A B A A A B! +6000 A?", LBR_OK, 0, 0},
+        {"lb-fair-list-fenced: the pushed grant carries the fencing number",
+         {"lb-fair-list-fenced", "lb-fair-list-fenced"}, 0, "A B A A A B@ B A?", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
@@ -507,6 +521,10 @@ static void test_exploration_of_fair_lock_fleets(void **state) {
         {"lb-fair-fenced", "lb-fair-fenced", 2000, 4},
         {"lb-fair", "lb-modern", 1000, 5},
         {"lb-fair", "lb-modern", 2000, 4},
+        {"lb-fair-list", "lb-fair-list", 1000, 5},
+        {"lb-fair-list", "lb-fair-list", 2000, 5},
+        {"lb-fair-list-fenced", "lb-fair-list-fenced", 2000, 4},
+        {"lb-fair-list", "lb-fair", 2000, 4},
     };
     for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
         lbr_explore_result r =

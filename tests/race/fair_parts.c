@@ -1,7 +1,8 @@
 /* The fair token lock (lb_lock_options.fair) as a race participant: a blocking
  * wait cut into steps the explorer interleaves, each an attempt or the read of
- * one hand-off message from the client's own inbox, and the pause that moves
- * the fair lock's queue leases as it moves the lock key's TTL. */
+ * one hand-off from the client's own inbox (a subscription) or grant list (the
+ * wait on one connection, whose BLPOP is a non-blocking LPOP here), and the
+ * pause that moves the fair lock's queue leases as it moves the lock key's TTL. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ typedef struct fairpart {
     lbr_part part;
     lb_lock *lock;
     int fenced;
+    int lists;             /* waits on its grant list (sub then only pops it) */
     int waiting;           /* inside a wait: between its first attempt and the lock */
     redisContext *sub;     /* subscribed to the inbox, on the world's server */
     char inbox[96];
@@ -54,7 +56,8 @@ static lb_machine *fair_acq(lbr_part *p) {
         if (lb__fair_begin_wait(fp->lock) != LB_OK) return NULL;
         fp->waiting = 1;
     }
-    lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
+    if (fp->lists) lb__fair_set_inbox(fp->lock, LB__FAIR_LISTS, 1);
+    else lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
     return lb_lock_machine(fp->lock, LB_OP_TRY_ACQUIRE, 0);
 }
 
@@ -120,9 +123,33 @@ static int grant_for(const char *s, size_t len, const char *token, int64_t *plac
            memcmp(s, token, LB_TOKEN_LEN) == 0;
 }
 
+/* A grant-list wait's read: one grant popped off its list (LPOP, where the
+ * wait's BLPOP would block) and taken by the library, as lb__fair_block
+ * takes it. Outside a wait the list is not read. */
+static int read_list(fairpart *fp) {
+    settle(fp);
+    if (!fp->waiting) return -1;
+    const char *name;
+    size_t len = lb__fair_own_list(fp->lock, &name);
+    redisReply *r = redisCommand(fp->sub, "LPOP %b", name, len);
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL)) {
+        if (r) freeReplyObject(r);
+        return -3;
+    }
+    int rc = -1;
+    if (r->type == REDIS_REPLY_STRING) {
+        int took = lb__fair_take_grant(fp->lock, r->str, (size_t)r->len);
+        rc = took == LB_OK ? 1 : took == LB_EBUSY ? 0 : -3;
+    }
+    freeReplyObject(r);
+    if (rc == 1) settle(fp);
+    return rc;
+}
+
 int lbr_part_read_inbox(lbr_part *p) {
     if (p->destroy != fair_destroy) return -2;
     fairpart *fp = FAIRPART(p);
+    if (fp->lists) return read_list(fp);
     if (drain(fp) != 0) return -3;
     if (fp->npending == 0) return -1;
     char msg[MSG_MAX];
@@ -145,7 +172,8 @@ int lbr_part_read_inbox(lbr_part *p) {
 }
 
 int lbr_kind_reads_inbox(const char *kind) {
-    return kind && (strcmp(kind, "lb-fair") == 0 || strcmp(kind, "lb-fair-fenced") == 0);
+    return kind && (strcmp(kind, "lb-fair") == 0 || strcmp(kind, "lb-fair-fenced") == 0 ||
+                    strcmp(kind, "lb-fair-list") == 0 || strcmp(kind, "lb-fair-list-fenced") == 0);
 }
 
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
@@ -154,21 +182,24 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
     lb_lock_options o;
     lb_lock_options_init(&o);
     o.ttl_ms = cfg->ttl_ms;
-    o.fencing = strcmp(kind, "lb-fair-fenced") == 0;
+    o.fencing = strstr(kind, "-fenced") != NULL;
     o.clock = cfg->clock;
     o.fair = 1;
     fairpart *fp = calloc(1, sizeof *fp);
     if (!fp) return NULL;
     fp->fenced = o.fencing;
+    fp->lists = strncmp(kind, "lb-fair-list", 12) == 0;
     snprintf(fp->inbox, sizeof fp->inbox, "%s:inbox:%u", cfg->key, ++serial);
     struct timeval tv = {5, 0};
     fp->sub = redisConnectWithTimeout("127.0.0.1", cfg->port, tv);
     if (!fp->sub || fp->sub->err || lb_lock_new(&fp->lock, cfg->key, strlen(cfg->key), &o) != LB_OK)
         goto fail;
-    redisReply *r = redisCommand(fp->sub, "SUBSCRIBE %s", fp->inbox);
-    int ok = r && r->type == REDIS_REPLY_ARRAY;
-    if (r) freeReplyObject(r);
-    if (!ok) goto fail;
+    if (!fp->lists) {
+        redisReply *r = redisCommand(fp->sub, "SUBSCRIBE %s", fp->inbox);
+        int ok = r && r->type == REDIS_REPLY_ARRAY;
+        if (r) freeReplyObject(r);
+        if (!ok) goto fail;
+    }
     fp->part = (lbr_part){kind, fair_acq, fair_rel, fair_bel, fair_valid, fair_val, fair_destroy};
     return &fp->part;
 fail:
@@ -197,31 +228,41 @@ static const char warp_script[] =
     "    end\n"
     "  end\n"
     "end\n"
-    "for i = 1, 2 do\n"
-    "  local left = redis.call('PTTL', KEYS[i])\n"
-    "  if left > ms then redis.call('PEXPIRE', KEYS[i], left - ms)\n"
-    "  elseif left >= 0 then redis.call('DEL', KEYS[i]) end\n"
+    "local keys = redis.call('KEYS', ARGV[2])\n"
+    "table.insert(keys, KEYS[1])\n"
+    "table.insert(keys, KEYS[2])\n"
+    "for _, k in ipairs(keys) do\n"
+    "  local left = redis.call('PTTL', k)\n"
+    "  if left > ms then redis.call('PEXPIRE', k, left - ms)\n"
+    "  elseif left >= 0 then redis.call('DEL', k) end\n"
     "end\n"
     "return 0\n";
 
-/* The names of the lock's queue and state keys; whether they fit. */
-static int companions(const char *key, char *queue, char *state, size_t cap) {
+/* The names of the lock's queue and state keys, and the pattern of its grant
+ * lists (the world's server holds one lock: KEYS finds them); whether they fit. */
+static int companions(const char *key, char *queue, char *state, char *lists, size_t cap) {
     int nq = lb_companion_key(key, strlen(key), "queue", queue, cap);
     int ns = lb_companion_key(key, strlen(key), "fair", state, cap);
-    return nq >= 0 && (size_t)nq < cap && ns >= 0 && (size_t)ns < cap;
+    int nl = lb_companion_key(key, strlen(key), "grant:*", lists, cap);
+    return nq >= 0 && (size_t)nq < cap && ns >= 0 && (size_t)ns < cap && nl >= 0 &&
+           (size_t)nl < cap;
 }
 
 void lbr_fair_warp(redisContext *c, const char *key, long long ms) {
-    char queue[256], state[256];
-    if (!companions(key, queue, state, sizeof queue)) return;
-    redisReply *r = redisCommand(c, "EVAL %s 2 %s %s %lld", warp_script, queue, state, ms);
+    char queue[256], state[256], lists[256];
+    if (!companions(key, queue, state, lists, sizeof queue)) return;
+    redisReply *r =
+        redisCommand(c, "EVAL %s 2 %s %s %lld %s", warp_script, queue, state, ms, lists);
     if (r) freeReplyObject(r);
 }
 
-/* A fresh world starts with no queue and no state left by the one before. */
+/* A fresh world starts with no queue, state or grant left by the one before. */
 void lbr_fair_reset(redisContext *c, const char *key) {
-    char queue[256], state[256];
-    if (!companions(key, queue, state, sizeof queue)) return;
+    char queue[256], state[256], lists[256];
+    if (!companions(key, queue, state, lists, sizeof queue)) return;
     redisReply *r = redisCommand(c, "DEL %s %s", queue, state);
+    if (r) freeReplyObject(r);
+    r = redisCommand(c, "EVAL %s 0 %s", "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+                                        "redis.call('DEL', k) end return 0", lists);
     if (r) freeReplyObject(r);
 }

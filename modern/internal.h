@@ -38,6 +38,8 @@ struct lb_lock {
     char *note_key;          /* the fair state hash an outsider notes itself in
                               * (modern/outsider.c), made at its first note */
     size_t note_keylen;
+    int note_found_queue;    /* the last note found a fair queue there (0: no
+                              * note yet, or it failed) */
 };
 
 /* Allocates the companion name "suffix" of the lock's key into *out (see
@@ -98,7 +100,8 @@ int lb__fair_holder_foreign(const lb_lock *l);
 
 /* A wait outside fair mode notes itself in the key's fair state, if a queue
  * is there, so that fair releases open a window for it (modern/outsider.c).
- * LB_OK or the note's failure, which the wait ignores. */
+ * LB_OK or the note's failure, which the wait ignores; note_found_queue says
+ * whether it found a queue (kept until the next note, across waits). */
 int lb__lock_note_outsider(lb_lock *l, lb_target t);
 /* How often a refused wait outside fair mode notes itself, ms: the first note
  * once it has been refused this long, then again each time as long. */

@@ -23,6 +23,7 @@ static int note_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     if (!r) return lb__fail(m, LB_EIO, "connection failed during the outsider note");
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "outsider note script");
     if (r->type != REDIS_REPLY_INTEGER) return lb__fail(m, LB_EPROTO, "outsider note: unexpected reply");
+    l->note_found_queue = r->integer == 1;
     return LB_OK;
 }
 
@@ -34,5 +35,6 @@ int lb__lock_note_outsider(lb_lock *l, lb_target t) {
     }
     lb__machine_begin(&l->m, note_step);
     l->state = N_START;
+    l->note_found_queue = 0;
     return lb_target_run(t, &l->m, l->opts.clock);
 }

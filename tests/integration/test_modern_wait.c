@@ -1712,6 +1712,19 @@ static void test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms
     assert_in_range(longest_sleep_beside("w:aging", 0, 1500), 41, 100);
 }
 
+/* Beside a fair queue (found by the wait's outsider note, after 100 ms
+ * refused) the same wait keeps its whole back-off: the queue hands the lock
+ * over at every release, and asking sooner would only take the queue's
+ * turns. */
+static void test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "HSET {w:queued}:fair ~streak 0");
+    lbt_cmd_ok(conn, "PEXPIRE {w:queued}:fair 60000");
+    assert_in_range(longest_sleep_beside("w:queued", 1, 1500), 41, 100);
+    assert_true(lbt_int(conn, "HEXISTS {w:queued}:fair ~seen") == 1); /* it noted itself */
+    lbt_cmd_ok(conn, "DEL {w:queued}:fair");
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -1770,6 +1783,7 @@ int main(void) {
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
+        cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),

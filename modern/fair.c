@@ -199,7 +199,7 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
     if (ok == 1 && r->elements == 3 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
         return acquired(l, l->opts.fencing ? v : 0, x);
     long long foreign = r->elements == 4 ? r->element[3]->integer : 0;
-    if (ok != 0 || v < -2 || x < 0 || foreign < 0 || foreign > 1)
+    if (ok != 0 || v < -2 || v > FAIR_MS_MAX || x < 0 || foreign < 0 || foreign > 1)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
     l->fair->foreign = (int)foreign;
     /* A new place when this attempt queued us; 0: we kept ours. */
@@ -297,9 +297,10 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
     if (l->state == F_EXPIRE) return LB_OK;
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "fair release script");
     if (r->type == REDIS_REPLY_STRING) {
-        int rc = push_grant(l, r);
-        if (rc == LB_STEP_SEND) l->held = 0;
-        return rc;
+        /* A string comes only once the script gave the lock up (handed it
+         * over, or opened a window): ours no longer, whatever it says. */
+        l->held = 0;
+        return push_grant(l, r);
     }
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");

@@ -21,7 +21,8 @@
 -- `succ` (any list of the lock's when succ is '-'), KEYS[5] fencing counter
 -- (optional). ARGV[1] "token every ms succ channel".
 -- Returns 2 handed off, 1 released, 0 not ours (nothing changed), or the
--- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>".
+-- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
+-- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local token, every, yield_ms, succ, channel =
   string.match(ARGV[1], '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
@@ -48,6 +49,7 @@ local function head()
 end
 
 local h, ticket, ttl, inbox, streak, last, seenat = head()
+local wake = nil
 if h then
   local due = false
   if every > 0 and streak >= every then
@@ -83,11 +85,16 @@ if h then
     return push or 2
   end
   -- The head keeps its place through the window; blocked on its grant list,
-  -- it is woken (place 0: no grant) to learn the window's end.
+  -- it is woken (place 0: no grant) to learn the window's end: here when
+  -- the caller named its list, else by the caller, which the script tells.
   redis.call('ZADD', KEYS[2], ticket, h)
-  if inbox == '*' and h == succ then
-    redis.call('LPUSH', KEYS[4], h .. ' 0 0 -')
-    redis.call('PEXPIRE', KEYS[4], ttl)
+  if inbox == '*' then
+    if h == succ then
+      redis.call('LPUSH', KEYS[4], h .. ' 0 0 -')
+      redis.call('PEXPIRE', KEYS[4], ttl)
+    else
+      wake = h .. ' 0 0 -'
+    end
   end
   redis.call('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
   if redis.call('PTTL', KEYS[3]) < yield_ms then redis.call('PEXPIRE', KEYS[3], yield_ms) end
@@ -99,4 +106,4 @@ else
 end
 redis.call('PUBLISH', channel, 'released') -- first, as above
 redis.call('DEL', KEYS[1])
-return 1
+return wake or 1

@@ -1214,6 +1214,48 @@ static void test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds(
     assert_true(took < 5000);
 }
 
+/* A release that opens a window for an outsider wakes the head blocked on
+ * its grant list even when it did not name that list (it took the lock free:
+ * no grant told it its successor): the script returns the wake-up and the
+ * releaser pushes it, so the head attempts at the window's end (200 ms), not
+ * at its lease refresh (10 s here). */
+static void test_a_window_wakes_a_grant_list_head_the_release_did_not_name(void **state) {
+    (void)state;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_lease_ms = 30000;
+    o.fair_yield_every = 1;
+    o.fair_yield_ms = 200;
+    lb_lock *h = NULL, *q = NULL, *t = NULL;
+    assert_int_equal(lb_lock_new(&h, "w:window", 8, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&q, "w:window", 8, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&t, "w:window", 8, &o), LB_OK);
+    /* A try refused (by a plain SET) is an outsider seen: the queue's state
+     * begins; h then takes the free lock as a fair holder the state notes,
+     * so q, queued behind it, blocks on its list rather than polling. */
+    lbt_cmd_ok(conn, "SET w:window someone PX 30000");
+    assert_int_equal(lb_lock_try_acquire(t, lb_on_conn(conn)), LB_EBUSY);
+    lbt_cmd_ok(conn, "DEL w:window");
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    start_blocked_on_list(&j, q, 20000, "{w:window}:queue", 1);
+    /* A hand-off streak, as if one had gone before: the release is due to yield. */
+    lbt_cmd_ok(conn, "HSET {w:window}:fair ~streak 1");
+    int64_t released = mono_ms();
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_true(lbt_int(conn, "HEXISTS {w:window}:fair ~open") == 1); /* the window opened */
+    assert_int_equal(job_join(&j), LB_OK);
+    int64_t took = mono_ms() - released;
+    assert_true(lb_lock_info_of(q).held);
+    assert_int_equal(lb_lock_release(q, lb_on_conn(j.c)), LB_OK);
+    job_end(&j);
+    lb_lock_free(h);
+    lb_lock_free(q);
+    lb_lock_free(t);
+    assert_true(took < 3000);
+}
+
 /* ---- Queue places, grants and errors ------------------------------------------ */
 
 /* HGET hash field into out (cap bytes); "" when absent. */
@@ -1782,6 +1824,7 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the_key),
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
+        cmocka_unit_test(test_a_window_wakes_a_grant_list_head_the_release_did_not_name),
         cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
         cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),

@@ -484,6 +484,19 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list"}, 0, "A B A A A B! +6000 A?", LBR_OK, 0, 0},
         {"lb-fair-list-fenced: the pushed grant carries the fencing number",
          {"lb-fair-list-fenced", "lb-fair-list-fenced"}, 0, "A B A A A B@ B A?", LBR_OK, 0, 0},
+        /* Waits with a deadline: B's third attempt is its leave. Left, it
+         * is handed nothing: A's release frees the lock (no grant to push:
+         * A's next step is an attempt), and A takes it again. */
+        {"lb-fair-list-leave: a wait out of time leaves the queue",
+         {"lb-fair-list", "lb-fair-list-leave"}, 0,
+         "A B B B A:modern_fair_release A:modern_fair_acquire A:modern_fair_release B?", LBR_OK,
+         0, 0},
+        /* The hand-off beat the leave: the leave finds the key its own and
+         * holds it; the grant A pushes afterwards is never read. */
+        {"lb-fair-list-leave: a leave that finds the lock handed to it holds it",
+         {"lb-fair-list", "lb-fair-list-leave"}, 0,
+         "A B B A:modern_fair_release B:modern_fair_acquire B:modern_fair_release A:LPUSH "
+         "A:PEXPIRE A?", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
@@ -556,6 +569,20 @@ static void test_exploration_of_fair_lock_fleets(void **state) {
         {{"lb-fair-list", "lb-fair-list"}, 2000, 2, 4, 1, "A B A A A"},
         {{"lb-fair-list-fenced", "lb-fair-list-fenced"}, 2000, 2, 4, 1, "A B A A A"},
         {{"lb-fair-list", "lb-fair"}, 2000, 2, 4, 1, NULL},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* Waits that give up (the "-leave" kinds leave after two busy attempts)
+ * beside waits that do not: a leave racing a hand-off, a grant pushed to a
+ * wait that has left, and, among three, a leave between a release's script
+ * and its push. */
+static void test_exploration_of_fair_waits_that_give_up(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list-leave"}, 2000, 2, 5, 1, NULL},
+        {{"lb-fair", "lb-fair-leave"}, 2000, 2, 5, 0, NULL},
+        {{"lb-fair-list", "lb-fair-list-leave", "lb-fair-list"}, 2000, 1, 4, 0, "A B C B"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
@@ -764,6 +791,7 @@ int main(void) {
         cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
+        cmocka_unit_test(test_exploration_of_fair_waits_that_give_up),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),

@@ -497,6 +497,21 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list-leave"}, 0,
          "A B B A:modern_fair_release B:modern_fair_acquire B:modern_fair_release A:LPUSH "
          "A:PEXPIRE A?", LBR_OK, 0, 0},
+        /* Three waiters: B's grant names C, queued behind it, so B's release
+         * names C's list and the script pushes there itself (no LPUSH step
+         * of B's; C@ would find nothing otherwise). */
+        {"lb-fair-list: a grant names the next waiter, whose list the release names",
+         {"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 0,
+         "A B C A A A B@ B:modern_fair_release C@ C:modern_fair_release B?", LBR_OK, 0, 0},
+        /* The releaser's own push lands after a pause: its LPUSH made B's list
+         * with no TTL (the PEXPIRE is a step later), B's key lapsed, C took
+         * the free lock and B queued again. The grant names B's old place:
+         * B must not take it (the place check alone stops it; found by
+         * test_exploration_of_fair_list_fleets_of_three with it removed). */
+        {"lb-fair-list: a grant pushed after its key lapsed grants nothing",
+         {"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 0,
+         "A B C A A:LPUSH +6000 C:modern_fair_acquire B:modern_fair_acquire B@ "
+         "B:modern_fair_acquire A:PEXPIRE", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
@@ -569,6 +584,21 @@ static void test_exploration_of_fair_lock_fleets(void **state) {
         {{"lb-fair-list", "lb-fair-list"}, 2000, 2, 4, 1, "A B A A A"},
         {{"lb-fair-list-fenced", "lb-fair-list-fenced"}, 2000, 2, 4, 1, "A B A A A"},
         {{"lb-fair-list", "lb-fair"}, 2000, 2, 4, 1, NULL},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* Three grant-list waiters, from states only three reach: A holding with B
+ * and C queued (its release, having taken the lock free, pushes B's grant
+ * itself, LPUSH and PEXPIRE, steps others come between), and B holding by a
+ * grant that named C (its release names C's list: the script pushes). With
+ * take_grant's place check removed, the first row finds B and C holding
+ * together (docs/races.md). */
+static void test_exploration_of_fair_list_fleets_of_three(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 5, 0, "A B C"},
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 4, 1, "A B C A A A B@"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
@@ -791,6 +821,7 @@ int main(void) {
         cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
+        cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
         cmocka_unit_test(test_exploration_of_fair_waits_that_give_up),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -497,6 +498,17 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list-leave"}, 0,
          "A B B A:modern_fair_release B:modern_fair_acquire B:modern_fair_release A:LPUSH "
          "A:PEXPIRE A?", LBR_OK, 0, 0},
+        /* Yield windows (the "-yield" kinds: after every hand-off, once an
+         * outsider was seen, 500 ms). C (lb-modern) holding while B's grant
+         * is the last noted makes D's attempt note an outsider. D takes the
+         * lock with B and A queued behind; B's grant names A; B's release
+         * finds a window due: A keeps its place, woken on its list with a
+         * grant of place 0, which grants nothing. The outsider gets in; A,
+         * once the window has passed. */
+        {"lb-fair-list-yield: a window wakes the head, and an outsider gets in",
+         {"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield"}, 0,
+         "A B A A A B@ B C D C D B A D D D B@ B:modern_fair_release A@ A:modern_fair_acquire "
+         "C:SET C:modern_release +600 A:modern_fair_acquire A:modern_fair_release", LBR_OK, 0, 0},
         /* Three waiters: B's grant names C, queued behind it, so B's release
          * names C's list and the script pushes there itself (no LPUSH step
          * of B's; C@ would find nothing otherwise). */
@@ -546,13 +558,17 @@ static lbr_explore_result explore_fair(const fair_search *f) {
     cfg.jump_ms = f->jump_ms;
     cfg.max_reads = 1;
     cfg.prefix = f->prefix;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     lbr_explore_result res = search(&cfg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("  explored");
     for (int i = 0; i < LBR_MAX_CLIENTS && f->kinds[i]; i++)
         printf("%s%s", i ? " + " : " ", f->kinds[i]);
     printf(", %d pause%s of %lld ms, depth %d, %d crash%s%s%s", f->jumps,
            f->jumps == 1 ? "" : "s", (long long)f->jump_ms, f->depth, f->crashes, f->crashes == 1 ? "" : "es", f->prefix ? ", after " : "",
            f->prefix ? f->prefix : "");
+    printf(", %.1f s", (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     print_outcome(&res);
     if (!res.violation) assert_true(res.schedules > 100);
     return res;
@@ -606,13 +622,17 @@ static void test_exploration_of_fair_list_fleets_of_three(void **state) {
 /* Waits that give up (the "-leave" kinds leave after two busy attempts)
  * beside waits that do not: a leave racing a hand-off, a grant pushed to a
  * wait that has left, and, among three, a leave between a release's script
- * and its push. */
-static void test_exploration_of_fair_waits_that_give_up(void **state) {
+ * and its push. Then yield windows, from the state of the hand-written row
+ * (B holds by a grant naming A, an outsider was seen): B's release opens a
+ * window and wakes A, pauses of 600 ms pass the window. */
+static void test_exploration_of_fair_leaves_and_windows(void **state) {
     (void)state;
     static const fair_search rows[] = {
         {{"lb-fair-list", "lb-fair-list-leave"}, 2000, 2, 5, 1, NULL},
         {{"lb-fair", "lb-fair-leave"}, 2000, 2, 5, 0, NULL},
         {{"lb-fair-list", "lb-fair-list-leave", "lb-fair-list"}, 2000, 1, 4, 0, "A B C B"},
+        {{"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield"}, 600, 2,
+         3, 0, "A B A A A B@ B C D C D B A D D D B@"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
@@ -822,7 +842,7 @@ int main(void) {
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
-        cmocka_unit_test(test_exploration_of_fair_waits_that_give_up),
+        cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),

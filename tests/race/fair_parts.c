@@ -193,11 +193,14 @@ int lbr_part_read_inbox(lbr_part *p) {
 
 /* How many busy attempts a wait of the "-leave" kinds makes before it gives up. */
 #define LEAVE_AFTER 2
+/* The "-yield" kinds' releases leave the lock to outsiders after every
+ * hand-off (fair_yield_every 1) for this long, ms (fair_yield_ms). */
+#define YIELD_MS 500
 
 int lbr_kind_reads_inbox(const char *kind) {
     static const char *const kinds[] = {"lb-fair", "lb-fair-fenced", "lb-fair-leave",
                                         "lb-fair-list", "lb-fair-list-fenced",
-                                        "lb-fair-list-leave"};
+                                        "lb-fair-list-leave", "lb-fair-list-yield"};
     for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kind, kinds[i]) == 0) return 1;
     return 0;
@@ -212,6 +215,10 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
     o.fencing = strstr(kind, "-fenced") != NULL;
     o.clock = cfg->clock;
     o.fair = 1;
+    if (strstr(kind, "-yield")) {
+        o.fair_yield_every = 1;
+        o.fair_yield_ms = YIELD_MS;
+    }
     fairpart *fp = calloc(1, sizeof *fp);
     if (!fp) return NULL;
     fp->fenced = o.fencing;

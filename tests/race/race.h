@@ -55,7 +55,9 @@ typedef struct lbr_part_config {
  * release that must push the grant itself does so in two more steps, LPUSH
  * and PEXPIRE), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
  * deadline: after two busy attempts its next step is the leave attempt, and
- * the step after that begins a new wait). NULL if unknown. */
+ * the step after that begins a new wait), "lb-fair-list-yield" (releases
+ * with fair_yield_every 1 and fair_yield_ms 500: a window after every
+ * hand-off once an outsider was seen). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 /* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
 int lbr_kind_reads_inbox(const char *kind);

@@ -124,8 +124,9 @@ void lbr_world_free(lbr_world *w);
  *   A!         client A crashes: it stops for good and believes nothing
  *   A?         liveness: A, stepping alone, must hold the lock within the bound
  *   A.         A steps until its current operation ends (nothing if idle)
- *   A@         A reads one hand-off message waiting on its inbox, oldest first,
- *              and takes the grant if the library would (a fair client; a
+ *   A@         A reads one hand-off message waiting on its inbox, oldest first
+ *              (or pops one grant off its grant list, a "-list" kind), and
+ *              takes the grant if the library would (a fair client; a
  *              schedule error when nothing waits)
  * Returns LBR_OK, LBR_VIOLATION (lbr_violation() names it with the schedule
  * that led to it) or LBR_BAD_SCHEDULE (a token did not match). */

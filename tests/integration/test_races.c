@@ -614,7 +614,7 @@ static void test_exploration_of_fair_list_fleets_of_three(void **state) {
     (void)state;
     static const fair_search rows[] = {
         {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 5, 0, "A B C"},
-        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 4, 1, "A B C A A A B@"},
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 3, 1, "A B C A A A B@"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -252,6 +253,29 @@ static int explore_depth(void) {
 }
 
 /* Clients whose every write is a single atomic command or script. */
+/* Runs a search on the test's server over one borrowed connection (each
+ * world of the search would open its own otherwise); the search must run. */
+static lbr_explore_result search(lbr_explore_config *cfg) {
+    lbr_explore_result res;
+    cfg->world.port = server.port;
+    cfg->world.conn = lbt_redis_connect(&server);
+    assert_non_null(cfg->world.conn);
+    int rc = lbr_explore(cfg, &res);
+    redisFree(cfg->world.conn);
+    cfg->world.conn = NULL;
+    assert_int_equal(rc, 0);
+    return res;
+}
+
+/* One line for a search's outcome: its schedules, and the counterexample
+ * and its report when it found one. */
+static void print_outcome(const lbr_explore_result *res) {
+    printf(": %ld schedules (%ld outside the model)%s%s\n", res->schedules, res->pruned,
+           res->violation ? "\n    counterexample: " : ", none found",
+           res->violation ? res->counterexample : "");
+    if (res->violation) printf("    report: %s\n", res->report);
+}
+
 static int atomic_kind(const char *k) {
     return !k || strcmp(k, "lb-scripted") == 0 || strncmp(k, "lb-modern", 9) == 0 ||
            strcmp(k, "M1") == 0 || strcmp(k, "lb-compat") == 0 ||
@@ -266,11 +290,7 @@ static int all_scripted(const char *k1, const char *k2, const char *k3) {
 static lbr_explore_result explore(const char *k1, const char *k2, const char *k3,
                                   const char *codec, int depth) {
     lbr_explore_config cfg;
-    lbr_explore_result res;
     memset(&cfg, 0, sizeof cfg);
-    cfg.world.port = server.port;
-    cfg.world.conn = lbt_redis_connect(&server);
-    assert_non_null(cfg.world.conn);
     cfg.world.key = "race:explore";
     /* Pauses that pass any expiry, anywhere between two operations. Inside an operation of the wire protocol (GET then GETSET, GET
      * then DEL) a long pause defeats any GETSET locker, lockbridge's wire variant
@@ -286,9 +306,7 @@ static lbr_explore_result explore(const char *k1, const char *k2, const char *k3
     cfg.max_crashes = 1;
     cfg.max_jumps = 2;
     cfg.jump_ms = 3600;
-    int rc = lbr_explore(&cfg, &res);
-    redisFree(cfg.world.conn);
-    assert_int_equal(rc, 0);
+    lbr_explore_result res = search(&cfg);
     printf("  explored %s, depth %d: %ld schedules (%ld outside the model), %ld steps%s%s\n",
            k3 ? "3 clients" : "2 clients", depth, res.schedules, res.pruned, res.steps,
            res.violation ? ", counterexample: " : "", res.violation ? res.counterexample : "");
@@ -341,11 +359,7 @@ static void test_exploration_of_mixed_validities(void **state) {
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         lbr_explore_config cfg;
-        lbr_explore_result res;
         memset(&cfg, 0, sizeof cfg);
-        cfg.world.port = server.port;
-        cfg.world.conn = lbt_redis_connect(&server);
-        assert_non_null(cfg.world.conn);
         cfg.world.key = "race:mixed";
         lb_codec_parse(&cfg.world.codec, "ms");
         cfg.world.kinds[0] = "L1";
@@ -367,9 +381,7 @@ static void test_exploration_of_mixed_validities(void **state) {
         cfg.depth = 7;
         cfg.max_jumps = 1;
         cfg.jump_ms = 31000;
-        int rc = lbr_explore(&cfg, &res);
-        redisFree(cfg.world.conn);
-        assert_int_equal(rc, 0);
+        lbr_explore_result res = search(&cfg);
         printf("  %s: %ld schedules (%ld outside the model)%s%s\n", rows[i].name, res.schedules,
                res.pruned, res.violation ? "\n    -> " : "", res.violation ? res.report : "");
         if (res.violation != rows[i].expect_counterexample)
@@ -473,43 +485,100 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list"}, 0, "A B A A A B! +6000 A?", LBR_OK, 0, 0},
         {"lb-fair-list-fenced: the pushed grant carries the fencing number",
          {"lb-fair-list-fenced", "lb-fair-list-fenced"}, 0, "A B A A A B@ B A?", LBR_OK, 0, 0},
+        /* Waits with a deadline: B's third attempt is its leave. Left, it
+         * is handed nothing: A's release frees the lock (no grant to push:
+         * A's next step is an attempt), and A takes it again. */
+        {"lb-fair-list-leave: a wait out of time leaves the queue",
+         {"lb-fair-list", "lb-fair-list-leave"}, 0,
+         "A B B B A:modern_fair_release A:modern_fair_acquire A:modern_fair_release B?", LBR_OK,
+         0, 0},
+        /* The hand-off beat the leave: the leave finds the key its own and
+         * holds it; the grant A pushes afterwards is never read. */
+        {"lb-fair-list-leave: a leave that finds the lock handed to it holds it",
+         {"lb-fair-list", "lb-fair-list-leave"}, 0,
+         "A B B A:modern_fair_release B:modern_fair_acquire B:modern_fair_release A:LPUSH "
+         "A:PEXPIRE A?", LBR_OK, 0, 0},
+        /* Yield windows (the "-yield" kinds: after every hand-off, once an
+         * outsider was seen, 500 ms). C (lb-modern) holding while B's grant
+         * is the last noted makes D's attempt note an outsider. D takes the
+         * lock with B and A queued behind; B's grant names A; B's release
+         * finds a window due: A keeps its place, woken on its list with a
+         * grant of place 0, which grants nothing. The outsider gets in; A,
+         * once the window has passed. */
+        {"lb-fair-list-yield: a window wakes the head, and an outsider gets in",
+         {"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield"}, 0,
+         "A B A A A B@ B C D C D B A D D D B@ B:modern_fair_release A@ A:modern_fair_acquire "
+         "C:SET C:modern_release +600 A:modern_fair_acquire A:modern_fair_release", LBR_OK, 0, 0},
+        /* Three waiters: B's grant names C, queued behind it, so B's release
+         * names C's list and the script pushes there itself (no LPUSH step
+         * of B's; C@ would find nothing otherwise). */
+        {"lb-fair-list: a grant names the next waiter, whose list the release names",
+         {"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 0,
+         "A B C A A A B@ B:modern_fair_release C@ C:modern_fair_release B?", LBR_OK, 0, 0},
+        /* The releaser's own push lands after a pause: its LPUSH made B's list
+         * with no TTL (the PEXPIRE is a step later), B's key lapsed, C took
+         * the free lock and B queued again. The grant names B's old place:
+         * B must not take it (the place check alone stops it; found by
+         * test_exploration_of_fair_list_fleets_of_three with it removed). */
+        {"lb-fair-list: a grant pushed after its key lapsed grants nothing",
+         {"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 0,
+         "A B C A A:LPUSH +6000 C:modern_fair_acquire B:modern_fair_acquire B@ "
+         "B:modern_fair_acquire A:PEXPIRE", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
 
-/* Every interleaving of a fair fleet up to a bound: attempts, inbox reads,
- * pauses and a crash. Pauses of 1000 ms against a TTL of 1500 ms let a key
- * lapse between two of them and a lease outlive the first; pauses of 2000 ms
- * let a grant lapse before it is read. */
-static lbr_explore_result explore_fair(const char *k1, const char *k2, int64_t jump_ms, int depth,
-                                       const char *prefix) {
+/* A search of a fair fleet: its clients, the pauses' length and number, the
+ * depth, the crashes allowed, and the state it starts from (NULL: an empty
+ * world). */
+typedef struct fair_search {
+    const char *kinds[LBR_MAX_CLIENTS];
+    int64_t jump_ms;
+    int jumps;
+    int depth;
+    int crashes;
+    const char *prefix;
+} fair_search;
+
+/* Every interleaving of a fair fleet up to a bound: attempts, hand-off reads
+ * (one), the pauses and the crashes allowed. Pauses of 1000 ms against a
+ * TTL of 1500 ms let a key lapse between two of them and a lease outlive the
+ * first; pauses of 2000 ms let a grant lapse before it is read. Rows that
+ * find nothing must have searched. */
+static lbr_explore_result explore_fair(const fair_search *f) {
     lbr_explore_config cfg;
-    lbr_explore_result res;
     memset(&cfg, 0, sizeof cfg);
-    cfg.world.port = server.port;
-    cfg.world.conn = lbt_redis_connect(&server);
-    assert_non_null(cfg.world.conn);
     cfg.world.key = "race:fair";
     cfg.world.ttl_ms = 1500;
     lb_codec_parse(&cfg.world.codec, "ms");
-    cfg.world.kinds[0] = k1;
-    cfg.world.kinds[1] = k2;
-    cfg.depth = depth;
-    cfg.max_crashes = 1;
-    cfg.max_jumps = 2;
-    cfg.jump_ms = jump_ms;
+    memcpy(cfg.world.kinds, f->kinds, sizeof cfg.world.kinds);
+    cfg.depth = f->depth;
+    cfg.max_crashes = f->crashes;
+    cfg.max_jumps = f->jumps;
+    cfg.jump_ms = f->jump_ms;
     cfg.max_reads = 1;
-    cfg.prefix = prefix;
-    int rc = lbr_explore(&cfg, &res);
-    redisFree(cfg.world.conn);
-    assert_int_equal(rc, 0);
-    printf("  explored %s + %s, pauses of %lld ms, depth %d%s%s: %ld schedules (%ld outside the "
-           "model)%s%s\n", k1, k2, (long long)jump_ms, depth, prefix ? " after " : "",
-           prefix ? prefix : "", res.schedules, res.pruned,
-           res.violation ? "\n    counterexample: " : ", none found",
-           res.violation ? res.counterexample : "");
-    if (res.violation) printf("    report: %s\n", res.report);
+    cfg.prefix = f->prefix;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    lbr_explore_result res = search(&cfg);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("  explored");
+    for (int i = 0; i < LBR_MAX_CLIENTS && f->kinds[i]; i++)
+        printf("%s%s", i ? " + " : " ", f->kinds[i]);
+    printf(", %d pause%s of %lld ms, depth %d, %d crash%s%s%s", f->jumps,
+           f->jumps == 1 ? "" : "s", (long long)f->jump_ms, f->depth, f->crashes, f->crashes == 1 ? "" : "es", f->prefix ? ", after " : "",
+           f->prefix ? f->prefix : "");
+    printf(", %.1f s", (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    print_outcome(&res);
+    if (!res.violation) assert_true(res.schedules > 100);
     return res;
+}
+
+static void explore_fair_rows(const fair_search *rows, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        lbr_explore_result r = explore_fair(&rows[i]);
+        if (r.violation) fail_msg("%s", r.report);
+    }
 }
 
 /* Rows by what they reach: both pause lengths for two fair clients (which
@@ -517,32 +586,55 @@ static lbr_explore_result explore_fair(const char *k1, const char *k2, int64_t j
  * beside the queue one step shallower where that keeps the test short. */
 static void test_exploration_of_fair_lock_fleets(void **state) {
     (void)state;
-    static const struct {
-        const char *a, *b;
-        int64_t jump_ms;
-        int depth;
-        const char *prefix;
-    } fleets[] = {
-        {"lb-fair", "lb-fair", 1000, 5, NULL},
-        {"lb-fair", "lb-fair", 2000, 5, NULL},
-        {"lb-fair-fenced", "lb-fair-fenced", 1000, 4, NULL},
-        {"lb-fair-fenced", "lb-fair-fenced", 2000, 4, NULL},
-        {"lb-fair", "lb-modern", 1000, 5, NULL},
-        {"lb-fair", "lb-modern", 2000, 4, NULL},
-        {"lb-fair-list", "lb-fair-list", 1000, 5, NULL},
-        {"lb-fair-list", "lb-fair-list", 2000, 5, NULL},
+    static const fair_search rows[] = {
+        {{"lb-fair", "lb-fair"}, 1000, 2, 5, 1, NULL},
+        {{"lb-fair", "lb-fair"}, 2000, 2, 5, 1, NULL},
+        {{"lb-fair-fenced", "lb-fair-fenced"}, 1000, 2, 4, 1, NULL},
+        {{"lb-fair-fenced", "lb-fair-fenced"}, 2000, 2, 4, 1, NULL},
+        {{"lb-fair", "lb-modern"}, 1000, 2, 5, 1, NULL},
+        {{"lb-fair", "lb-modern"}, 2000, 2, 4, 1, NULL},
+        {{"lb-fair-list", "lb-fair-list"}, 1000, 2, 5, 1, NULL},
+        {{"lb-fair-list", "lb-fair-list"}, 2000, 2, 5, 1, NULL},
         /* From the first hand-off pushed by its releaser (acquire, queue,
          * release, LPUSH, PEXPIRE), where the grant waits unread. */
-        {"lb-fair-list", "lb-fair-list", 2000, 4, "A B A A A"},
-        {"lb-fair-list-fenced", "lb-fair-list-fenced", 2000, 4, "A B A A A"},
-        {"lb-fair-list", "lb-fair", 2000, 4, NULL},
+        {{"lb-fair-list", "lb-fair-list"}, 2000, 2, 4, 1, "A B A A A"},
+        {{"lb-fair-list-fenced", "lb-fair-list-fenced"}, 2000, 2, 4, 1, "A B A A A"},
+        {{"lb-fair-list", "lb-fair"}, 2000, 2, 4, 1, NULL},
     };
-    for (size_t i = 0; i < sizeof fleets / sizeof fleets[0]; i++) {
-        lbr_explore_result r = explore_fair(fleets[i].a, fleets[i].b, fleets[i].jump_ms,
-                                            fleets[i].depth, fleets[i].prefix);
-        if (r.violation) fail_msg("%s", r.report);
-        assert_true(r.schedules > 100);
-    }
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* Three grant-list waiters, from states only three reach: A holding with B
+ * and C queued (its release, having taken the lock free, pushes B's grant
+ * itself, LPUSH and PEXPIRE, steps others come between), and B holding by a
+ * grant that named C (its release names C's list: the script pushes). With
+ * take_grant's place check removed, the first row finds B and C holding
+ * together (docs/races.md). */
+static void test_exploration_of_fair_list_fleets_of_three(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 5, 0, "A B C"},
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 3, 1, "A B C A A A B@"},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* Waits that give up (the "-leave" kinds leave after two busy attempts)
+ * beside waits that do not: a leave racing a hand-off, a grant pushed to a
+ * wait that has left, and, among three, a leave between a release's script
+ * and its push. Then yield windows, from the state of the hand-written row
+ * (B holds by a grant naming A, an outsider was seen): B's release opens a
+ * window and wakes A, pauses of 600 ms pass the window. */
+static void test_exploration_of_fair_leaves_and_windows(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list-leave"}, 2000, 2, 5, 1, NULL},
+        {{"lb-fair", "lb-fair-leave"}, 2000, 2, 5, 0, NULL},
+        {{"lb-fair-list", "lb-fair-list-leave", "lb-fair-list"}, 2000, 1, 4, 0, "A B C B"},
+        {{"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield"}, 600, 2,
+         3, 0, "A B A A A B@ B C D C D B A D D D B@"},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
 
 /* ---- Migration: compat and modern clients of the shim beside every other kind ---- */
@@ -696,11 +788,7 @@ static void test_exploration_finds_open_holes(void **state) {
     for (size_t i = 0; i < sizeof hole_searches / sizeof hole_searches[0]; i++) {
         const hole_search *h = &hole_searches[i];
         lbr_explore_config cfg;
-        lbr_explore_result res;
         memset(&cfg, 0, sizeof cfg);
-        cfg.world.port = server.port;
-        cfg.world.conn = lbt_redis_connect(&server);
-        assert_non_null(cfg.world.conn);
         cfg.world.key = "race:explore";
         cfg.world.ttl_ms = 1500;
         cfg.world.bound_midop_pauses = 1;
@@ -715,14 +803,9 @@ static void test_exploration_finds_open_holes(void **state) {
         cfg.depth = h->depth;
         cfg.max_crashes = 0;
         cfg.max_jumps = 0;
-        int rc = lbr_explore(&cfg, &res);
-        redisFree(cfg.world.conn);
-        assert_int_equal(rc, 0);
-        printf("  %s (hole %d), depth %d from '%s': %ld schedules (%ld outside the model)%s%s\n",
-               h->name, h->hole, h->depth, h->prefix, res.schedules, res.pruned,
-               res.violation ? "\n    counterexample: " : ", none found",
-               res.violation ? res.counterexample : "");
-        if (res.violation) printf("    report: %s\n", res.report);
+        lbr_explore_result res = search(&cfg);
+        printf("  %s (hole %d), depth %d from '%s'", h->name, h->hole, h->depth, h->prefix);
+        print_outcome(&res);
         if (h->expect_counterexample && !res.violation)
             fail_msg("%s: the search no longer finds hole %d", h->name, h->hole);
         if (!h->expect_counterexample && res.violation) fail_msg("%s", res.report);
@@ -758,6 +841,8 @@ int main(void) {
         cmocka_unit_test(test_token_lock_races),
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
+        cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
+        cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),

@@ -29,6 +29,11 @@ typedef struct fairpart {
     int fenced;
     int lists;             /* waits on its grant list (sub then only pops it) */
     int waiting;           /* inside a wait: between its first attempt and the lock */
+    /* A wait with a deadline: after this many busy attempts its next step is
+     * the leave attempt (0: it waits for ever), then the wait is over. */
+    int leave_after;
+    int attempts;          /* attempts of the wait running, the leave's excluded */
+    int left;              /* the wait running ended with its leave attempt */
     redisContext *sub;     /* subscribed to the inbox, on the world's server */
     char inbox[96];
     char pending[PENDING_MAX][MSG_MAX]; /* read off the socket, oldest first */
@@ -43,21 +48,35 @@ typedef struct fairpart {
 static void settle(fairpart *fp) {
     if (fp->waiting && lb_lock_info_of(fp->lock).held) {
         lb__fair_end_wait(fp->lock);
-        fp->waiting = 0;
+        fp->waiting = fp->left = 0;
     }
 }
 
 /* An attempt of the wait; the first one begins it (a fresh token) and, as
- * modern/acquire_wait.c does once its waiter listens, names the inbox. */
+ * modern/acquire_wait.c does once its waiter listens, names the inbox. A
+ * wait out of time makes its last attempt a leave, as give_up() does, and
+ * ends there unless the leave found the lock handed to it; the next step
+ * begins a new wait. */
 static lb_machine *fair_acq(lbr_part *p) {
     fairpart *fp = FAIRPART(p);
     settle(fp);
+    if (fp->left) {
+        lb__fair_end_wait(fp->lock);
+        fp->waiting = fp->left = 0;
+    }
     if (!fp->waiting) {
         if (lb__fair_begin_wait(fp->lock) != LB_OK) return NULL;
         fp->waiting = 1;
+        fp->attempts = 0;
     }
     if (fp->lists) lb__fair_set_inbox(fp->lock, LB__FAIR_LISTS, 1);
     else lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
+    if (fp->leave_after > 0 && fp->attempts == fp->leave_after) {
+        lb__fair_set_mode(fp->lock, LB__FAIR_LEAVE);
+        fp->left = 1;
+    } else {
+        fp->attempts++;
+    }
     return lb_lock_machine(fp->lock, LB_OP_TRY_ACQUIRE, 0);
 }
 
@@ -128,7 +147,7 @@ static int grant_for(const char *s, size_t len, const char *token, int64_t *plac
  * takes it. Outside a wait the list is not read. */
 static int read_list(fairpart *fp) {
     settle(fp);
-    if (!fp->waiting) return -1;
+    if (!fp->waiting || fp->left) return -1;
     const char *name;
     size_t len = lb__fair_own_list(fp->lock, &name);
     redisReply *r = redisCommand(fp->sub, "LPOP %b", name, len);
@@ -160,8 +179,9 @@ int lbr_part_read_inbox(lbr_part *p) {
     memmove(fp->pending_len, fp->pending_len + 1, (size_t)fp->npending * sizeof(size_t));
     settle(fp);
     int64_t place, fence;
-    /* Outside a wait, or another token's: the waiter's thread drops it. */
-    if (!fp->waiting || !grant_for(msg, len, lb_lock_info_of(fp->lock).token, &place, &fence))
+    /* Outside a wait (or after its leave), or another token's: the
+     * waiter's thread drops it. */
+    if (!fp->waiting || fp->left || !grant_for(msg, len, lb_lock_info_of(fp->lock).token, &place, &fence))
         return 0;
     /* As modern/acquire_wait.c's handed(): a fenced grant without its number
      * is left to the next attempt; otherwise the library judges the place. */
@@ -171,9 +191,19 @@ int lbr_part_read_inbox(lbr_part *p) {
     return 1;
 }
 
+/* How many busy attempts a wait of the "-leave" kinds makes before it gives up. */
+#define LEAVE_AFTER 2
+/* The "-yield" kinds' releases leave the lock to outsiders after every
+ * hand-off (fair_yield_every 1) for this long, ms (fair_yield_ms). */
+#define YIELD_MS 500
+
 int lbr_kind_reads_inbox(const char *kind) {
-    return kind && (strcmp(kind, "lb-fair") == 0 || strcmp(kind, "lb-fair-fenced") == 0 ||
-                    strcmp(kind, "lb-fair-list") == 0 || strcmp(kind, "lb-fair-list-fenced") == 0);
+    static const char *const kinds[] = {"lb-fair", "lb-fair-fenced", "lb-fair-leave",
+                                        "lb-fair-list", "lb-fair-list-fenced",
+                                        "lb-fair-list-leave", "lb-fair-list-yield"};
+    for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kind, kinds[i]) == 0) return 1;
+    return 0;
 }
 
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
@@ -185,10 +215,15 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
     o.fencing = strstr(kind, "-fenced") != NULL;
     o.clock = cfg->clock;
     o.fair = 1;
+    if (strstr(kind, "-yield")) {
+        o.fair_yield_every = 1;
+        o.fair_yield_ms = YIELD_MS;
+    }
     fairpart *fp = calloc(1, sizeof *fp);
     if (!fp) return NULL;
     fp->fenced = o.fencing;
     fp->lists = strncmp(kind, "lb-fair-list", 12) == 0;
+    fp->leave_after = strstr(kind, "-leave") ? LEAVE_AFTER : 0;
     snprintf(fp->inbox, sizeof fp->inbox, "%s:inbox:%u", cfg->key, ++serial);
     struct timeval tv = {5, 0};
     fp->sub = redisConnectWithTimeout("127.0.0.1", cfg->port, tv);

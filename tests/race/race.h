@@ -49,14 +49,24 @@ typedef struct lbr_part_config {
  * token lock in a blocking wait, tests/race/fair_parts.c: each step is one
  * attempt of the wait, which keeps its token and queue place until it holds
  * the lock; a release hands the lock to the oldest live waiter and publishes
- * the grant on that waiter's inbox, read by "X@"). NULL if unknown. */
+ * the grant on that waiter's inbox, read by "X@"), "lb-fair-list",
+ * "lb-fair-list-fenced" (the same wait on one connection: it names its grant
+ * list, "X@" pops one grant off it and lb__fair_take_grant judges it; a
+ * release that must push the grant itself does so in two more steps, LPUSH
+ * and PEXPIRE), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
+ * deadline: after two busy attempts its next step is the leave attempt, and
+ * the step after that begins a new wait), "lb-fair-list-yield" (releases
+ * with fair_yield_every 1 and fair_yield_ms 500: a window after every
+ * hand-off once an outsider was seen). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 /* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
 int lbr_kind_reads_inbox(const char *kind);
-/* Reads one hand-off message waiting on the client's inbox and takes the
- * grant as the library's wait does (lb__fair_handed). 1: it took the lock;
- * 0: the message granted nothing (another token's, an older place, no wait
- * running); -1: none waiting; -2: no inbox; -3: its subscription failed. */
+/* Reads one hand-off message waiting on the client's inbox (or pops one off
+ * its grant list) and takes the grant as the library's wait does
+ * (lb__fair_handed, lb__fair_take_grant). 1: it took the lock; 0: the message
+ * granted nothing (another token's, an older place, no wait running); -1:
+ * none waiting (or, on a list, no wait running); -2: no inbox; -3: its
+ * connection failed or the grant did not parse. */
 int lbr_part_read_inbox(lbr_part *p);
 /* The mode a migration follower acts in now (an lb_mode), -1 for any other
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
@@ -114,8 +124,9 @@ void lbr_world_free(lbr_world *w);
  *   A!         client A crashes: it stops for good and believes nothing
  *   A?         liveness: A, stepping alone, must hold the lock within the bound
  *   A.         A steps until its current operation ends (nothing if idle)
- *   A@         A reads one hand-off message waiting on its inbox, oldest first,
- *              and takes the grant if the library would (a fair client; a
+ *   A@         A reads one hand-off message waiting on its inbox, oldest first
+ *              (or pops one grant off its grant list, a "-list" kind), and
+ *              takes the grant if the library would (a fair client; a
  *              schedule error when nothing waits)
  * Returns LBR_OK, LBR_VIOLATION (lbr_violation() names it with the schedule
  * that led to it) or LBR_BAD_SCHEDULE (a token did not match). */

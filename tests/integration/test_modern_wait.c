@@ -27,6 +27,19 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A lock on key with the options o. */
+static lb_lock *lock_with(const char *key, const lb_lock_options *o) {
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, key, strlen(key), o), LB_OK);
+    return l;
+}
+
 static lb_lock *new_lock(const char *key, int fair, int64_t bmin, int64_t bmax) {
     lb_lock_options o;
     lb_lock_options_init(&o);
@@ -34,9 +47,7 @@ static lb_lock *new_lock(const char *key, int fair, int64_t bmin, int64_t bmax) 
     o.fair = fair;
     o.backoff_min_ms = bmin;
     o.backoff_max_ms = bmax;
-    lb_lock *l = NULL;
-    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
-    return l;
+    return lock_with(key, &o);
 }
 
 static lb_waiter *new_waiter(void) {
@@ -76,9 +87,6 @@ static lb_waiter_stats stats_of(lb_waiter *w) {
     return st;
 }
 
-/* Takes and releases the lock once, so that what a handle does once (the
- * check that the server runs scripts) is out of the way; returns the
- * handle's command count after it. */
 /* Runs a token lock's acquire and release on `c`, so that the connection is
  * known to run scripts and the counts below are the waits' own commands. */
 static void checked(redisContext *c) {
@@ -89,6 +97,9 @@ static void checked(redisContext *c) {
     lb_lock_free(l);
 }
 
+/* Takes and releases the lock once, so that what a handle does once (the
+ * check that the server runs scripts) is out of the way; returns the
+ * handle's command count after it. */
 static uint64_t warmed_up(lb_lock *l) {
     assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
@@ -436,7 +447,7 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     o.backoff_max_ms = 20;
     o.fair_lease_ms = 30000;
     lb_lock *h = new_lock("w:quiet", 1, 2, 100), *q = NULL;
-    assert_int_equal(lb_lock_new(&q, "w:quiet", 7, &o), LB_OK);
+    q = lock_with("w:quiet", &o);
     uint64_t base = warmed_up(q);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
@@ -574,7 +585,7 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     o.backoff_min_ms = o.backoff_max_ms = 5000;
     o.fair_lease_ms = 120000;
     lb_lock *h = new_lock("w:down", 1, 2, 100), *q = NULL;
-    assert_int_equal(lb_lock_new(&q, "w:down", 6, &o), LB_OK);
+    q = lock_with("w:down", &o);
     assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(conn), w, 1000), LB_OK); /* subscribes the inbox */
     assert_int_equal(lb_lock_release(q, lb_on_conn(conn)), LB_OK);
     EVENTUALLY(stats_of(w).inbox == 1);
@@ -656,7 +667,7 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     o.backoff_min_ms = o.backoff_max_ms = 100;
     o.fair_lease_ms = 400;
     lb_lock *h = new_lock("w:dead", 1, 2, 100), *d = NULL, *b = new_lock("w:dead", 1, 2000, 2000);
-    assert_int_equal(lb_lock_new(&d, "w:dead", 6, &o), LB_OK);
+    d = lock_with("w:dead", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job jd, jb;
     job_start(&jd, d, w, 30000);
@@ -689,12 +700,6 @@ typedef struct contender {
     int *stop, *inside, *overlap;
     int got;
 } contender;
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *contend(void *arg) {
     contender *c = arg;
@@ -729,7 +734,7 @@ static void start_contenders(contender *cs, pthread_t *ts, int n, const char *ke
                              int *overlap) {
     for (int i = 0; i < n; i++) {
         memset(&cs[i], 0, sizeof cs[i]);
-        assert_int_equal(lb_lock_new(&cs[i].l, key, strlen(key), o), LB_OK);
+        cs[i].l = lock_with(key, o);
         cs[i].w = w;
         cs[i].stop = stop;
         cs[i].inside = inside;
@@ -845,7 +850,7 @@ static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
      * queue, as lb_lock_try_acquire is): refused while the queue holds the
      * lock, it is noted and a window opens. */
     lb_lock *outsider = NULL;
-    assert_int_equal(lb_lock_new(&outsider, "w:thin", 6, &o), LB_OK);
+    outsider = lock_with("w:thin", &o);
     int got = 0;
     for (int tries = 0; got == 0 && tries < 4000; tries++) {
         if (lb_lock_try_acquire(outsider, lb_on_conn(conn)) == LB_OK) {
@@ -882,9 +887,9 @@ static void test_a_queue_alone_is_never_kept_off_the_lock(void **state) {
     o.fair_yield_every = 1;
     o.fair_yield_ms = 5000;
     lb_lock *h = NULL, *a = NULL, *b = NULL;
-    assert_int_equal(lb_lock_new(&h, "w:alone", 7, &o), LB_OK);
-    assert_int_equal(lb_lock_new(&a, "w:alone", 7, &o), LB_OK);
-    assert_int_equal(lb_lock_new(&b, "w:alone", 7, &o), LB_OK);
+    h = lock_with("w:alone", &o);
+    a = lock_with("w:alone", &o);
+    b = lock_with("w:alone", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job ja, jb;
     job_start(&ja, a, w, 2000);
@@ -1041,8 +1046,8 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     o.fencing = 1;
     o.backoff_min_ms = o.backoff_max_ms = 2000;
     lb_lock *h = NULL, *b = NULL;
-    assert_int_equal(lb_lock_new(&h, "w:fence", 7, &o), LB_OK);
-    assert_int_equal(lb_lock_new(&b, "w:fence", 7, &o), LB_OK);
+    h = lock_with("w:fence", &o);
+    b = lock_with("w:fence", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     int64_t first = lb_lock_info_of(h).fence;
     assert_true(first > 0);
@@ -1198,7 +1203,7 @@ static void test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds(
     o.fair_lease_ms = 60000;
     o.backoff_min_ms = o.backoff_max_ms = 20;
     lb_lock *q = NULL;
-    assert_int_equal(lb_lock_new(&q, "w:foreign", 9, &o), LB_OK);
+    q = lock_with("w:foreign", &o);
     assert_int_equal(lb_lock_try_acquire(out, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, NULL, 10000);
@@ -1228,9 +1233,9 @@ static void test_a_window_wakes_a_grant_list_head_the_release_did_not_name(void 
     o.fair_yield_every = 1;
     o.fair_yield_ms = 200;
     lb_lock *h = NULL, *q = NULL, *t = NULL;
-    assert_int_equal(lb_lock_new(&h, "w:window", 8, &o), LB_OK);
-    assert_int_equal(lb_lock_new(&q, "w:window", 8, &o), LB_OK);
-    assert_int_equal(lb_lock_new(&t, "w:window", 8, &o), LB_OK);
+    h = lock_with("w:window", &o);
+    q = lock_with("w:window", &o);
+    t = lock_with("w:window", &o);
     /* A try refused (by a plain SET) is an outsider seen: the queue's state
      * begins; h then takes the free lock as a fair holder the state notes,
      * so q, queued behind it, blocks on its list rather than polling. */
@@ -1276,9 +1281,7 @@ static lb_lock *sleepy_lock(const char *key) {
     o.fair = 1;
     o.backoff_min_ms = o.backoff_max_ms = 2000;
     o.fair_lease_ms = 60000;
-    lb_lock *l = NULL;
-    assert_int_equal(lb_lock_new(&l, key, strlen(key), &o), LB_OK);
-    return l;
+    return lock_with(key, &o);
 }
 
 /* Has h take the key, starts q's wait on w behind it, and returns once q is
@@ -1347,7 +1350,7 @@ static void test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the
     o.backoff_min_ms = o.backoff_max_ms = 1000;
     o.fair_lease_ms = 10000;
     lb_lock *h = new_lock("w:late", 1, 2, 100), *q = NULL;
-    assert_int_equal(lb_lock_new(&q, "w:late", 6, &o), LB_OK);
+    q = lock_with("w:late", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, NULL, 20000);
@@ -1652,12 +1655,6 @@ static void cancel(canceller *c) {
     pthread_mutex_unlock(&c->mu);
 }
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A wait of 8 s with a back-off of 4 s on a lock held for 30 s: only the
  * cancel can end it early. The bound on how soon is generous (2 s, a quarter
  * of the wait); the wait is cancelled within a slice of 10 ms when healthy. */
@@ -1673,12 +1670,11 @@ static void cancel_one_wait(const char *key, int fair, int with_waiter) {
     o.backoff_min_ms = 4000;
     o.backoff_max_ms = 4000;
     o.clock = &c.clock;
-    lb_lock *b = NULL;
-    assert_int_equal(lb_lock_new(&b, key, strlen(key), &o), LB_OK);
+    lb_lock *b = lock_with(key, &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
 
     job j;
-    int64_t start = now_ms();
+    int64_t start = mono_ms();
     job_start(&j, b, w, 8000);
     char queue[64];
     snprintf(queue, sizeof queue, "ZCARD {%s}:queue", key);
@@ -1687,7 +1683,7 @@ static void cancel_one_wait(const char *key, int fair, int with_waiter) {
     assert_false(job_done(&j));
     cancel(&c);
     assert_int_equal(job_join(&j), LB_ECANCELED);
-    assert_true(now_ms() - start < 2000);
+    assert_true(mono_ms() - start < 2000);
 
     /* Nothing held, the queue place given up, the handle as good as new. */
     assert_false(lb_lock_info_of(b).held);

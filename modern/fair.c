@@ -13,7 +13,7 @@
 
 /* F_START is 0, the first state the machine builders of acquire.c and ops.c
  * set before handing over to these step functions. */
-enum { F_START, F_SCRIPT, F_PUSH, F_EXPIRE };
+enum { F_START, F_SCRIPT, F_PUSH };
 
 /* A grant on a grant list: "token place fence next", at most this long. */
 #define GRANT_MAX (2 * LB_TOKEN_LEN + 2 * 21 + 4)
@@ -258,9 +258,10 @@ static int release_start(lb_lock *l) {
 }
 
 /* The script handed the lock to a waiter blocked on a grant list other than
- * the one we named: the lock is released; the grant is pushed to its list
- * (LPUSH, then PEXPIRE so that a dead grantee's list goes). Should that fail,
- * the grantee finds the lock its own at its next attempt. */
+ * the one we named: the lock is released; the grant is pushed to its list by
+ * a script that gives the list its TTL in the same step, so that a dead
+ * grantee's list goes even if we stop right after. Should the push fail, the
+ * grantee finds the lock its own at its next attempt. */
 static int push_grant(lb_lock *l, const redisReply *r) {
     lb__fair *f = l->fair;
     if (r->len > GRANT_MAX || !is_token(r->str, r->len > LB_TOKEN_LEN ? LB_TOKEN_LEN : r->len) ||
@@ -269,10 +270,12 @@ static int push_grant(lb_lock *l, const redisReply *r) {
     memcpy(f->grant, r->str, r->len);
     f->grantlen = r->len;
     size_t listlen = name_list(f, f->other, r->str);
-    lb__cmd_reset(&l->m.cmd);
-    lb__cmd_argz(&l->m.cmd, "LPUSH");
+    snprintf(l->ms_arg, sizeof l->ms_arg, "%lld", (long long)l->opts.ttl_ms);
+    lb__cmd_script(&l->m, &lb__script_modern_fair_push, "2");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
     lb__cmd_arg(&l->m.cmd, f->other, listlen);
     lb__cmd_arg(&l->m.cmd, f->grant, f->grantlen);
+    lb__cmd_argz(&l->m.cmd, l->ms_arg);
     l->state = F_PUSH;
     return LB_STEP_SEND;
 }
@@ -285,16 +288,7 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         if (l->state != F_SCRIPT) return LB_OK; /* released; the push is best effort */
         return lb__fail(m, LB_EIO, "connection failed during release");
     }
-    if (l->state == F_PUSH) {
-        snprintf(l->ms_arg, sizeof l->ms_arg, "%lld", (long long)l->opts.ttl_ms);
-        lb__cmd_reset(&m->cmd);
-        lb__cmd_argz(&m->cmd, "PEXPIRE");
-        lb__cmd_arg(&m->cmd, l->fair->other, l->fair->prefixlen + LB_TOKEN_LEN);
-        lb__cmd_argz(&m->cmd, l->ms_arg);
-        l->state = F_EXPIRE;
-        return LB_STEP_SEND;
-    }
-    if (l->state == F_EXPIRE) return LB_OK;
+    if (l->state == F_PUSH) return LB_OK; /* best effort, as above */
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "fair release script");
     if (r->type == REDIS_REPLY_STRING) {
         /* A string comes only once the script gave the lock up (handed it

@@ -1151,7 +1151,9 @@ static void test_grant_list_waiters_are_served_in_order_and_name_their_successor
         job_end(&j[i]);
         lb_lock_free(q[i]);
     }
-    assert_int_equal(first_release, 3);
+    /* h took the lock and named no successor: its release pushes the grant
+     * (one script with the list's TTL); each later one names it. */
+    assert_int_equal(first_release, 2);
     for (int i = 0; i < N - 1; i++) assert_int_equal(later_release[i], 1);
     assert_int_equal(lbt_int(conn, "EXISTS w:order"), 0);
     lb_lock_free(h);
@@ -1259,6 +1261,47 @@ static void test_a_window_wakes_a_grant_list_head_the_release_did_not_name(void 
     lb_lock_free(q);
     lb_lock_free(t);
     assert_true(took < 3000);
+}
+
+/* Steps m over conn as a client that stops (dies) after `sends` commands. */
+static void drive_for(lb_machine *m, int sends) {
+    lb_now now = lb_clock_now(NULL);
+    int rc = lb_machine_step(m, NULL, &now);
+    for (int i = 0; rc == LB_STEP_SEND && i < sends; i++) {
+        const lb_cmd *cmd = lb_machine_command(m);
+        const char *argv[LB_CMD_MAX_ARGS];
+        for (int a = 0; a < cmd->argc; a++) argv[a] = cmd->argv[a];
+        redisReply *r = redisCommandArgv(conn, cmd->argc, argv, cmd->argvlen);
+        assert_non_null(r);
+        now = lb_clock_now(NULL);
+        rc = lb_machine_step(m, r, &now);
+        freeReplyObject(r);
+    }
+}
+
+/* A release that hands the lock to a grant-list waiter it did not name
+ * pushes the grant itself. Should the releaser stop right after that push,
+ * the list must still lapse, and with the grantee's lock (its TTL, not the
+ * releaser's): a grantee gone for good leaves nothing behind. */
+static void test_a_grant_the_releaser_pushes_lapses_with_the_grantees_lock(void **state) {
+    (void)state;
+    static const char g[] = "0123456789abcdef0123456789abcdef";
+    lb_lock *h = new_lock("w:push", 1, 2, 100);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    /* A waiter queued on its grant list (lease far off, TTL 5 s), not
+     * blocked on it now: its grant stays in the list. */
+    assert_true(lbt_int(conn, "ZADD {w:push}:queue 1 %s", g) == 1);
+    assert_true(lbt_int(conn, "HSET {w:push}:fair %s %s", g, "4102444800000 5000 *") == 1);
+    drive_for(lb_lock_machine(h, LB_OP_RELEASE, 0), 2); /* the script, then the push */
+    assert_false(lb_lock_info_of(h).held);
+    assert_string_equal(lbt_get(conn, "w:push"), g);
+    char list[64];
+    snprintf(list, sizeof list, "{w:push}:grant:%s", g);
+    assert_true(lbt_int(conn, "LLEN %s", list) == 1);
+    long long ttl = lbt_int(conn, "PTTL %s", list);
+    assert_true(ttl > 0 && ttl <= 5000);
+    lbt_int(conn, "DEL w:push %s {w:push}:queue {w:push}:fair", list);
+    lb_lock_free(h);
 }
 
 /* ---- Queue places, grants and errors ------------------------------------------ */
@@ -1821,6 +1864,7 @@ int main(void) {
         cmocka_unit_test(test_a_late_hand_off_for_an_earlier_queue_place_grants_nothing),
         cmocka_unit_test(test_a_wait_that_fails_with_an_error_leaves_the_queue),
         cmocka_unit_test(test_a_window_wakes_a_grant_list_head_the_release_did_not_name),
+        cmocka_unit_test(test_a_grant_the_releaser_pushes_lapses_with_the_grantees_lock),
         cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
         cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),

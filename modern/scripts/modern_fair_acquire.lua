@@ -85,13 +85,19 @@ if not v then
     hint = left
   end
   if ours then
+    -- Counted first: a counter that cannot count (no integer, at its limit,
+    -- refused by the ACL) fails the attempt before anything is written.
+    local fence = 0
+    if KEYS[4] then
+      fence = redis.pcall('INCR', KEYS[4])
+      if type(fence) == 'table' then return fence end
+    end
     redis.call('SET', KEYS[1], token, 'PX', ttl)
     drop(token)
     redis.call('HDEL', KEYS[3], '~streak', '~open')
     -- Only beside a queue (whose state has a TTL) is the holder worth noting.
     if redis.call('PTTL', KEYS[3]) > 0 then redis.call('HSET', KEYS[3], '~holder', token) end
-    if KEYS[4] then return {1, redis.call('INCR', KEYS[4]), tonumber(ttl)} end
-    return {1, 0, tonumber(ttl)}
+    return {1, fence, tonumber(ttl)}
   end
 else
   hint = redis.call('PTTL', KEYS[1])

@@ -31,6 +31,31 @@ every, yield_ms = tonumber(every), tonumber(yield_ms)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- A command that fails after the first writes (a waiter popped, a fencing
+-- number spent) would end the script with the lock still ours and the queue
+-- changed: what may fail is tried first (the fencing counter's INCR, with
+-- pcall) or checked first (what the ACL refuses, Redis >= 7; an older server
+-- fails on the refused command itself), and `undo` puts the popped head back
+-- (with the queue's TTL, which popping its last entry lost) before failing.
+local function refused(...)
+  if not redis.acl_check_cmd then return nil end
+  for _, c in ipairs({...}) do
+    if c[1] and not redis.acl_check_cmd(c[2], c[3], 'x') then
+      return redis.error_reply('NOPERM fair release: this user may not run ' ..
+                               string.lower(c[2]) .. ' here; nothing changed')
+    end
+  end
+  return nil
+end
+local function undo(h, ticket, err)
+  if h then
+    redis.call('ZADD', KEYS[2], ticket, h)
+    local left = redis.call('PTTL', KEYS[3])
+    if left > 0 then redis.call('PEXPIRE', KEYS[2], left) end
+  end
+  return err
+end
+
 -- The oldest live waiter, taken off the queue, with its ticket, the TTL it
 -- asked for, its inbox ('': none), the hand-offs in a row so far and the
 -- window fields; lapsed waiters met on the way are dropped.
@@ -57,13 +82,18 @@ if h then
     due = seenat ~= nil and seenat > last - yield_ms and now >= last + 4 * yield_ms
   end
   if not due then
+    local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]},
+                       {inbox == '', 'PUBLISH', channel})
+    if no then return undo(h, ticket, no) end
     local msg = h .. ' ' .. string.format('%.0f', tonumber(ticket))
-    if KEYS[5] then msg = msg .. ' ' .. redis.call('INCR', KEYS[5]) end
+    if KEYS[5] then
+      local fence = redis.pcall('INCR', KEYS[5])
+      if type(fence) == 'table' then return undo(h, ticket, fence) end
+      msg = msg .. ' ' .. fence
+    end
     local push = nil
-    -- Published before the key is written: a PUBLISH the ACL refuses ends
-    -- the script with the lock still ours (the waiter popped off the queue
-    -- rejoins at its next attempt). A user whose ACL refuses the inbox
-    -- still hands off: the waiter learns it at its next attempt.
+    -- A user whose ACL refuses the inbox still hands off: the waiter
+    -- learns it at its next attempt.
     if inbox == '*' then
       if not KEYS[5] then msg = msg .. ' 0' end
       msg = msg .. ' ' .. (redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '-')
@@ -84,6 +114,8 @@ if h then
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
     return push or 2
   end
+  local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]}, {true, 'PUBLISH', channel})
+  if no then return undo(h, ticket, no) end
   -- The head keeps its place through the window; blocked on its grant list,
   -- it is woken (place 0: no grant) to learn the window's end: here when
   -- the caller named its list, else by the caller, which the script tells.
@@ -102,6 +134,8 @@ if h then
   -- the state again.
   redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 else
+  local no = refused({true, 'PUBLISH', channel})
+  if no then return no end
   redis.call('HDEL', KEYS[3], '~streak')
 end
 redis.call('PUBLISH', channel, 'released') -- first, as above

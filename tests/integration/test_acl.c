@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -268,6 +269,53 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     redisFree(nochan);
 }
 
+/* A fair release refused one of the commands its hand-off needs (the
+ * message on the release channel, the fencing counter's INCR) fails before
+ * it writes anything: the waiter keeps its queue place, no fencing number is
+ * spent, and the lock stays ours. */
+static void test_a_fair_release_refused_a_command_changes_nothing(void **state) {
+    (void)state;
+    static const struct { const char *user, *drop, *extra; } cases[] = {
+        {"fairnochan", "&", "resetchannels"},
+        {"fairnoincr", "+incr", NULL},
+    };
+    static const char waiter[] = "0123456789abcdef0123456789abcdef";
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        redisContext *refused = as_user_without(cases[i].user, cases[i].drop, cases[i].extra);
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fair = 1;
+        o.fencing = 1;
+        lb_lock *h;
+        assert_int_equal(lb_lock_new(&h, "locks:refused", 13, &o), LB_OK);
+        assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(locker)), LB_OK);
+        /* A waiter queued with no inbox: its grant goes on the release
+         * channel, and a fencing number with it. */
+        freeReplyObject(redisCommand(admin, "ZADD {locks:refused}:queue 1 %s", waiter));
+        freeReplyObject(redisCommand(admin, "HSET {locks:refused}:fair %s %s", waiter, "4102444800000 30000"));
+        assert_int_equal(lb_lock_release(h, lb_on_conn(refused)), LB_EREDIS);
+        assert_true(lb_lock_info_of(h).held);
+        redisReply *r = redisCommand(admin, "GET locks:refused");
+        assert_true(r && r->type == REDIS_REPLY_STRING);
+        assert_string_equal(r->str, lb_lock_info_of(h).token);
+        freeReplyObject(r);
+        r = redisCommand(admin, "ZSCORE {locks:refused}:queue %s", waiter);
+        if (!r || r->type != REDIS_REPLY_STRING) fail_msg("%s: the waiter lost its place", cases[i].user);
+        freeReplyObject(r);
+        r = redisCommand(admin, "GET {locks:refused}:fence");
+        assert_true(r && r->type == REDIS_REPLY_STRING);
+        if (strtoll(r->str, NULL, 10) != lb_lock_info_of(h).fence)
+            fail_msg("%s: a fencing number was spent", cases[i].user);
+        freeReplyObject(r);
+        freeReplyObject(redisCommand(admin, "DEL locks:refused {locks:refused}:queue {locks:refused}:fair"));
+        lb_lock_free(h);
+        redisFree(refused);
+    }
+    redisFree(admin);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -298,6 +346,7 @@ int main(void) {
         cmocka_unit_test(test_fair_hand_offs_on_grant_lists_work_as_the_restricted_user),
         cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
         cmocka_unit_test(test_a_release_refused_its_channel_deletes_nothing),
+        cmocka_unit_test(test_a_fair_release_refused_a_command_changes_nothing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -116,6 +116,47 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
     lb_lock_free(b);
 }
 
+/* A fencing counter that cannot count (a value that is no integer, or at its
+ * limit) fails the acquire before the key is written, plain or fair: a lock
+ * taken by a call that reports failure would be held by no one for a whole
+ * TTL. A fair release handing the lock on fails the same way, having changed
+ * nothing: the lock stays ours and the waiter keeps its place. */
+static void test_a_fencing_counter_that_cannot_count_fails_before_writing(void **state) {
+    (void)state;
+    static const char *const counters[] = {"not a number", "9223372036854775807"};
+    static const char waiter[] = "0123456789abcdef0123456789abcdef";
+    for (int fair = 0; fair < 2; fair++) {
+        for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+            lb_lock_options o;
+            lb_lock_options_init(&o);
+            o.fencing = 1;
+            o.fair = fair;
+            lb_lock *l = NULL;
+            assert_int_equal(lb_lock_new(&l, "m:count", 7, &o), LB_OK);
+            lbt_cmd_ok(conn, "SET {m:count}:fence %s", counters[i]);
+            int rc = lb_lock_try_acquire(l, lb_on_conn(conn));
+            if (rc != LB_EREDIS || lbt_int(conn, "EXISTS m:count") != 0)
+                fail_msg("fair %d, counter '%s': %s, key %s", fair, counters[i], lb_err_name(rc),
+                         lbt_get(conn, "m:count"));
+            assert_false(lb_lock_info_of(l).held);
+            if (fair) {
+                lbt_cmd_ok(conn, "DEL {m:count}:fence");
+                assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(conn)), LB_OK);
+                assert_true(lbt_int(conn, "ZADD {m:count}:queue 1 %s", waiter) == 1);
+                assert_true(lbt_int(conn, "HSET {m:count}:fair %s %s", waiter, "4102444800000 30000") == 1);
+                lbt_cmd_ok(conn, "SET {m:count}:fence %s", counters[i]);
+                assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_EREDIS);
+                assert_true(lb_lock_info_of(l).held);
+                assert_string_equal(lbt_get(conn, "m:count"), lb_lock_info_of(l).token);
+                assert_true(lbt_int(conn, "ZCARD {m:count}:queue") == 1);
+                lbt_int(conn, "DEL m:count {m:count}:queue {m:count}:fair");
+            }
+            lbt_int(conn, "DEL {m:count}:fence");
+            lb_lock_free(l);
+        }
+    }
+}
+
 static void test_scripts_survive_a_script_flush(void **state) {
     (void)state;
     lb_lock *a = new_lock("m:flush", 10000, 1);
@@ -378,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_extend_replaces_or_adds_to_the_ttl),
         cmocka_unit_test(test_check_reports_ownership_and_ttl),
         cmocka_unit_test(test_fencing_numbers_grow_with_each_acquisition),
+        cmocka_unit_test(test_a_fencing_counter_that_cannot_count_fails_before_writing),
         cmocka_unit_test(test_scripts_survive_a_script_flush),
         cmocka_unit_test(test_other_values_are_held_locks),
         cmocka_unit_test(test_a_key_of_another_type_is_never_deleted),

@@ -12,9 +12,9 @@ static int attempt(void *ud) {
     return p->foreign ? LB_EBUSY : rc;
 }
 
-/* Polling follows the lock's turn-over (core/backoff.c); a wait that hears
- * releases keeps its back-off (its deaf step after a lost race holds back a
- * herd of listeners). */
+/* Polling, and the deaf step of a wait that lost a race after a release,
+ * follow the lock's turn-over (core/backoff.c); a wait that hears releases
+ * keeps its back-off, which a release cuts short. */
 static int64_t sleep_ms(void *ud, int listening) {
     lb__poll *p = ud;
     int64_t left = p->holder_left_ms(p->lock);

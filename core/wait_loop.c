@@ -67,7 +67,11 @@ static int loop(lb__wait *s, const lb_clock *clock) {
         /* A release heard, and another client took the lock first: others
          * heard it too. Sleeping one back-off step deaf to releases keeps
          * every waiter from answering every release (a herd of attempts of
-         * which one can win); alone, a waiter rarely loses such a race. */
+         * which one can win); alone, a waiter rarely loses such a race. The
+         * deaf step is asked for as a polling sleep (listening 0), so that
+         * it follows the lock's turn-over as polling does: a back-off grown
+         * by lost races, slept deaf whole, starved the losers (at 8 clients
+         * one got a twentieth of another's turns, at 32 one got none). */
         int deaf = 0;
         if (!skip) {
             if (s->ch) s->gen = lb__waiter_gen(s->w, s->ch);
@@ -77,7 +81,7 @@ static int loop(lb__wait *s, const lb_clock *clock) {
         }
         skip = 0;
         if (left_ms(s) <= 0) return s->out_of_time(s->ud);
-        wake = nap(s, clock, s->sleep_ms(s->ud, listening(s)), deaf);
+        wake = nap(s, clock, s->sleep_ms(s->ud, listening(s) && !deaf), deaf);
         /* No attempt starts after the deadline: a sleep that ran into it
          * heard no release, and the holder's bound had not passed. */
         if (wake == LB__WAKE_TIMEOUT && left_ms(s) <= 0) return s->out_of_time(s->ud);

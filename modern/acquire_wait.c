@@ -53,13 +53,13 @@ static int attempt(void *ud) {
 static int64_t sleep_ms(void *ud, int listening) {
     wait_state *s = ud;
     lb_lock *l = s->l;
-    /* Polling follows the lock's turn-over (core/backoff.c); a wait that
-     * hears releases keeps its back-off, whose deaf step after a lost race
-     * is what keeps a herd of listeners from answering every release. So
-     * does a wait beside a fair queue (the lock's last note found one): the
-     * queue hands the lock over at every release, and asking sooner would
-     * only take its turns (the queue's rate fell to a third in the bench's
-     * mixed row). */
+    /* Polling, and a listening wait's deaf step after a lost race (asked
+     * for with listening 0), follow the lock's turn-over (core/backoff.c); a
+     * wait that hears releases keeps its back-off, which a release cuts
+     * short. So does a wait beside a fair queue (the lock's last note found
+     * one): the queue hands the lock over at every release, and asking
+     * sooner would only take its turns (the queue's rate fell to a third in
+     * the bench's mixed row). */
     if (!l->fair && !listening && !l->note_found_queue)
         return lb__backoff_next_under(&s->backoff, l->holder_ttl_ms,
                                       lb__churn_ceiling_ms(&s->backoff, l->opts.ttl_ms,

@@ -221,6 +221,44 @@ static void test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off
     assert_int_equal(sleeps, 3); /* still the same sleep */
 }
 
+/* A waiter that keeps losing races after releases (here: a release
+ * published while the key is written afresh, a holder just begun, each time)
+ * sleeps its deaf step as polling does beside a lock turned over fast: its
+ * back-off floor (30 ms) rather than a step of its grown back-off (up to 1 s,
+ * drawn at random: a loser slept it whole, deaf, while others took turns, and
+ * starved). Three losses in a row, each followed by its next attempt within
+ * 200 ms; the grown back-off would give that about one time in six. */
+static void test_a_waiter_that_keeps_losing_races_after_releases_asks_again_soon(void **state) {
+    (void)state;
+    lb_waiter *w = new_waiter();
+    lb_lock *l = new_lock("w:lose", 0, 30, 1000);
+    (void)warmed_up(l);
+    lbt_cmd_ok(conn, "SET w:lose someone PX 30000");
+    job j;
+    job_start(&j, l, w, 20000);
+    /* Its back-off grows with every sleep a timeout ends: 30, 60, ... 1000. */
+    EVENTUALLY(stats_of(w).blocked == 1 && stats_of(w).sleeps >= 7);
+    int64_t slowest = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t before = stats_of(w).sleeps;
+        lbt_cmd_ok(conn, "SET w:lose someone PX 30000");
+        lbt_int(conn, "PUBLISH {w:lose}:released released");
+        int64_t heard = mono_ms();
+        /* The deaf step begins, then, after its attempt, the next sleep. */
+        EVENTUALLY(stats_of(w).sleeps >= before + 2);
+        int64_t ms = mono_ms() - heard;
+        if (ms > slowest) slowest = ms;
+    }
+    assert_false(job_done(&j));
+    lbt_cmd_ok(conn, "DEL w:lose");
+    lbt_int(conn, "PUBLISH {w:lose}:released released");
+    assert_int_equal(job_join(&j), LB_OK);
+    job_end(&j);
+    lb_waiter_free(w);
+    lb_lock_free(l);
+    assert_true(slowest < 200);
+}
+
 /* A legacy client releases with a bare DEL and publishes nothing: the sleep
  * is bounded by the holder's TTL (400 ms), far below the 5 s back-off, so the
  * waiter gets the lock before its 3 s deadline. */
@@ -1836,6 +1874,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_wakes_the_waiter_long_before_its_back_off),
         cmocka_unit_test(test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off),
+        cmocka_unit_test(test_a_waiter_that_keeps_losing_races_after_releases_asks_again_soon),
         cmocka_unit_test(test_a_bare_del_is_noticed_within_the_holders_ttl),
         cmocka_unit_test(test_a_killed_subscriber_degrades_to_back_off_and_reconnects),
         cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),

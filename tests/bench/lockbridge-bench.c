@@ -225,8 +225,9 @@ static const char *wait_limit(const contended *r) {
                "shared by 64 client threads and the server";
     if (strstr(r->name, "wake"))
         return "a release wakes the waiters listening; each that loses the race sleeps one "
-               "back-off step (up to 100 ms) deaf, so under contention they poll, and the "
-               "releasing client, asking again at once, usually wins first";
+               "polling step deaf (20 ms or more beside a lock turned over fast), so under "
+               "contention they poll, and the releasing client, asking again at once, "
+               "often wins first";
     return "the releasing client asks again at once and wins against waiters asleep in a "
            "back-off of up to 100 ms; a waiter can lose many rounds in a row";
 }

@@ -41,6 +41,9 @@ struct lb_lock {
     size_t note_keylen;
     int note_found_queue;    /* the last note found a fair queue there (0: no
                               * note yet, or it failed) */
+    int64_t released_ns;     /* monotonic time (the lock's clock) our last
+                              * release was answered; 0: none */
+    int64_t noted_ns;        /* the same for the last note that found a queue */
 };
 
 /* Allocates the companion name "suffix" of the lock's key into *out (see
@@ -107,6 +110,12 @@ int lb__lock_note_outsider(lb_lock *l, lb_target t);
 /* How often a refused wait outside fair mode notes itself, ms: the first note
  * once it has been refused this long, then again each time as long. */
 #define LB__OUTSIDER_NOTE_MS 100
+/* How long a note's finding of a fair queue is trusted, ms: beside a queue
+ * an outsider is refused, and notes itself again, between the queue's
+ * windows (at least 4 x 200 ms apart by default, the outsider's window
+ * turns included); a client left alone after the queue has gone stops
+ * standing back after this long. */
+#define LB__QUEUE_NOTED_MS 1000
 
 /* The machines behind lb_lock_machine. */
 lb_machine *lb__lock_try_acquire_machine(lb_lock *l);

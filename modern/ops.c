@@ -36,7 +36,6 @@ static void begin_script(lb_lock *l, const lb_script *s) {
 static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
     long long v = 0; /* set by script_integer on LB_OK */
-    (void)now;
     if (l->state == O_START) {
         if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
         begin_script(l, &lb__script_modern_release);
@@ -47,6 +46,7 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     if (rc != LB_OK) return rc; /* outcome unknown: still held, the caller may retry */
     if (v == 1) {
         l->held = 0;
+        l->released_ns = now->mono_ns;
         return LB_OK;
     }
     return lost(l, "the key no longer holds our token; nothing deleted");

@@ -13,7 +13,6 @@ enum { N_START, N_SCRIPT };
  * hands) is the wait's to ignore. */
 static int note_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    (void)now;
     if (l->state == N_START) {
         lb__cmd_script(m, &lb__script_modern_note_outsider, "1");
         lb__cmd_arg(&m->cmd, l->note_key, l->note_keylen);
@@ -24,6 +23,7 @@ static int note_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "outsider note script");
     if (r->type != REDIS_REPLY_INTEGER) return lb__fail(m, LB_EPROTO, "outsider note: unexpected reply");
     l->note_found_queue = r->integer == 1;
+    l->noted_ns = now->mono_ns;
     return LB_OK;
 }
 

@@ -1844,6 +1844,47 @@ static void test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off(void **st
     lbt_cmd_ok(conn, "DEL {w:queued}:fair");
 }
 
+/* An outsider beside a fair queue that has just released lets the others
+ * in first: its next wait, begun at once, sleeps the rest of backoff_max_ms
+ * (100 ms) before its first attempt, though the lock is free. A wait of 0 ms
+ * does not (nothing is waited for), nor does one begun once that time has
+ * passed, nor one whose last note found the queue more than a second ago (a
+ * client left alone after the queue has gone). */
+static void test_an_outsider_beside_a_queue_stands_back_after_its_release(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "HSET {w:back}:fair ~streak 0");
+    lbt_cmd_ok(conn, "PEXPIRE {w:back}:fair 60000");
+    lbt_sleeps sleeps = {0};
+    lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.clock = &clock;
+    lb_lock *l = lock_with("w:back", &o);
+    static const struct { int64_t hold_ms, pause_ms, wait_ms, lo, hi; } cases[] = {
+        {0, 0, 2000, 50, 100}, /* at once: stands back */
+        {0, 0, 0, 0, 0},       /* a try: never */
+        {0, 150, 2000, 0, 0},  /* 150 ms after the release: no longer */
+        {1100, 0, 2000, 0, 0}, /* the queue last found over a second ago: no */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* Refused for 300 ms, it notes itself after 100 and finds the queue. */
+        lbt_cmd_ok(conn, "SET w:back someone PX 300");
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 5000), LB_OK);
+        assert_true(lbt_int(conn, "HEXISTS {w:back}:fair ~seen") == 1);
+        if (cases[i].hold_ms) sleep_ms((int)cases[i].hold_ms);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
+        if (cases[i].pause_ms) sleep_ms((int)cases[i].pause_ms);
+        sleeps.longest_ms = 0;
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), cases[i].wait_ms), LB_OK);
+        if (sleeps.longest_ms < cases[i].lo || sleeps.longest_ms > cases[i].hi)
+            fail_msg("case %zu: slept %lld ms before taking a free lock", i, (long long)sleeps.longest_ms);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
+        sleep_ms(150); /* past the stand-back: the next case starts afresh */
+    }
+    lbt_cmd_ok(conn, "DEL {w:back}:fair");
+    lb_lock_free(l);
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -1906,6 +1947,7 @@ int main(void) {
         cmocka_unit_test(test_a_grant_the_releaser_pushes_lapses_with_the_grantees_lock),
         cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
         cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
+        cmocka_unit_test(test_an_outsider_beside_a_queue_stands_back_after_its_release),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),

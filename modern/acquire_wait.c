@@ -174,19 +174,24 @@ static int grant_wait(wait_state *s, int64_t deadline) {
 }
 
 /* A wait outside a fair queue (its lock's last note, less than
- * LB__QUEUE_NOTED_MS ago, found one) begun less than backoff_max_ms after our
- * own release lets the others in first, for the rest of that time (at most
- * wait_ms). The queue leaves the
- * lock to clients outside it only in windows, and the outsider that has just
- * released, awake and asking again at once, took every turn of every window
- * while the others slept their back-off (in the bench's mixed row one of four
- * outsiders took all 293 turns). The time slept is the wait's. Slept through
- * the clock's hook when it has one; nonzero: cancelled. */
-static int stand_back(const lb_lock *l, int64_t *wait_ms) {
-    if (l->fair || !l->note_found_queue || !l->released_ns) return 0;
+ * LB__QUEUE_NOTED_MS ago, found one), or a polling wait whose lock's last
+ * release reached clients listening for it, begun less than backoff_max_ms
+ * after that release lets the others in first, for the rest of that time (at
+ * most wait_ms). The client that has just released, awake and asking again
+ * at once, beat the queue's head (woken by the release message) and the
+ * other outsiders to the free lock, turn after turn (in the bench's mixed row
+ * one of four outsiders took all 293 turns). Listeners are a fair queue's
+ * waiters or waits on release; a wait on release itself counts its own
+ * subscription among them, so it does not stand back on that sign. The time
+ * slept is the wait's. Slept through the clock's hook when it has one;
+ * nonzero: cancelled. */
+static int stand_back(const lb_lock *l, const lb_waiter *w, int64_t *wait_ms) {
+    if (l->fair || !l->released_ns) return 0;
     const lb_clock *clock = l->opts.clock;
     lb_now now = lb_clock_now(clock); /* the clock the release and note were timed by */
-    if (now.mono_ns - l->noted_ns > (int64_t)LB__QUEUE_NOTED_MS * 1000000) return 0;
+    int queue = l->note_found_queue &&
+                now.mono_ns - l->noted_ns <= (int64_t)LB__QUEUE_NOTED_MS * 1000000;
+    if (!queue && !(l->heard_release && !w)) return 0;
     int64_t ms = l->opts.backoff_max_ms - (now.mono_ns - l->released_ns) / 1000000;
     if (ms > *wait_ms) ms = *wait_ms;
     if (ms <= 0) return 0;
@@ -199,7 +204,7 @@ static int stand_back(const lb_lock *l, int64_t *wait_ms) {
 int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
     if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
     if (l->held) return LB_ESTATE;
-    if (stand_back(l, &wait_ms)) return LB_ECANCELED;
+    if (stand_back(l, w, &wait_ms)) return LB_ECANCELED;
     wait_state s;
     memset(&s, 0, sizeof s);
     s.l = l;

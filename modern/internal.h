@@ -44,6 +44,7 @@ struct lb_lock {
     int64_t released_ns;     /* monotonic time (the lock's clock) our last
                               * release was answered; 0: none */
     int64_t noted_ns;        /* the same for the last note that found a queue */
+    int heard_release;       /* our last release's message reached listeners */
 };
 
 /* Allocates the companion name "suffix" of the lock's key into *out (see

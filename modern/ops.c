@@ -44,9 +44,11 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     }
     int rc = script_integer(l, r, "release", &v);
     if (rc != LB_OK) return rc; /* outcome unknown: still held, the caller may retry */
-    if (v == 1) {
+    if (v < 0) return lb__fail(m, LB_EPROTO, "release: unexpected reply");
+    if (v >= 1) {
         l->held = 0;
         l->released_ns = now->mono_ns;
+        l->heard_release = v > 1;
         return LB_OK;
     }
     return lost(l, "the key no longer holds our token; nothing deleted");

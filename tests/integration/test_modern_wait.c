@@ -1885,6 +1885,39 @@ static void test_an_outsider_beside_a_queue_stands_back_after_its_release(void *
     lb_lock_free(l);
 }
 
+/* A polling wait whose last release reached clients listening for it (a
+ * fair queue's waiters, waits on release) lets them in first the same way,
+ * with no note needed: its first wait after that release begins with the
+ * rest of backoff_max_ms asleep. With no one listening, it takes the free
+ * lock at once. */
+static void test_a_polling_wait_stands_back_when_its_release_was_heard(void **state) {
+    (void)state;
+    lbt_sleeps sleeps = {0};
+    lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.clock = &clock;
+    lb_lock *l = lock_with("w:heard", &o);
+    for (int listening = 0; listening < 2; listening++) {
+        redisContext *sub = NULL;
+        if (listening) {
+            sub = lbt_redis_connect(&server);
+            assert_non_null(sub);
+            freeReplyObject(redisCommand(sub, "SUBSCRIBE {w:heard}:released"));
+        }
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
+        sleeps.longest_ms = 0;
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
+        if (listening) assert_in_range(sleeps.longest_ms, 50, 100);
+        else assert_int_equal(sleeps.longest_ms, 0);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
+        if (sub) redisFree(sub);
+        sleep_ms(150);
+    }
+    lb_lock_free(l);
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -1948,6 +1981,7 @@ int main(void) {
         cmocka_unit_test(test_a_polling_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
         cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
         cmocka_unit_test(test_an_outsider_beside_a_queue_stands_back_after_its_release),
+        cmocka_unit_test(test_a_polling_wait_stands_back_when_its_release_was_heard),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),

@@ -102,12 +102,12 @@ typedef enum lb__race_verdict {
     LB__RACE_ERROR       /* the run itself failed (Redis, a socket) */
 } lb__race_verdict;
 
-/* Opens one loopback listening port per client (ports[i] for client 'A' + i).
- * NULL with `err`. */
 /* The expiry a lock's value states (race_value.c): 0 with *out, or -1 when
  * the value states none (a token, a uuid, digits inside a string). */
 int lb__race_value_expiry(const char *v, size_t n, double *out);
 
+/* Opens one loopback listening port per client (ports[i] for client 'A' + i).
+ * NULL with `err`. */
 lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char *err,
                                    size_t cap);
 void lb__race_proxy_free(lb__race_proxy *p);

@@ -14,6 +14,13 @@ typedef struct lbt_sleeps {
     void *after_ud;
     int64_t after_failures;
 } lbt_sleeps;
+/* What an `after` hook that writes a holder afresh needs: a connection of
+ * its own and the key. */
+struct redisContext;
+typedef struct lbt_holder {
+    struct redisContext *c;
+    const char *key;
+} lbt_holder;
 /* Sleeps as asked, never cancels. */
 int lbt_sleeps_record(void *ud, int64_t ms);
 

@@ -1420,15 +1420,10 @@ static int teardown(void **state) {
 }
 
 /* ---- Polling beside a lock turned over fast ------------------------------------------ */
-typedef struct young_compat {
-    redisContext *c;
-    const char *key;
-} young_compat;
-
 /* A compat value written afresh (valid 30 s from now, with its TTL): to a
  * waiter, a holder just begun. */
 static int renew_compat(void *ud) {
-    young_compat *h = ud;
+    lbt_holder *h = ud;
     char v[64];
     size_t len = lbt_expiry_value("ms", 30000, v);
     redisReply *r = redisCommand(h->c, "SET %s %b PX 31000", h->key, v, len);
@@ -1444,7 +1439,7 @@ static int renew_compat(void *ud) {
 static void test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(void **state) {
     (void)state;
     for (int young = 1; young >= 0; young--) {
-        young_compat h = {lbt_redis_connect(&server), "mig:young"};
+        lbt_holder h = {lbt_redis_connect(&server), "mig:young"};
         assert_non_null(h.c);
         lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &h};
         lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};

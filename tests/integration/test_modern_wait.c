@@ -40,6 +40,17 @@ static lb_lock *lock_with(const char *key, const lb_lock_options *o) {
     return l;
 }
 
+/* Fair options whose releases yield to outsiders after `every` hand-offs in
+ * a row, for `ms`. */
+static lb_lock_options yielding(int64_t every, int64_t ms) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_yield_every = every;
+    o.fair_yield_ms = ms;
+    return o;
+}
+
 static lb_lock *new_lock(const char *key, int fair, int64_t bmin, int64_t bmax) {
     lb_lock_options o;
     lb_lock_options_init(&o);
@@ -484,8 +495,8 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     o.backoff_min_ms = 2;
     o.backoff_max_ms = 20;
     o.fair_lease_ms = 30000;
-    lb_lock *h = new_lock("w:quiet", 1, 2, 100), *q = NULL;
-    q = lock_with("w:quiet", &o);
+    lb_lock *h = new_lock("w:quiet", 1, 2, 100);
+    lb_lock *q = lock_with("w:quiet", &o);
     uint64_t base = warmed_up(q);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
@@ -622,8 +633,8 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     o.fair = 1;
     o.backoff_min_ms = o.backoff_max_ms = 5000;
     o.fair_lease_ms = 120000;
-    lb_lock *h = new_lock("w:down", 1, 2, 100), *q = NULL;
-    q = lock_with("w:down", &o);
+    lb_lock *h = new_lock("w:down", 1, 2, 100);
+    lb_lock *q = lock_with("w:down", &o);
     assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(conn), w, 1000), LB_OK); /* subscribes the inbox */
     assert_int_equal(lb_lock_release(q, lb_on_conn(conn)), LB_OK);
     EVENTUALLY(stats_of(w).inbox == 1);
@@ -704,8 +715,8 @@ static void test_a_dead_waiter_is_skipped_once_its_lease_lapses(void **state) {
     o.fair = 1;
     o.backoff_min_ms = o.backoff_max_ms = 100;
     o.fair_lease_ms = 400;
-    lb_lock *h = new_lock("w:dead", 1, 2, 100), *d = NULL, *b = new_lock("w:dead", 1, 2000, 2000);
-    d = lock_with("w:dead", &o);
+    lb_lock *h = new_lock("w:dead", 1, 2, 100), *d = lock_with("w:dead", &o),
+            *b = new_lock("w:dead", 1, 2000, 2000);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job jd, jb;
     job_start(&jd, d, w, 30000);
@@ -826,11 +837,7 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     contender cs[K];
     pthread_t ts[K];
     int stop = 0, inside = 0, overlap = 0;
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.fair = 1;
-    o.fair_yield_every = 8;
-    o.fair_yield_ms = 150;
+    lb_lock_options o = yielding(8, 150);
     start_contenders(cs, ts, K, "w:mixed", &o, w, &stop, &inside, &overlap);
     for (int tries = 0; lbt_int(conn, "ZCARD {w:mixed}:queue") < 1 && tries < 2000; tries++)
         sleep_ms(5);
@@ -875,11 +882,7 @@ static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
     contender cs[K];
     pthread_t ts[K];
     int stop = 0, inside = 0, overlap = 0;
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.fair = 1;
-    o.fair_yield_every = 2;
-    o.fair_yield_ms = 5;
+    lb_lock_options o = yielding(2, 5);
     start_contenders(cs, ts, K, "w:thin", &o, w, &stop, &inside, &overlap);
     for (int tries = 0; rounds(cs, K) < ALONE && tries < 2000; tries++) sleep_ms(5);
     int alone = rounds(cs, K);
@@ -887,8 +890,7 @@ static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
     /* Another fair client polls with tries every millisecond (outside the
      * queue, as lb_lock_try_acquire is): refused while the queue holds the
      * lock, it is noted and a window opens. */
-    lb_lock *outsider = NULL;
-    outsider = lock_with("w:thin", &o);
+    lb_lock *outsider = lock_with("w:thin", &o);
     int got = 0;
     for (int tries = 0; got == 0 && tries < 4000; tries++) {
         if (lb_lock_try_acquire(outsider, lb_on_conn(conn)) == LB_OK) {
@@ -918,16 +920,9 @@ static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
 static void test_a_queue_alone_is_never_kept_off_the_lock(void **state) {
     (void)state;
     lb_waiter *w = new_waiter();
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.ttl_ms = 30000;
-    o.fair = 1;
-    o.fair_yield_every = 1;
-    o.fair_yield_ms = 5000;
-    lb_lock *h = NULL, *a = NULL, *b = NULL;
-    h = lock_with("w:alone", &o);
-    a = lock_with("w:alone", &o);
-    b = lock_with("w:alone", &o);
+    lb_lock_options o = yielding(1, 5000);
+    lb_lock *h = lock_with("w:alone", &o), *a = lock_with("w:alone", &o),
+            *b = lock_with("w:alone", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job ja, jb;
     job_start(&ja, a, w, 2000);
@@ -1083,9 +1078,7 @@ static void test_a_hand_off_carries_the_next_fencing_number(void **state) {
     o.fair = 1;
     o.fencing = 1;
     o.backoff_min_ms = o.backoff_max_ms = 2000;
-    lb_lock *h = NULL, *b = NULL;
-    h = lock_with("w:fence", &o);
-    b = lock_with("w:fence", &o);
+    lb_lock *h = lock_with("w:fence", &o), *b = lock_with("w:fence", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     int64_t first = lb_lock_info_of(h).fence;
     assert_true(first > 0);
@@ -1242,8 +1235,7 @@ static void test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds(
     o.fair = 1;
     o.fair_lease_ms = 60000;
     o.backoff_min_ms = o.backoff_max_ms = 20;
-    lb_lock *q = NULL;
-    q = lock_with("w:foreign", &o);
+    lb_lock *q = lock_with("w:foreign", &o);
     assert_int_equal(lb_lock_try_acquire(out, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, NULL, 10000);
@@ -1266,16 +1258,10 @@ static void test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds(
  * at its lease refresh (10 s here). */
 static void test_a_window_wakes_a_grant_list_head_the_release_did_not_name(void **state) {
     (void)state;
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.fair = 1;
+    lb_lock_options o = yielding(1, 200);
     o.fair_lease_ms = 30000;
-    o.fair_yield_every = 1;
-    o.fair_yield_ms = 200;
-    lb_lock *h = NULL, *q = NULL, *t = NULL;
-    h = lock_with("w:window", &o);
-    q = lock_with("w:window", &o);
-    t = lock_with("w:window", &o);
+    lb_lock *h = lock_with("w:window", &o), *q = lock_with("w:window", &o),
+            *t = lock_with("w:window", &o);
     /* A try refused (by a plain SET) is an outsider seen: the queue's state
      * begins; h then takes the free lock as a fair holder the state notes,
      * so q, queued behind it, blocks on its list rather than polling. */
@@ -1430,8 +1416,8 @@ static void test_a_hand_off_found_by_an_attempt_ends_its_lease_no_later_than_the
     o.fair = 1;
     o.backoff_min_ms = o.backoff_max_ms = 1000;
     o.fair_lease_ms = 10000;
-    lb_lock *h = new_lock("w:late", 1, 2, 100), *q = NULL;
-    q = lock_with("w:late", &o);
+    lb_lock *h = new_lock("w:late", 1, 2, 100);
+    lb_lock *q = lock_with("w:late", &o);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
     job j;
     job_start(&j, q, NULL, 20000);
@@ -1781,14 +1767,9 @@ static void cancel_one_wait(const char *key, int fair, int with_waiter) {
 }
 
 /* ---- Polling beside a lock turned over fast ------------------------------------------ */
-typedef struct young_holder {
-    redisContext *c;
-    const char *key;
-} young_holder;
-
 /* Writes the key afresh with a whole TTL: to a waiter, a holder just begun. */
 static int renew_young(void *ud) {
-    young_holder *h = ud;
+    lbt_holder *h = ud;
     redisReply *r = redisCommand(h->c, "SET %s someone-else PX 30000", h->key);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
@@ -1799,7 +1780,7 @@ static int renew_young(void *ud) {
  * rewritten after each sleep (each attempt meets a holder just begun), else
  * written once and left to age. */
 static int64_t longest_sleep_beside(const char *key, int young, int64_t wait_ms) {
-    young_holder h = {lbt_redis_connect(&server), key};
+    lbt_holder h = {lbt_redis_connect(&server), key};
     assert_non_null(h.c);
     lbt_sleeps sleeps = {.after = young ? renew_young : NULL, .after_ud = &h};
     lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};

@@ -138,6 +138,8 @@ else
   if no then return no end
   redis.call('HDEL', KEYS[3], '~streak')
 end
-redis.call('PUBLISH', channel, 'released') -- first, as above
+-- Before the DEL: a PUBLISH that fails (checked above on Redis >= 7) leaves
+-- the lock ours and an error that means nothing was deleted.
+redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
 return wake or 1

@@ -637,6 +637,42 @@ static void test_exploration_of_fair_leaves_and_windows(void **state) {
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
 
+/* A world whose fencing counter cannot count (left holding no integer, or at
+ * its limit, by an operator or another program): every fenced acquire fails
+ * with the server's error, and none may leave the key holding its token
+ * (held by no one until it expires: "told it did not get the lock, but the
+ * key holds its value"). On the scripts before, which set the key and then
+ * counted, the first fenced acquire of each row did. */
+static void test_exploration_with_a_fencing_counter_that_cannot_count(void **state) {
+    (void)state;
+    static const struct { const char *a, *b, *fence; } rows[] = {
+        {"lb-modern-fenced", "lb-modern-fenced", "not-a-number"},
+        {"lb-modern-fenced", "lb-modern", "9223372036854775807"},
+        {"lb-fair-fenced", "lb-fair-fenced", "9223372036854775807"},
+        {"lb-fair-list-fenced", "lb-modern", "not-a-number"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbr_explore_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.world.key = "race:fence";
+        cfg.world.ttl_ms = 1500;
+        cfg.world.fence_value = rows[i].fence;
+        lb_codec_parse(&cfg.world.codec, "ms");
+        cfg.world.kinds[0] = rows[i].a;
+        cfg.world.kinds[1] = rows[i].b;
+        cfg.depth = 4;
+        cfg.max_crashes = 1;
+        cfg.max_jumps = 1;
+        cfg.jump_ms = 2000;
+        cfg.max_reads = 1;
+        lbr_explore_result res = search(&cfg);
+        printf("  explored %s + %s, counter '%s'", rows[i].a, rows[i].b, rows[i].fence);
+        print_outcome(&res);
+        if (res.violation) fail_msg("%s", res.report);
+        assert_true(res.schedules > 100);
+    }
+}
+
 /* ---- Migration: compat and modern clients of the shim beside every other kind ---- */
 
 /* The cross-format acquire in the races of a migration: an expired legacy lock
@@ -843,6 +879,7 @@ int main(void) {
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
+        cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),

@@ -48,13 +48,16 @@ static int replay(explorer *e) {
     int live = -1;
     /* In a fleet with lockbridge clients, liveness is asked of them only: a
      * token-only locker (M1) cannot take over a crashed legacy holder's lock by
-     * design. A fleet of models asks its first running client. */
+     * design. A fleet of models asks its first running client. A fenced
+     * client in a world whose counter cannot count never acquires, also by
+     * design: it is asked nothing. */
     int has_lb = 0;
     for (int i = 0; i < e->n; i++) has_lb |= strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0;
     for (int i = 0; i < e->n; i++) {
         if (e->crashed & (1 << i)) continue;
-        if (live < 0 && !is_pseudo(e->cfg->world.kinds[i]) &&
-            (!has_lb || strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0))
+        const char *k = e->cfg->world.kinds[i];
+        if (live < 0 && !is_pseudo(k) && (!has_lb || strncmp(k, "lb-", 3) == 0) &&
+            !(e->cfg->world.fence_value && strstr(k, "-fenced")))
             live = i;
         size_t len = strlen(finish);
         snprintf(finish + len, sizeof finish - len, " %c.", 'A' + i);

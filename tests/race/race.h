@@ -91,6 +91,10 @@ typedef struct lbr_world_config {
     /* 1: the key starts holding a timestamp that expired a second before the
      * world's start (a crashed holder's lock), so takeovers need no crash. */
     int start_expired;
+    /* The fencing counter "{key}:fence" at the start (NULL: absent): a
+     * value that cannot count ("x", or at INT64_MAX), as an operator or
+     * another program may leave it. */
+    const char *fence_value;
     /* An overwrite that ends earlier than the value it replaced by no more
      * than this is within the clock skew the fleet allows (the release
      * margin): counted apart, not a violation. 0: none tolerated. */

@@ -174,6 +174,16 @@ static int start_expired(lbr_world *w) {
     return rc;
 }
 
+/* The fencing counter as the world starts: as configured, or absent. */
+static int start_fence(lbr_world *w) {
+    const char *v = w->cfg.fence_value;
+    redisReply *r = v ? redisCommand(w->c, "SET {%s}:fence %s", w->cfg.key, v)
+                      : redisCommand(w->c, "DEL {%s}:fence", w->cfg.key);
+    int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (r) freeReplyObject(r);
+    return rc;
+}
+
 lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     lbr_world *w = calloc(1, sizeof *w);
     if (!w) return NULL;
@@ -196,6 +206,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     w->mono_base_ns = (int64_t)ts.tv_sec * 1000000000;
     if (cfg->start_expired && start_expired(w) != 0) goto fail;
+    if (start_fence(w) != 0) goto fail;
     for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
         w->fair |= lbr_kind_reads_inbox(cfg->kinds[i]);
     if (w->fair) lbr_fair_reset(w->c, cfg->key); /* tests/race/fair_parts.c */
@@ -347,13 +358,19 @@ static int send_and_feed(lbr_world *w, client *c, int idx) {
     int was_release = c->releasing;
     c->m = NULL;
     if (!was_release && rc == LB_OK) w->acquisitions++;
-    if (was_release && rc == LB_ELOST) {
+    /* A client told it does not hold the lock while the key holds its own
+     * value leaves a lock no one holds until it expires. After a release
+     * said lost, any value counts; after an acquire that failed, only a
+     * token (timestamps of two clients may be equal). */
+    int told_not_held = was_release ? rc == LB_ELOST : rc != LB_OK;
+    if (told_not_held && !c->part->believes(c->part)) {
         char v[LB_OBSERVED_MAX];
         size_t vl, ol;
         const char *ours = c->part->value(c->part, &ol);
-        if (observe(w, v, sizeof v, &vl) && vl == ol && memcmp(v, ours, ol) == 0)
-            return violate(w, "%c was told its lock was lost, but the key holds its value",
-                           'A' + idx);
+        if ((was_release || ol == LB_TOKEN_LEN) && observe(w, v, sizeof v, &vl) && vl == ol &&
+            memcmp(v, ours, ol) == 0)
+            return violate(w, "%c was told %s, but the key holds its value", 'A' + idx,
+                           was_release ? "its lock was lost" : "it did not get the lock");
     }
     return LBR_OK;
 }

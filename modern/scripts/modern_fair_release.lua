@@ -110,8 +110,11 @@ if h then
       redis.pcall('PUBLISH', inbox, msg)
     end
     redis.call('SET', KEYS[1], h, 'PX', ttl)
-    redis.call('HDEL', KEYS[3], h)
+    -- Written before the grantee's entry goes: deleting a hash's last field
+    -- deletes the hash and its TTL, and a write after it would start a hash
+    -- that never lapses.
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
+    redis.call('HDEL', KEYS[3], h)
     return push or 2
   end
   local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]}, {true, 'PUBLISH', channel})

@@ -1153,6 +1153,34 @@ static void test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_l
     lb_lock_free(q);
 }
 
+/* Every key a fair lock writes beside its own lapses on its own: after a
+ * hand-off and the last release, each one left has a TTL. (The release that
+ * granted the lock deleted the grantee's entry from the state hash first,
+ * which emptied it, and wrote the hand-off count into a new hash with no TTL:
+ * every lock name contended once kept one for ever.) */
+static void test_no_key_a_fair_lock_writes_is_left_without_a_ttl(void **state) {
+    (void)state;
+    lb_lock *h = new_lock("w:tidy", 1, 2, 100), *q = new_lock("w:tidy", 1, 5000, 5000);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    start_blocked_on_list(&j, q, 4000, "{w:tidy}:queue", 1);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_int_equal(lb_lock_release(q, lb_on_conn(j.c)), LB_OK);
+    job_end(&j);
+    redisReply *r = redisCommand(conn, "KEYS *w:tidy*");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_true(r->elements >= 1); /* the state hash, which notes the last holder */
+    for (size_t i = 0; i < r->elements; i++) {
+        long long ttl = lbt_int(conn, "PTTL %s", r->element[i]->str);
+        if (ttl <= 0) fail_msg("%s has no TTL (%lld)", r->element[i]->str, ttl);
+    }
+    freeReplyObject(r);
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
 /* Waiters on grant lists are served in arrival order, and a holder that was
  * granted the lock knows who queued behind it: its release pushes the next
  * grant inside the script (one command). The first release, by a holder that
@@ -1950,6 +1978,7 @@ int main(void) {
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
+        cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
         cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),
         cmocka_unit_test(test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds),

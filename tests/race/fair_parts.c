@@ -16,6 +16,7 @@
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
+int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
 #define PENDING_MAX 16 /* messages read off the socket, not yet taken; more are dropped */
 #define MSG_MAX 128    /* bytes of one message kept; a grant needs about 70 */
@@ -289,6 +290,27 @@ void lbr_fair_warp(redisContext *c, const char *key, long long ms) {
     redisReply *r =
         redisCommand(c, "EVAL %s 2 %s %s %lld %s", warp_script, queue, state, ms, lists);
     if (r) freeReplyObject(r);
+}
+
+/* The name of the first key a fair lock wrote beside its own that has no TTL
+ * (its queue, its state, a grant list), copied to `bad`; 0 when every one
+ * has one (or none exists), -1 when it could not be read. A key without a
+ * TTL outlives every client of the lock: nothing ever deletes it. */
+int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap) {
+    char queue[256], state[256], lists[256];
+    if (!companions(key, queue, state, lists, sizeof queue)) return -1;
+    redisReply *r = redisCommand(
+        c, "EVAL %s 2 %s %s %s",
+        "local keys = redis.call('KEYS', ARGV[1]) "
+        "table.insert(keys, KEYS[1]) table.insert(keys, KEYS[2]) "
+        "for _, k in ipairs(keys) do "
+        "  if redis.call('PTTL', k) == -1 then return k end "
+        "end return ''",
+        queue, state, lists);
+    int rc = r && r->type == REDIS_REPLY_STRING ? (r->len > 0) : -1;
+    if (rc == 1) snprintf(bad, cap, "%s", r->str);
+    if (r) freeReplyObject(r);
+    return rc;
 }
 
 /* A fresh world starts with no queue, state or grant left by the one before. */

@@ -15,6 +15,7 @@ lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
+int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 
@@ -413,6 +414,15 @@ static int check_gate(lbr_world *w, int idx) {
     return LBR_OK;
 }
 
+/* In a world of fair clients, no key beside the lock is left without a TTL
+ * (a queue whose clients all vanished must go on its own). */
+static int check_lapses(lbr_world *w) {
+    char bad[256];
+    int rc = w->fair ? lbr_fair_untimed_key(w->c, w->cfg.key, bad, sizeof bad) : 0;
+    if (rc < 0) return violate(w, "the keys beside the lock could not be read");
+    return rc ? violate(w, "%s is left without a TTL", bad) : LBR_OK;
+}
+
 static int do_step(lbr_world *w, int idx, const char *want) {
     client *c = &w->cl[idx];
     if (c->crashed) return LBR_BAD_SCHEDULE;
@@ -436,6 +446,7 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     rc = check_write(w, idx, before, blen, had, after, alen, has);
     if (rc == LBR_OK) rc = check_stages(w, idx);
     if (rc == LBR_OK) rc = check_gate(w, idx);
+    if (rc == LBR_OK) rc = check_lapses(w);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
 

@@ -393,12 +393,19 @@ static void test_exploration_of_mixed_validities(void **state) {
 /* The explorer must be able to fail: naive fleets have known counterexamples. */
 static void test_exploration_finds_naive_lockers_violations(void **state) {
     (void)state;
-    static const char *naive[] = {"naive-del-takeover", "naive-unconditional-del", "L2", "L1"};
+    static const struct { const char *kind, *finding; } naive[] = {
+        {"naive-del-takeover", ""},
+        {"naive-unconditional-del", ""},
+        {"L2", ""},
+        {"L1", ""},
+        {"naive-fence-first", "not above"}, /* a number below an earlier holder's */
+    };
     for (size_t i = 0; i < sizeof naive / sizeof naive[0]; i++) {
-        printf("  fleet %s x2\n", naive[i]);
-        lbr_explore_result r = explore(naive[i], naive[i], NULL, "ms", 6);
-        if (!r.violation) fail_msg("no violation found for %s", naive[i]);
+        printf("  fleet %s x2\n", naive[i].kind);
+        lbr_explore_result r = explore(naive[i].kind, naive[i].kind, NULL, "ms", 6);
+        if (!r.violation) fail_msg("no violation found for %s", naive[i].kind);
         printf("    -> %s\n", r.report);
+        if (!strstr(r.report, naive[i].finding)) fail_msg("expected '%s'", naive[i].finding);
     }
 }
 
@@ -436,6 +443,14 @@ static void test_token_lock_races(void **state) {
          "A:SET B:SETNX B:GET A:modern_release B?", LBR_OK, 0, 0},
         {"L1 deletes a live token lock it cannot parse", {"lb-modern", "L1"}, 0,
          "A:SET B:SETNX B:GET B:DEL", LBR_VIOLATION, "B deleted A's valid lock", -1},
+        {"a fencing number taken before the lock is overtaken",
+         {"naive-fence-first", "naive-fence-first"}, 0, "A:INCR B:INCR B:SET B:EVAL A:SET",
+         LBR_VIOLATION, "A holds the lock with fencing number 1, not above 2", -1},
+        {"lb-modern-fenced: numbers grow from holder to holder",
+         {"lb-modern-fenced", "lb-modern-fenced"}, 0,
+         "A:modern_acquire_fenced B:modern_acquire_fenced A:modern_release "
+         "B:modern_acquire_fenced B:modern_release A:modern_acquire_fenced",
+         LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }

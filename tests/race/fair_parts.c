@@ -100,6 +100,10 @@ static const char *fair_val(const lbr_part *p, size_t *len) {
     return t;
 }
 
+static int64_t fair_fence(const lbr_part *p) {
+    return lb_lock_info_of(FAIRPART(p)->lock).fence;
+}
+
 static void fair_destroy(lbr_part *p) {
     fairpart *fp = FAIRPART(p);
     lb_lock_free(fp->lock);
@@ -236,7 +240,8 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
         if (r) freeReplyObject(r);
         if (!ok) goto fail;
     }
-    fp->part = (lbr_part){kind, fair_acq, fair_rel, fair_bel, fair_valid, fair_val, fair_destroy};
+    fp->part = (lbr_part){kind, fair_acq, fair_rel, fair_bel, fair_valid, fair_val, fair_destroy,
+                          o.fencing ? fair_fence : NULL};
     return &fp->part;
 fail:
     lb_lock_free(fp->lock);

@@ -73,7 +73,7 @@ static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mod
         free(mp);
         return NULL;
     }
-    mp->part = (lbr_part){kind, m_acq, m_rel, m_bel, m_valid, m_val, m_destroy};
+    mp->part = (lbr_part){kind, m_acq, m_rel, m_bel, m_valid, m_val, m_destroy, NULL};
     return &mp->part;
 }
 
@@ -140,7 +140,7 @@ static lbr_part *switch_part(const char *kind, const lbr_part_config *cfg, lb_mo
     }
     s->modes[0] = a;
     s->modes[1] = b;
-    s->part = (lbr_part){kind, sw_acq, sw_acq, sw_bel, sw_valid, sw_val, sw_destroy};
+    s->part = (lbr_part){kind, sw_acq, sw_acq, sw_bel, sw_valid, sw_val, sw_destroy, NULL};
     return &s->part;
 }
 

@@ -31,6 +31,8 @@ struct model {
     char pend[LB_VALUE_MAX];
     size_t pendlen;
     int64_t pend_exp;
+    int64_t fence, pend_fence; /* naive-fence-first: its number, held and taken */
+    char fence_key[160];
     char got[LB_VALUE_MAX]; /* what GET returned */
     size_t gotlen;
     int got_nil;
@@ -413,6 +415,32 @@ static int m1_release(model *md, const redisReply *r, const lb_now *now) {
     return LB_OK;
 }
 
+/* ---- naive-fence-first: a fencing number taken before the lock ------------------- */
+
+/* INCR the counter, then SET NX PX as a second command: a client that counts
+ * and is overtaken before its SET holds the lock with a number below that of
+ * a holder before it (the harness must catch it). */
+static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now) {
+    if (md->state == S_START) {
+        /* In the model: a command keeps pointers to its arguments. */
+        int n = snprintf(md->fence_key, sizeof md->fence_key, "{%s}:fence", md->key);
+        lb__cmd_reset(&md->m.cmd);
+        lb__cmd_argz(&md->m.cmd, "INCR");
+        lb__cmd_arg(&md->m.cmd, md->fence_key, (size_t)n);
+        md->state = S_INCR;
+        return LB_STEP_SEND;
+    }
+    if (md->state == S_INCR) {
+        if (!r || r->type != REDIS_REPLY_INTEGER) return LB_EBUSY;
+        md->pend_fence = r->integer;
+        md->state = S_START;
+        return m1_acquire(md, NULL, now);
+    }
+    int rc = m1_acquire(md, r, now);
+    if (rc == LB_OK) md->fence = md->pend_fence;
+    return rc;
+}
+
 /* ---- the participant interface -------------------------------------------------- */
 
 static int model_step(lb_machine *m, const redisReply *r, const lb_now *now) {
@@ -439,6 +467,7 @@ static const char *model_value(const lbr_part *p, size_t *len) {
     return md->value;
 }
 static void model_destroy(lbr_part *p) { free(PART_MODEL(p)); }
+static int64_t model_fence(const lbr_part *p) { return PART_MODEL(p)->fence; }
 
 static const struct {
     const char *kind;
@@ -455,6 +484,7 @@ static const struct {
     {"naive-incr-expire", naive_incr_acquire, del_release},
     {"L1-incr2", incr2_acquire, del_release},
     {"M1", m1_acquire, m1_release},
+    {"naive-fence-first", fence_first_acquire, m1_release},
 };
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
@@ -476,7 +506,8 @@ lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg) {
         md->acq = model_kinds[i].acq;
         md->rel = model_kinds[i].rel;
         md->part = (lbr_part){md->kind, model_begin, model_begin, model_believes,
-                              model_valid, model_value, model_destroy};
+                              model_valid, model_value, model_destroy, NULL};
+        if (md->acq == fence_first_acquire) md->part.fence = model_fence;
         return &md->part;
     }
     return NULL;

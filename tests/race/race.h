@@ -24,6 +24,9 @@ struct lbr_part {
     int (*valid)(const lbr_part *p, const lb_codec *codec, const lb_now *now);
     const char *(*value)(const lbr_part *p, size_t *len); /* what it wrote */
     void (*destroy)(lbr_part *p);
+    /* The fencing number of its current acquisition; NULL for a client that
+     * takes none. */
+    int64_t (*fence)(const lbr_part *p);
 };
 
 typedef struct lbr_part_config {
@@ -39,7 +42,8 @@ typedef struct lbr_part_config {
  * "lb-modern", "lb-modern-fenced" (lockbridge's token lock),
  * "L1", "L2", "L3", "L4", "L5", "R", "M1" (reference models of the deployed
  * lockers; M1's expiry is its PX ttl, read on its own clock), "naive-del-takeover", "naive-unconditional-del",
- * "naive-incr-expire" (naive lockers the harness must catch), "L1-incr2" (the
+ * "naive-incr-expire", "naive-fence-first" (M1 with a fencing number INCRed
+ * before its SET: naive lockers the harness must catch), "L1-incr2" (the
  * double-INCR generation of L1), "lb-compat", "lb-migrate-modern" (the
  * mode-following lock fixed in a mode), "lb-follow-legacy", "lb-follow-compat"
  * (following the control key of the namespace named by the key, from that

@@ -62,6 +62,7 @@ static const char *tok_val(const lbr_part *p, size_t *len) {
     *len = strlen(t);
     return t;
 }
+static int64_t tok_fence(const lbr_part *p) { return lb_lock_info_of(TOKPART(p)->lock).fence; }
 static void tok_destroy(lbr_part *p) {
     lb_lock_free(TOKPART(p)->lock);
     free(p);
@@ -79,7 +80,8 @@ static lbr_part *token_part_new(const char *kind, const lbr_part_config *cfg, in
         free(tp);
         return NULL;
     }
-    tp->part = (lbr_part){kind, tok_acq, tok_rel, tok_bel, tok_valid, tok_val, tok_destroy};
+    tp->part = (lbr_part){kind, tok_acq, tok_rel, tok_bel, tok_valid, tok_val, tok_destroy,
+                          fenced ? tok_fence : NULL};
     return &tp->part;
 }
 
@@ -104,7 +106,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
         free(lp);
         return NULL;
     }
-    lp->part = (lbr_part){kind, lb_acq, lb_rel, lb_bel, lb_valid, lb_val, lb_destroy};
+    lp->part = (lbr_part){kind, lb_acq, lb_rel, lb_bel, lb_valid, lb_val, lb_destroy, NULL};
     return &lp->part;
 }
 
@@ -119,6 +121,8 @@ typedef struct client {
     int crashed;
     int64_t last_step_us; /* true time of its last step */
     int mode;             /* a follower's mode after its last step, -1: none yet or not a follower */
+    int fenced_hold;      /* it held validly with a fencing number at the last check */
+    int64_t fence;        /* that number */
 } client;
 
 struct lbr_world {
@@ -129,6 +133,7 @@ struct lbr_world {
     int64_t true_us; /* virtual true time, microseconds since the epoch */
     int64_t start_us, mono_base_ns; /* the monotonic clock starts from a real reading */
     int overwrites, acquisitions;
+    int64_t max_fence; /* the highest fencing number a holder has carried */
     int fair; /* a fair client is in the fleet: pauses move its queue's leases too */
     char violation[4608];
     char trace[4096];
@@ -269,7 +274,30 @@ static int owner_of(const lbr_world *w, const char *v, size_t len, int except) {
     return -1;
 }
 
+/* Fencing numbers grow from holder to holder: a client that comes to hold
+ * validly with a number carries one above every number a holder carried
+ * before it (a storage service that keeps the highest number it has seen
+ * would otherwise refuse the holder, or accept a stale one). */
+static int check_fences(lbr_world *w) {
+    for (int i = 0; i < w->n; i++) {
+        client *c = &w->cl[i];
+        int holds = c->part->fence && holds_validly(c);
+        int64_t f = holds ? c->part->fence(c->part) : 0;
+        int fresh = holds && (!c->fenced_hold || f != c->fence);
+        c->fenced_hold = holds;
+        c->fence = f;
+        if (!fresh) continue;
+        if (f <= w->max_fence)
+            return violate(w, "%c holds the lock with fencing number %lld, not above %lld, a holder's before it",
+                           'A' + i, (long long)f, (long long)w->max_fence);
+        w->max_fence = f;
+    }
+    return LBR_OK;
+}
+
 static int check_exclusion(lbr_world *w) {
+    int rc = check_fences(w);
+    if (rc != LBR_OK) return rc;
     int first = -1;
     for (int i = 0; i < w->n; i++) {
         if (!holds_validly(&w->cl[i])) continue;

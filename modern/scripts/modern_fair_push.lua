@@ -8,9 +8,12 @@
 -- KEYS[1] lock, KEYS[2] the grantee's grant list; ARGV[1] the grant
 -- "token place ...", ARGV[2] ms. Returns the list's length, 0 when nothing
 -- was pushed (the grant's lock lapsed or moved on).
+-- Arguments are checked before the first write: Redis keeps what a failing
+-- script wrote, and a list pushed without its TTL would never lapse.
 local grantee, place = string.match(ARGV[1], '^(%x+) (%d+)')
 if not grantee then return redis.error_reply('ERR fair push: bad grant') end
-local ms = tonumber(ARGV[2])
+local ms = tonumber(string.match(ARGV[2], '^%d+$') or '')
+if not ms or ms < 1 then return redis.error_reply('ERR fair push: bad TTL') end
 if place ~= '0' then
   if redis.call('GET', KEYS[1]) ~= grantee then return 0 end
   local left = redis.call('PTTL', KEYS[1])

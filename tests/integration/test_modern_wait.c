@@ -18,6 +18,7 @@
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
+#include "modern/internal.h"
 
 static lbt_redis server;
 static redisContext *conn;
@@ -1181,6 +1182,30 @@ static void test_no_key_a_fair_lock_writes_is_left_without_a_ttl(void **state) {
     lb_lock_free(q);
 }
 
+/* The script that pushes a grant refuses arguments it cannot read before it
+ * writes anything: Redis keeps what a failing script wrote, and a grant list
+ * pushed without its TTL would never lapse. (The key holds the grantee's
+ * token with no TTL, so a grant's list would take the TTL given.) */
+static void test_the_grant_push_refuses_bad_arguments_before_it_writes(void **state) {
+    (void)state;
+    static const struct { const char *grant, *ms; } rows[] = {
+        {"nothex 1 0 0 -", "1000"}, /* no grantee */
+        {"abcd 0 0 -", "soon"},     /* a window's wake-up, no TTL */
+        {"abcd 1 0 0 -", "soon"},   /* a grant, no TTL */
+        {"abcd 0 0 -", "0"},        /* a TTL that deletes the wake-up at once */
+    };
+    lbt_cmd_ok(conn, "SET w:push abcd");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        redisReply *r = redisCommand(conn, "EVAL %s 2 w:push {w:push}:grant:abcd %s %s",
+                                     lb__script_modern_fair_push.body, rows[i].grant, rows[i].ms);
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_ERROR) fail_msg("row %zu: no error", i);
+        freeReplyObject(r);
+        assert_int_equal(lbt_int(conn, "EXISTS {w:push}:grant:abcd"), 0);
+    }
+    lbt_cmd_ok(conn, "DEL w:push");
+}
+
 /* Waiters on grant lists are served in arrival order, and a holder that was
  * granted the lock knows who queued behind it: its release pushes the next
  * grant inside the script (one command). The first release, by a holder that
@@ -1979,6 +2004,7 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
+        cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
         cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
         cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),
         cmocka_unit_test(test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds),

@@ -288,16 +288,17 @@ static int check_fences(lbr_world *w) {
         c->fence = f;
         if (!fresh) continue;
         if (f <= w->max_fence)
-            return violate(w, "%c holds the lock with fencing number %lld, not above %lld, a holder's before it",
+            return violate(w,
+                           "%c holds the lock with fencing number %lld, not above %lld, "
+                           "a holder's before it",
                            'A' + i, (long long)f, (long long)w->max_fence);
         w->max_fence = f;
     }
     return LBR_OK;
 }
 
+/* Mutual exclusion, then the fencing numbers of the holders. */
 static int check_exclusion(lbr_world *w) {
-    int rc = check_fences(w);
-    if (rc != LBR_OK) return rc;
     int first = -1;
     for (int i = 0; i < w->n; i++) {
         if (!holds_validly(&w->cl[i])) continue;
@@ -306,7 +307,7 @@ static int check_exclusion(lbr_world *w) {
                            'A' + first, 'A' + i);
         first = i;
     }
-    return LBR_OK;
+    return check_fences(w);
 }
 
 /* No client deletes, or replaces with an earlier expiry, a valid lock it did not

@@ -12,8 +12,9 @@
 -- script wrote, and a list pushed without its TTL would never lapse.
 local grantee, place = string.match(ARGV[1], '^(%x+) (%d+)')
 if not grantee then return redis.error_reply('ERR fair push: bad grant') end
+-- A TTL past 2^53 ms would reach PEXPIRE as a float and fail after the push.
 local ms = tonumber(string.match(ARGV[2], '^%d+$') or '')
-if not ms or ms < 1 then return redis.error_reply('ERR fair push: bad TTL') end
+if not ms or ms < 1 or ms > 2^53 then return redis.error_reply('ERR fair push: bad TTL') end
 if place ~= '0' then
   if redis.call('GET', KEYS[1]) ~= grantee then return 0 end
   local left = redis.call('PTTL', KEYS[1])

@@ -1193,6 +1193,7 @@ static void test_the_grant_push_refuses_bad_arguments_before_it_writes(void **st
         {"abcd 0 0 -", "soon"},     /* a window's wake-up, no TTL */
         {"abcd 1 0 0 -", "soon"},   /* a grant, no TTL */
         {"abcd 0 0 -", "0"},        /* a TTL that deletes the wake-up at once */
+        {"abcd 0 0 -", "100000000000000000000"}, /* past 2^53: a float to PEXPIRE */
     };
     lbt_cmd_ok(conn, "SET w:push abcd");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

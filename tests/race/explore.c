@@ -1,6 +1,8 @@
 /* Exhaustive exploration of interleavings: every schedule up to a bound, each
  * replayed on a fresh world, so any counterexample is a schedule that replays. */
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "race/race.h"
@@ -49,15 +51,19 @@ static int replay(explorer *e) {
     /* In a fleet with lockbridge clients, liveness is asked of them only: a
      * token-only locker (M1) cannot take over a crashed legacy holder's lock by
      * design. A fleet of models asks its first running client. A fenced
-     * client in a world whose counter cannot count never acquires, also by
-     * design: it is asked nothing. */
+     * client in a world whose counter cannot count (no integer, or at its
+     * limit) never acquires, also by design: it is asked nothing. */
     int has_lb = 0;
+    const char *fv = e->cfg->world.fence_value;
+    char *end = NULL;
+    long long count = fv ? strtoll(fv, &end, 10) : 0;
+    int stuck = fv && (end == fv || *end || count == LLONG_MAX);
     for (int i = 0; i < e->n; i++) has_lb |= strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0;
     for (int i = 0; i < e->n; i++) {
         if (e->crashed & (1 << i)) continue;
         const char *k = e->cfg->world.kinds[i];
         if (live < 0 && !is_pseudo(k) && (!has_lb || strncmp(k, "lb-", 3) == 0) &&
-            !(e->cfg->world.fence_value && strstr(k, "-fenced")))
+            !(stuck && strstr(k, "-fenced")))
             live = i;
         size_t len = strlen(finish);
         snprintf(finish + len, sizeof finish - len, " %c.", 'A' + i);

@@ -423,7 +423,9 @@ static int m1_release(model *md, const redisReply *r, const lb_now *now) {
 static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now) {
     if (md->state == S_START) {
         /* In the model: a command keeps pointers to its arguments. */
-        int n = snprintf(md->fence_key, sizeof md->fence_key, "{%s}:fence", md->key);
+        int n = lb_companion_key(md->key, md->keylen, "fence", md->fence_key,
+                                 sizeof md->fence_key);
+        if (n < 0 || (size_t)n >= sizeof md->fence_key) return LB_EINVAL;
         lb__cmd_reset(&md->m.cmd);
         lb__cmd_argz(&md->m.cmd, "INCR");
         lb__cmd_arg(&md->m.cmd, md->fence_key, (size_t)n);

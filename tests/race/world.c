@@ -183,8 +183,10 @@ static int start_expired(lbr_world *w) {
 /* The fencing counter as the world starts: as configured, or absent. */
 static int start_fence(lbr_world *w) {
     const char *v = w->cfg.fence_value;
-    redisReply *r = v ? redisCommand(w->c, "SET {%s}:fence %s", w->cfg.key, v)
-                      : redisCommand(w->c, "DEL {%s}:fence", w->cfg.key);
+    char fk[256];
+    int n = lb_companion_key(w->cfg.key, strlen(w->cfg.key), "fence", fk, sizeof fk);
+    if (n < 0 || (size_t)n >= sizeof fk) return -1;
+    redisReply *r = v ? redisCommand(w->c, "SET %s %s", fk, v) : redisCommand(w->c, "DEL %s", fk);
     int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
     if (r) freeReplyObject(r);
     return rc;

@@ -473,6 +473,8 @@ static void test_fair_lock_races(void **state) {
          "B:modern_fair_acquire B:modern_fair_release", LBR_OK, 0, 0},
         {"lb-fair: a waiter that lapsed from the queue does not block the lock",
          {"lb-fair", "lb-fair"}, 0, "A B +6000 A A B A B@ B", LBR_OK, 0, 0},
+        {"a queue joined without a TTL never lapses", {"lb-fair", "naive-queue-forever"}, 0,
+         "A:modern_fair_acquire B:ZADD", LBR_VIOLATION, "queue is left without a TTL", -1},
         /* Bug B: the hand-off found by B's attempt 3 s after the release
          * leases what the key has left, not the whole TTL from the attempt:
          * 3 s later the key has lapsed, and so has B's lease, when A takes it. */

@@ -32,7 +32,7 @@ struct model {
     size_t pendlen;
     int64_t pend_exp;
     int64_t fence, pend_fence; /* naive-fence-first: its number, held and taken */
-    char fence_key[160];
+    char side_key[160]; /* a companion key in a command: commands point at their arguments */
     char got[LB_VALUE_MAX]; /* what GET returned */
     size_t gotlen;
     int got_nil;
@@ -114,7 +114,7 @@ static int same_as_got(const model *md, const redisReply *r) {
            memcmp(r->str, md->got, md->gotlen) == 0;
 }
 
-enum { S_START, S_SETNX, S_GET, S_GETSET, S_DEL, S_DEL_FAIL, S_INCR, S_EXPIRE, S_SETNX2 };
+enum { S_START, S_SETNX, S_GET, S_GETSET, S_DEL, S_DEL_FAIL, S_INCR, S_EXPIRE, S_SETNX2, S_ZADD };
 
 /* ---- L1: non-blocking, catch-all DEL, owner mark only on the SETNX path ------- */
 
@@ -422,13 +422,12 @@ static int m1_release(model *md, const redisReply *r, const lb_now *now) {
  * a holder before it (the harness must catch it). */
 static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now) {
     if (md->state == S_START) {
-        /* In the model: a command keeps pointers to its arguments. */
-        int n = lb_companion_key(md->key, md->keylen, "fence", md->fence_key,
-                                 sizeof md->fence_key);
-        if (n < 0 || (size_t)n >= sizeof md->fence_key) return LB_EINVAL;
+        int n = lb_companion_key(md->key, md->keylen, "fence", md->side_key,
+                                 sizeof md->side_key);
+        if (n < 0 || (size_t)n >= sizeof md->side_key) return LB_EINVAL;
         lb__cmd_reset(&md->m.cmd);
         lb__cmd_argz(&md->m.cmd, "INCR");
-        lb__cmd_arg(&md->m.cmd, md->fence_key, (size_t)n);
+        lb__cmd_arg(&md->m.cmd, md->side_key, (size_t)n);
         md->state = S_INCR;
         return LB_STEP_SEND;
     }
@@ -441,6 +440,30 @@ static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now
     int rc = m1_acquire(md, r, now);
     if (rc == LB_OK) md->fence = md->pend_fence;
     return rc;
+}
+
+/* ---- naive-queue-forever: a queue joined without a TTL ---------------------------- */
+
+/* Joins the lock's fair queue with a bare ZADD, then takes the lock as M1
+ * does: once its waiters vanish, the queue never lapses (the harness must
+ * catch it in a world of fair clients). */
+static int queue_forever_acquire(model *md, const redisReply *r, const lb_now *now) {
+    if (md->state == S_START) {
+        int n = lb_companion_key(md->key, md->keylen, "queue", md->side_key, sizeof md->side_key);
+        if (n < 0 || (size_t)n >= sizeof md->side_key) return LB_EINVAL;
+        lb__cmd_reset(&md->m.cmd);
+        lb__cmd_argz(&md->m.cmd, "ZADD");
+        lb__cmd_arg(&md->m.cmd, md->side_key, (size_t)n);
+        lb__cmd_argz(&md->m.cmd, "0");
+        lb__cmd_argz(&md->m.cmd, "naive");
+        md->state = S_ZADD;
+        return LB_STEP_SEND;
+    }
+    if (md->state == S_ZADD) {
+        md->state = S_START;
+        return m1_acquire(md, NULL, now);
+    }
+    return m1_acquire(md, r, now);
 }
 
 /* ---- the participant interface -------------------------------------------------- */
@@ -487,6 +510,7 @@ static const struct {
     {"L1-incr2", incr2_acquire, del_release},
     {"M1", m1_acquire, m1_release},
     {"naive-fence-first", fence_first_acquire, m1_release},
+    {"naive-queue-forever", queue_forever_acquire, m1_release},
 };
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);

@@ -43,7 +43,8 @@ typedef struct lbr_part_config {
  * "L1", "L2", "L3", "L4", "L5", "R", "M1" (reference models of the deployed
  * lockers; M1's expiry is its PX ttl, read on its own clock), "naive-del-takeover", "naive-unconditional-del",
  * "naive-incr-expire", "naive-fence-first" (M1 with a fencing number INCRed
- * before its SET: naive lockers the harness must catch), "L1-incr2" (the
+ * before its SET), "naive-queue-forever" (M1 that first joins the fair queue
+ * with a bare ZADD): naive lockers the harness must catch, "L1-incr2" (the
  * double-INCR generation of L1), "lb-compat", "lb-migrate-modern" (the
  * mode-following lock fixed in a mode), "lb-follow-legacy", "lb-follow-compat"
  * (following the control key of the namespace named by the key, from that

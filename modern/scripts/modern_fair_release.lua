@@ -59,6 +59,17 @@ end
 -- The oldest live waiter, taken off the queue, with its ticket, the TTL it
 -- asked for, its inbox ('': none), the hand-offs in a row so far and the
 -- window fields; lapsed waiters met on the way are dropped.
+-- Pushes to the named successor's grant list, which then lapses after ms. A
+-- value of another type at that name (no lockbridge client writes one)
+-- refuses the push: the release goes on without it, and the waiter learns
+-- where it stands from its next attempt, once its BLPOP ends empty or is
+-- refused.
+local function push_named(msg, ms)
+  if type(redis.pcall('LPUSH', KEYS[4], msg)) ~= 'table' then
+    redis.call('PEXPIRE', KEYS[4], ms)
+  end
+end
+
 local function head()
   while true do
     local p = redis.call('ZPOPMIN', KEYS[2])
@@ -98,9 +109,8 @@ if h then
       if not KEYS[5] then msg = msg .. ' 0' end
       msg = msg .. ' ' .. (redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '-')
       if h == succ then
-        redis.call('LPUSH', KEYS[4], msg)
         -- A grantee that died leaves its list: it goes with the grant.
-        redis.call('PEXPIRE', KEYS[4], ttl)
+        push_named(msg, ttl)
       else
         push = msg
       end
@@ -125,8 +135,7 @@ if h then
   redis.call('ZADD', KEYS[2], ticket, h)
   if inbox == '*' then
     if h == succ then
-      redis.call('LPUSH', KEYS[4], h .. ' 0 0 -')
-      redis.call('PEXPIRE', KEYS[4], ttl)
+      push_named(h .. ' 0 0 -', ttl)
     else
       wake = h .. ' 0 0 -'
     end

@@ -1207,6 +1207,82 @@ static void test_the_grant_push_refuses_bad_arguments_before_it_writes(void **st
     lbt_cmd_ok(conn, "DEL w:push");
 }
 
+/* A value of another type at the successor's grant list name (no lockbridge
+ * client writes one) refuses the release's push. The hand-off stands (the
+ * grantee's next attempt, once its BLPOP ends empty or is refused, finds the
+ * lock its own), and a window opens as it would, the head kept in a queue
+ * that still lapses. Before, the release failed after popping the
+ * head: the head was lost, or put back into a queue with no TTL. */
+static void test_a_grant_list_of_another_type_does_not_stop_a_release(void **state) {
+    (void)state;
+    static const struct {
+        const char *args; /* the release's arguments */
+        int window;       /* an outsider seen and a hand-off made: a window is due */
+        long long reply;
+        const char *key_after;     /* NULL: deleted */
+        long long queued_after;
+    } rows[] = {
+        {"aaaa 0 200 bbbb {w:alien}:released", 0, 2, "bbbb", 0},
+        {"aaaa 1 200 bbbb {w:alien}:released", 1, 1, NULL, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbt_del_matching(conn, "*w:alien*");
+        lbt_cmd_ok(conn, "SET w:alien aaaa PX 30000");
+        lbt_cmd_ok(conn, "ZADD {w:alien}:queue 1 bbbb");
+        lbt_cmd_ok(conn, "HSET {w:alien}:fair bbbb %s", "99999999999999 30000 *");
+        if (rows[i].window) lbt_cmd_ok(conn, "HSET {w:alien}:fair ~streak 1 ~seen 1");
+        lbt_cmd_ok(conn, "PEXPIRE {w:alien}:queue 60000");
+        lbt_cmd_ok(conn, "PEXPIRE {w:alien}:fair 60000");
+        lbt_cmd_ok(conn, "SET {w:alien}:grant:bbbb alien");
+        redisReply *r = redisCommand(conn, "EVAL %s 4 w:alien {w:alien}:queue {w:alien}:fair "
+                                           "{w:alien}:grant:bbbb %s",
+                                     lb__script_modern_fair_release.body, rows[i].args);
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_INTEGER) fail_msg("row %zu: %s", i, r->str ? r->str : "?");
+        assert_int_equal(r->integer, rows[i].reply);
+        freeReplyObject(r);
+        if (rows[i].key_after) assert_string_equal(lbt_get(conn, "w:alien"), rows[i].key_after);
+        else assert_int_equal(lbt_int(conn, "EXISTS w:alien"), 0);
+        assert_int_equal(lbt_int(conn, "ZCARD {w:alien}:queue"), rows[i].queued_after);
+        if (rows[i].queued_after) assert_true(lbt_int(conn, "PTTL {w:alien}:queue") > 0);
+        assert_string_equal(lbt_get(conn, "{w:alien}:grant:bbbb"), "alien");
+    }
+    lbt_del_matching(conn, "*w:alien*");
+}
+
+/* End to end: the successor's grant list holds a string by the time its
+ * predecessor releases; the hand-off still reaches it, through the attempt
+ * after its BLPOP slice ends empty. Its slices last a third of a 6 s lease,
+ * so the string is not there when it blocks again. */
+static void test_a_waiter_whose_grant_list_is_spoiled_still_gets_its_hand_off(void **state) {
+    (void)state;
+    lb_lock *h = new_lock("w:spoil", 1, 2, 100), *q[2];
+    job j[2];
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    for (int i = 0; i < 2; i++) {
+        q[i] = new_lock("w:spoil", 1, 3000, 3000);
+        start_blocked_on_list(&j[i], q[i], 20000, "{w:spoil}:queue", i + 1);
+    }
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j[0]), LB_OK); /* q[0] knows q[1] queued behind it */
+    redisReply *r = redisCommand(conn, "ZRANGE {w:spoil}:queue 0 0");
+    assert_true(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    char succ[LB_TOKEN_LEN + 1];
+    snprintf(succ, sizeof succ, "%s", r->element[0]->str);
+    freeReplyObject(r);
+    lbt_cmd_ok(conn, "SET {w:spoil}:grant:%s alien", succ);
+    assert_int_equal(lb_lock_release(q[0], lb_on_conn(j[0].c)), LB_OK);
+    assert_int_equal(job_join(&j[1]), LB_OK);
+    assert_string_equal(lbt_get(conn, "w:spoil"), succ);
+    assert_int_equal(lb_lock_release(q[1], lb_on_conn(j[1].c)), LB_OK);
+    for (int i = 0; i < 2; i++) {
+        job_end(&j[i]);
+        lb_lock_free(q[i]);
+    }
+    lbt_del_matching(conn, "*w:spoil*");
+    lb_lock_free(h);
+}
+
 /* Waiters on grant lists are served in arrival order, and a holder that was
  * granted the lock knows who queued behind it: its release pushes the next
  * grant inside the script (one command). The first release, by a holder that
@@ -2006,6 +2082,8 @@ int main(void) {
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
+        cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),
+        cmocka_unit_test(test_a_waiter_whose_grant_list_is_spoiled_still_gets_its_hand_off),
         cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
         cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),
         cmocka_unit_test(test_a_grant_list_wait_polls_while_a_client_outside_the_queue_holds),

@@ -56,9 +56,6 @@ local function undo(h, ticket, err)
   return err
 end
 
--- The oldest live waiter, taken off the queue, with its ticket, the TTL it
--- asked for, its inbox ('': none), the hand-offs in a row so far and the
--- window fields; lapsed waiters met on the way are dropped.
 -- Pushes to the named successor's grant list, which then lapses after ms. A
 -- value of another type at that name (no lockbridge client writes one)
 -- refuses the push: the release goes on without it, and the waiter learns
@@ -70,6 +67,9 @@ local function push_named(msg, ms)
   end
 end
 
+-- The oldest live waiter, taken off the queue, with its ticket, the TTL it
+-- asked for, its inbox ('': none), the hand-offs in a row so far and the
+-- window fields; lapsed waiters met on the way are dropped.
 local function head()
   while true do
     local p = redis.call('ZPOPMIN', KEYS[2])

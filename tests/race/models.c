@@ -415,22 +415,25 @@ static int m1_release(model *md, const redisReply *r, const lb_now *now) {
     return LB_OK;
 }
 
-/* ---- naive-fence-first: a fencing number taken before the lock ------------------- */
+/* ---- naive models that write a companion key, then lock as M1 does --------------- */
 
-/* INCR the counter, then SET NX PX as a second command: a client that counts
- * and is overtaken before its SET holds the lock with a number below that of
- * a holder before it (the harness must catch it). */
+/* Sends `cmd` on the lock's companion key named by `suffix` (kept in the
+ * model: a command points at its arguments); the caller adds the rest. */
+static int send_side(model *md, const char *cmd, const char *suffix, int state) {
+    int n = lb_companion_key(md->key, md->keylen, suffix, md->side_key, sizeof md->side_key);
+    if (n < 0 || (size_t)n >= sizeof md->side_key) return LB_EINVAL;
+    lb__cmd_reset(&md->m.cmd);
+    lb__cmd_argz(&md->m.cmd, cmd);
+    lb__cmd_arg(&md->m.cmd, md->side_key, (size_t)n);
+    md->state = state;
+    return LB_STEP_SEND;
+}
+
+/* naive-fence-first: INCR the counter, then SET NX PX as a second command: a
+ * client that counts and is overtaken before its SET holds the lock with a
+ * number below that of a holder before it (the harness must catch it). */
 static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now) {
-    if (md->state == S_START) {
-        int n = lb_companion_key(md->key, md->keylen, "fence", md->side_key,
-                                 sizeof md->side_key);
-        if (n < 0 || (size_t)n >= sizeof md->side_key) return LB_EINVAL;
-        lb__cmd_reset(&md->m.cmd);
-        lb__cmd_argz(&md->m.cmd, "INCR");
-        lb__cmd_arg(&md->m.cmd, md->side_key, (size_t)n);
-        md->state = S_INCR;
-        return LB_STEP_SEND;
-    }
+    if (md->state == S_START) return send_side(md, "INCR", "fence", S_INCR);
     if (md->state == S_INCR) {
         if (!r || r->type != REDIS_REPLY_INTEGER) return LB_EBUSY;
         md->pend_fence = r->integer;
@@ -442,22 +445,16 @@ static int fence_first_acquire(model *md, const redisReply *r, const lb_now *now
     return rc;
 }
 
-/* ---- naive-queue-forever: a queue joined without a TTL ---------------------------- */
-
-/* Joins the lock's fair queue with a bare ZADD, then takes the lock as M1
- * does: once its waiters vanish, the queue never lapses (the harness must
- * catch it in a world of fair clients). */
+/* naive-queue-forever: joins the lock's fair queue with a bare ZADD, then
+ * takes the lock as M1 does: once its waiters vanish, the queue never lapses
+ * (the harness must catch it in a world of fair clients). */
 static int queue_forever_acquire(model *md, const redisReply *r, const lb_now *now) {
     if (md->state == S_START) {
-        int n = lb_companion_key(md->key, md->keylen, "queue", md->side_key, sizeof md->side_key);
-        if (n < 0 || (size_t)n >= sizeof md->side_key) return LB_EINVAL;
-        lb__cmd_reset(&md->m.cmd);
-        lb__cmd_argz(&md->m.cmd, "ZADD");
-        lb__cmd_arg(&md->m.cmd, md->side_key, (size_t)n);
+        int rc = send_side(md, "ZADD", "queue", S_ZADD);
+        if (rc != LB_STEP_SEND) return rc;
         lb__cmd_argz(&md->m.cmd, "0");
         lb__cmd_argz(&md->m.cmd, "naive");
-        md->state = S_ZADD;
-        return LB_STEP_SEND;
+        return rc;
     }
     if (md->state == S_ZADD) {
         md->state = S_START;

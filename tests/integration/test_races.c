@@ -541,6 +541,14 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 0,
          "A B C A +6000 C:modern_fair_acquire B:modern_fair_acquire A:modern_fair_push B@",
          LBR_BAD_SCHEDULE, "B has no message waiting", -1},
+        /* Another program left a string at C's grant list name (D): B's
+         * release, whose grant named C, cannot push there. It hands the lock
+         * to C all the same, and C finds it its own at its next attempt
+         * (before, the push failed the release after C was popped). */
+        {"lb-fair-list: a string at the successor's grant list does not stop a release",
+         {"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-grants"}, 0,
+         "A B C A A B@ D:EVAL B:modern_fair_release C:modern_fair_acquire "
+         "C:modern_fair_release A?", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
@@ -632,6 +640,24 @@ static void test_exploration_of_fair_list_fleets_of_three(void **state) {
     static const fair_search rows[] = {
         {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 5, 0, "A B C"},
         {{"lb-fair-list", "lb-fair-list", "lb-fair-list"}, 2000, 1, 3, 1, "A B C A A B@"},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
+/* Beside a program that writes strings at queued waiters' grant list names
+ * (spoil-grants, which no lockbridge client does): from B holding by a grant
+ * that names C, and from the yield rows' state (B holds by a grant naming A,
+ * an outsider was seen: B's release opens a window and wakes A). A
+ * release may not fail with the lock its own; no key may be left without a
+ * TTL. On the release script that pushed with redis.call, each row finds
+ * B's release failing (the first after 1410 schedules, the second after 106). */
+static void test_exploration_beside_strings_at_grant_list_names(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-grants"}, 2000, 1, 4, 0,
+         "A B C A A B@"},
+        {{"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield",
+          "spoil-grants"}, 600, 1, 3, 0, "A B A A B@ B C D C D B A D D D B@"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
@@ -895,6 +921,7 @@ int main(void) {
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
+        cmocka_unit_test(test_exploration_beside_strings_at_grant_list_names),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),

@@ -3,6 +3,7 @@
  * one hand-off from the client's own inbox (a subscription) or grant list (the
  * wait on one connection, whose BLPOP is a non-blocking LPOP here), and the
  * pause that moves the fair lock's queue leases as it moves the lock key's TTL. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "race/race.h"
 
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
 int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
@@ -248,6 +250,85 @@ fail:
     if (fp->sub) redisFree(fp->sub);
     free(fp);
     return NULL;
+}
+
+/* ---- another program at the grant lists' names --------------------------------------
+ * A pseudo-client whose every step writes a string, with a TTL, at the grant
+ * list name of each token queued that has no key there yet: what an operator
+ * or another program may leave at names lockbridge does not own alone. It
+ * never holds the lock. No lockbridge client writes a string there, so no
+ * other participant reaches these states. */
+typedef struct spoiler {
+    lb_machine m; /* first: the machine's address is the spoiler's */
+    lbr_part part;
+    char queue[256];
+    char prefix[256]; /* "{key}:grant:", the grant lists' names less the token */
+    int sent;
+} spoiler;
+
+#define SPOILER(p) ((spoiler *)(void *)((char *)(p) - offsetof(spoiler, part)))
+
+/* The TTL of what the spoiler writes, ms: past the world's closing jump, so a
+ * schedule's liveness check still meets it. */
+#define SPOIL_TTL_MS "60000"
+
+static const char spoil_script[] =
+    "local n = 0\n"
+    "for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do\n"
+    "  if redis.call('SET', ARGV[1] .. t, 'spoiled', 'NX', 'PX', ARGV[2]) then n = n + 1 end\n"
+    "end\n"
+    "return n\n";
+
+static int spoil_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    spoiler *s = (spoiler *)(void *)m;
+    (void)now;
+    if (!s->sent) {
+        lb__cmd_reset(&m->cmd);
+        lb__cmd_argz(&m->cmd, "EVAL");
+        lb__cmd_argz(&m->cmd, spoil_script);
+        lb__cmd_argz(&m->cmd, "1");
+        lb__cmd_argz(&m->cmd, s->queue);
+        lb__cmd_argz(&m->cmd, s->prefix);
+        lb__cmd_argz(&m->cmd, SPOIL_TTL_MS);
+        s->sent = 1;
+        return LB_STEP_SEND;
+    }
+    if (!r || r->type != REDIS_REPLY_INTEGER) return lb__fail(m, LB_EPROTO, "spoiling failed");
+    return LB_OK;
+}
+
+static lb_machine *spoil_acq(lbr_part *p) {
+    spoiler *s = SPOILER(p);
+    lb__machine_begin(&s->m, spoil_step);
+    s->sent = 0;
+    return &s->m;
+}
+static int spoil_bel(const lbr_part *p) { (void)p; return 0; }
+static int spoil_valid(const lbr_part *p, const lb_codec *c, const lb_now *n) {
+    (void)p, (void)c, (void)n;
+    return 0;
+}
+static const char *spoil_val(const lbr_part *p, size_t *len) {
+    (void)p;
+    *len = 0;
+    return "";
+}
+static void spoil_destroy(lbr_part *p) { free(SPOILER(p)); }
+
+lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
+    if (strcmp(kind, "spoil-grants") != 0) return NULL;
+    spoiler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    size_t kl = strlen(cfg->key);
+    int nq = lb_companion_key(cfg->key, kl, "queue", s->queue, sizeof s->queue);
+    int np = lb_companion_key(cfg->key, kl, "grant:", s->prefix, sizeof s->prefix);
+    if (nq < 0 || (size_t)nq >= sizeof s->queue || np < 0 || (size_t)np >= sizeof s->prefix) {
+        free(s);
+        return NULL;
+    }
+    s->part = (lbr_part){kind, spoil_acq, spoil_acq, spoil_bel, spoil_valid, spoil_val,
+                         spoil_destroy, NULL};
+    return &s->part;
 }
 
 /* Redis reads the queue's leases and the release's windows on its own clock

@@ -62,7 +62,10 @@ typedef struct lbr_part_config {
  * deadline: after two busy attempts its next step is the leave attempt, and
  * the step after that begins a new wait), "lb-fair-list-yield" (releases
  * with fair_yield_every 1 and fair_yield_ms 500: a window after every
- * hand-off once an outsider was seen). NULL if unknown. */
+ * hand-off once an outsider was seen), "spoil-grants" (a pseudo-client
+ * whose every step writes a string, with a TTL, at the grant list name of
+ * each queued token that has no key there: another program's doing; it
+ * never holds the lock). NULL if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 /* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
 int lbr_kind_reads_inbox(const char *kind);
@@ -82,7 +85,7 @@ int lbr_part_mode(const lbr_part *p);
  * set modern, in turn. */
 
 /* ---- The world ------------------------------------------------------------------ */
-#define LBR_MAX_CLIENTS 4
+#define LBR_MAX_CLIENTS 5
 
 typedef struct lbr_world lbr_world;
 

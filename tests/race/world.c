@@ -13,6 +13,7 @@
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
 int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
@@ -92,6 +93,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     lbr_part *mp = lbr_migrate_part_new(kind, cfg); /* tests/race/migrate_parts.c */
     if (mp) return mp;
     if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */
+    if (strcmp(kind, "spoil-grants") == 0) return lbr_spoiler_new(kind, cfg); /* fair_parts.c */
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -384,12 +386,26 @@ static int exchange(lbr_world *w, client *c) {
     return rc;
 }
 
+/* A release of lockbridge's token lock fails only when the lock was not its
+ * own any more (LB_ELOST), or where the world's fencing counter cannot count
+ * (the fair release counts the next holder's number, and fails rather than
+ * hand over without one). Any other failure leaves the lock held by a client
+ * told its release failed: every waiter waits out the TTL. */
+static int release_must_succeed(const lbr_world *w, const client *c) {
+    const char *k = c->part->kind;
+    return !w->cfg.fence_value && (lbr_kind_reads_inbox(k) || strncmp(k, "lb-modern", 9) == 0);
+}
+
 static int send_and_feed(lbr_world *w, client *c, int idx) {
     int rc = exchange(w, c);
     if (rc == LB_STEP_SEND) return LBR_OK;
     int was_release = c->releasing;
+    const lb_machine *m = c->m;
     c->m = NULL;
     if (!was_release && rc == LB_OK) w->acquisitions++;
+    if (was_release && rc < 0 && rc != LB_ELOST && release_must_succeed(w, c))
+        return violate(w, "%c's release failed (%s: %s) with the lock its own", 'A' + idx,
+                       lb_err_name(rc), lb_machine_errstr(m));
     /* A client told it does not hold the lock while the key holds its own
      * value leaves a lock no one holds until it expires. After a release
      * said lost, any value counts; after an acquire that failed, only a

@@ -28,9 +28,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Below 2^53, exact as a Lua number; '%.0f' writes every digit.
 local ticket = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 
+-- Best effort: a queue or state of another type (no lockbridge client
+-- writes one) must not fail an attempt that already took, or was handed,
+-- the lock (the key would hold our token while we are told otherwise).
 local function drop(w)
-  redis.call('ZREM', KEYS[2], w)
-  redis.call('HDEL', KEYS[3], w)
+  redis.pcall('ZREM', KEYS[2], w)
+  redis.pcall('HDEL', KEYS[3], w)
 end
 
 -- The oldest waiter whose lease has not lapsed, and its lease left (ms);

@@ -70,12 +70,18 @@ end
 -- The oldest live waiter, taken off the queue, with its ticket, the TTL it
 -- asked for, its inbox ('': none), the hand-offs in a row so far and the
 -- window fields; lapsed waiters met on the way are dropped.
+-- A queue or state of another type (no lockbridge client writes one) makes
+-- any hand-off impossible: no waiter, and the release goes on as a plain
+-- one. A head popped before its state proved unreadable stays popped: no
+-- fair attempt gets anywhere while that value stays, and putting it back
+-- could remake a queue without a TTL.
 local function head()
   while true do
-    local p = redis.call('ZPOPMIN', KEYS[2])
+    local p = redis.pcall('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
-    local f = redis.call('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
+    local f = redis.pcall('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
+    if f.err then return nil end
     local exp, ttl, inbox = string.match(f[1] or '', '^(%d+) (%d+) ?(.*)$')
     if exp and tonumber(exp) > now and tonumber(ttl) > 0 then
       return h, p[2], ttl, inbox, tonumber(f[2] or '0') or 0, f[3], f[4]
@@ -148,7 +154,7 @@ if h then
 else
   local no = refused({true, 'PUBLISH', channel})
   if no then return no end
-  redis.call('HDEL', KEYS[3], '~streak')
+  redis.pcall('HDEL', KEYS[3], '~streak')
 end
 -- Before the DEL: a PUBLISH that fails (checked above on Redis >= 7) leaves
 -- the lock ours and an error that means nothing was deleted.

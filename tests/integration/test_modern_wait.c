@@ -1250,6 +1250,53 @@ static void test_a_grant_list_of_another_type_does_not_stop_a_release(void **sta
     lbt_del_matching(conn, "*w:alien*");
 }
 
+/* A value of another type at the queue's or the state's name (no lockbridge
+ * client writes one) leaves no fair hand-off possible, but the holder still
+ * releases: the lock is deleted as a plain release would delete it, and the
+ * foreign value is left alone. A grantee that finds the lock handed to it
+ * holds it, whatever it could not tidy. Before, the release failed (for a
+ * state of another type, after popping the head) with the lock kept until
+ * its TTL, and the grantee's attempt failed with the key holding its token. */
+static void test_a_queue_or_state_of_another_type_does_not_stop_a_release(void **state) {
+    (void)state;
+    static const struct {
+        const char *alien; /* the companion that holds a string */
+        int queued;        /* a waiter queued (with a readable state) */
+    } rows[] = {
+        {"{w:alien}:fair", 1},
+        {"{w:alien}:queue", 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbt_del_matching(conn, "*w:alien*");
+        lbt_cmd_ok(conn, "SET w:alien aaaa PX 30000");
+        if (rows[i].queued) lbt_cmd_ok(conn, "ZADD {w:alien}:queue 1 bbbb");
+        lbt_cmd_ok(conn, "SET %s alien", rows[i].alien);
+        redisReply *r = redisCommand(conn, "EVAL %s 4 w:alien {w:alien}:queue {w:alien}:fair "
+                                           "{w:alien}:grant:bbbb %s",
+                                     lb__script_modern_fair_release.body,
+                                     "aaaa 16 200 bbbb {w:alien}:released");
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_INTEGER) fail_msg("row %zu: %s", i, r->str ? r->str : "?");
+        assert_int_equal(r->integer, 1);
+        freeReplyObject(r);
+        assert_int_equal(lbt_int(conn, "EXISTS w:alien"), 0);
+        assert_string_equal(lbt_get(conn, rows[i].alien), "alien");
+        assert_int_equal(lbt_int(conn, "EXISTS {w:alien}:grant:bbbb"), 0);
+
+        /* Handed the lock, bbbb's attempt finds it its own. */
+        lbt_cmd_ok(conn, "SET w:alien bbbb PX 30000");
+        r = redisCommand(conn, "EVAL %s 3 w:alien {w:alien}:queue {w:alien}:fair %s",
+                         lb__script_modern_fair_acquire.body, "wait bbbb 30000 3000 *");
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_ARRAY) fail_msg("row %zu: %s", i, r->str ? r->str : "?");
+        assert_true(r->elements >= 1 && r->element[0]->type == REDIS_REPLY_INTEGER);
+        assert_int_equal(r->element[0]->integer, 1);
+        freeReplyObject(r);
+        assert_string_equal(lbt_get(conn, rows[i].alien), "alien");
+    }
+    lbt_del_matching(conn, "*w:alien*");
+}
+
 /* End to end: the successor's grant list holds a string by the time its
  * predecessor releases; the hand-off still reaches it, through the attempt
  * after its BLPOP slice ends empty. Its slices last a third of a 6 s lease,
@@ -2083,6 +2130,7 @@ int main(void) {
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
         cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),
+        cmocka_unit_test(test_a_queue_or_state_of_another_type_does_not_stop_a_release),
         cmocka_unit_test(test_a_waiter_whose_grant_list_is_spoiled_still_gets_its_hand_off),
         cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
         cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),

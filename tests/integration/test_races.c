@@ -549,6 +549,21 @@ static void test_fair_lock_races(void **state) {
          {"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-grants"}, 0,
          "A B C A A B@ D:EVAL B:modern_fair_release C:modern_fair_acquire "
          "C:modern_fair_release A?", LBR_OK, 0, 0},
+        /* C replaces the state with a string (3000 ms) while B waits: A's
+         * release can hand nothing off and releases as a plain one would
+         * (before, it failed after popping B). No fair attempt succeeds
+         * until the string lapses. */
+        {"lb-fair-list: a state of another type does not stop a release",
+         {"lb-fair-list", "lb-fair-list", "spoil-fair"}, 0,
+         "A B C:SET A:modern_fair_release +4000 B?", LBR_OK, 0, 0},
+        /* A handed the lock to B; C then replaces the state, then the
+         * queue: B's attempt finds the lock its own and holds it (before,
+         * tidying its queue entry failed the attempt, the key holding B's
+         * token), and releases it. */
+        {"lb-fair-list: a grantee holds its hand-off beside a queue of another type",
+         {"lb-fair-list", "lb-fair-list", "spoil-fair"}, 0,
+         "A B A:modern_fair_release A:modern_fair_push C:SET C:SET B:modern_fair_acquire "
+         "B:modern_fair_release +4000 A?", LBR_OK, 0, 0},
     };
     RUN_TABLE(t);
 }
@@ -644,20 +659,27 @@ static void test_exploration_of_fair_list_fleets_of_three(void **state) {
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
 
-/* Beside a program that writes strings at queued waiters' grant list names
- * (spoil-grants, which no lockbridge client does): from B holding by a grant
- * that names C, and from the yield rows' state (B holds by a grant naming A,
- * an outsider was seen: B's release opens a window and wakes A). A
+/* Beside a program that writes strings where a fair lock keeps its companions
+ * (which no lockbridge client does): at queued waiters' grant list names
+ * (spoil-grants), from B holding by a grant that names C and from the yield
+ * rows' state (B holds by a grant naming A, an outsider was seen: B's release
+ * opens a window and wakes A); over the state and the queue (spoil-fair). A
  * release may not fail with the lock its own; no key may be left without a
- * TTL. On the release script that pushed with redis.call, each row finds
- * B's release failing (the first after 1410 schedules, the second after 106). */
-static void test_exploration_beside_strings_at_grant_list_names(void **state) {
+ * TTL. On the release script that pushed with redis.call, the first two rows
+ * find B's release failing (after 450 and 106 schedules); on the scripts
+ * that read the queue and state with redis.call, the third finds A's release
+ * failing after popping B (191), and, with that release fixed, the fourth
+ * finds C told it did not get the lock its key holds (754). */
+static void test_exploration_beside_strings_at_companion_names(void **state) {
     (void)state;
     static const fair_search rows[] = {
-        {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-grants"}, 2000, 1, 4, 0,
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-grants"}, 2000, 1, 3, 0,
          "A B C A A B@"},
         {{"lb-fair-list-yield", "lb-fair-list-yield", "lb-modern", "lb-fair-list-yield",
           "spoil-grants"}, 600, 1, 3, 0, "A B A A B@ B C D C D B A D D D B@"},
+        {{"lb-fair-list", "lb-fair-list", "spoil-fair"}, 2000, 1, 4, 1, NULL},
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-fair"}, 2000, 1, 3, 0,
+         "A B C A A B@"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
@@ -921,7 +943,7 @@ int main(void) {
         cmocka_unit_test(test_fair_lock_races),
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
-        cmocka_unit_test(test_exploration_beside_strings_at_grant_list_names),
+        cmocka_unit_test(test_exploration_beside_strings_at_companion_names),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),

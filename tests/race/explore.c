@@ -18,10 +18,10 @@ typedef struct explorer {
 
 /* Pseudo-clients never hold the lock: the mode switch, the operator running
  * the tool, the step that deletes the control key, the program that writes at
- * grant lists' names. No liveness is asked of them. */
+ * the fair lock's companion names. No liveness is asked of them. */
 static int is_pseudo(const char *kind) {
     return strncmp(kind, "switch-", 7) == 0 || strncmp(kind, "operator", 8) == 0 ||
-           strcmp(kind, "vanish-mode") == 0 || strcmp(kind, "spoil-grants") == 0;
+           strcmp(kind, "vanish-mode") == 0 || strncmp(kind, "spoil-", 6) == 0;
 }
 
 /* Runs `full` on a fresh world and counts it (schedules, steps, pruned); a

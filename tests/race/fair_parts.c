@@ -252,48 +252,76 @@ fail:
     return NULL;
 }
 
-/* ---- another program at the grant lists' names --------------------------------------
- * A pseudo-client whose every step writes a string, with a TTL, at the grant
- * list name of each token queued that has no key there yet: what an operator
- * or another program may leave at names lockbridge does not own alone. It
- * never holds the lock. No lockbridge client writes a string there, so no
- * other participant reaches these states. */
+/* The names of the lock's queue and state keys, and the pattern of its grant
+ * lists (the world's server holds one lock: KEYS finds them); whether they fit. */
+static int companions(const char *key, char *queue, char *state, char *lists, size_t cap) {
+    int nq = lb_companion_key(key, strlen(key), "queue", queue, cap);
+    int ns = lb_companion_key(key, strlen(key), "fair", state, cap);
+    int nl = lb_companion_key(key, strlen(key), "grant:*", lists, cap);
+    return nq >= 0 && (size_t)nq < cap && ns >= 0 && (size_t)ns < cap && nl >= 0 &&
+           (size_t)nl < cap;
+}
+
+/* ---- another program at the fair lock's companion names -----------------------------
+ * A pseudo-client whose every step writes a string, with a TTL: what an
+ * operator or another program may leave at names lockbridge does not own
+ * alone. "spoil-grants" writes at the grant list name of each token queued
+ * that has no key there; "spoil-fair" over the state's name, then over the
+ * queue's, in turn (they live as long as anyone waits: a write only where
+ * none is would rarely land). It never holds the lock. No lockbridge client
+ * writes a string there, so no other participant reaches these states. */
 typedef struct spoiler {
     lb_machine m; /* first: the machine's address is the spoiler's */
     lbr_part part;
     char queue[256];
+    char state[256];
     char prefix[256]; /* "{key}:grant:", the grant lists' names less the token */
+    int lists;        /* spoil-grants */
+    int steps;        /* spoil-fair: the state on odd steps, the queue on even */
     int sent;
 } spoiler;
 
 #define SPOILER(p) ((spoiler *)(void *)((char *)(p) - offsetof(spoiler, part)))
 
-/* The TTL of what the spoiler writes, ms: past the world's closing jump, so a
- * schedule's liveness check still meets it. */
-#define SPOIL_TTL_MS "60000"
+/* The TTLs of what the spoilers write, ms. At grant lists, past the world's
+ * closing jump: a waiter's next attempt, not the lapse, must get it going.
+ * At the queue and state, below that jump (pauses move it, as they move the
+ * queue's own TTLs): no fair attempt can succeed while the value stays, so
+ * the closing liveness check needs it gone. */
+#define SPOIL_LIST_TTL_MS "60000"
+#define SPOIL_FAIR_TTL_MS "3000"
 
-static const char spoil_script[] =
+static const char spoil_lists_script[] =
     "local n = 0\n"
     "for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do\n"
     "  if redis.call('SET', ARGV[1] .. t, 'spoiled', 'NX', 'PX', ARGV[2]) then n = n + 1 end\n"
     "end\n"
     "return n\n";
 
+
 static int spoil_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     spoiler *s = (spoiler *)(void *)m;
     (void)now;
     if (!s->sent) {
         lb__cmd_reset(&m->cmd);
-        lb__cmd_argz(&m->cmd, "EVAL");
-        lb__cmd_argz(&m->cmd, spoil_script);
-        lb__cmd_argz(&m->cmd, "1");
-        lb__cmd_argz(&m->cmd, s->queue);
-        lb__cmd_argz(&m->cmd, s->prefix);
-        lb__cmd_argz(&m->cmd, SPOIL_TTL_MS);
+        if (s->lists) {
+            lb__cmd_argz(&m->cmd, "EVAL");
+            lb__cmd_argz(&m->cmd, spoil_lists_script);
+            lb__cmd_argz(&m->cmd, "1");
+            lb__cmd_argz(&m->cmd, s->queue);
+            lb__cmd_argz(&m->cmd, s->prefix);
+            lb__cmd_argz(&m->cmd, SPOIL_LIST_TTL_MS);
+        } else {
+            lb__cmd_argz(&m->cmd, "SET");
+            lb__cmd_argz(&m->cmd, s->steps++ % 2 ? s->queue : s->state);
+            lb__cmd_argz(&m->cmd, "spoiled");
+            lb__cmd_argz(&m->cmd, "PX");
+            lb__cmd_argz(&m->cmd, SPOIL_FAIR_TTL_MS);
+        }
         s->sent = 1;
         return LB_STEP_SEND;
     }
-    if (!r || r->type != REDIS_REPLY_INTEGER) return lb__fail(m, LB_EPROTO, "spoiling failed");
+    if (!r || r->type == REDIS_REPLY_ERROR) return lb__fail(m, LB_EPROTO, "spoiling failed");
     return LB_OK;
 }
 
@@ -316,16 +344,16 @@ static const char *spoil_val(const lbr_part *p, size_t *len) {
 static void spoil_destroy(lbr_part *p) { free(SPOILER(p)); }
 
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
-    if (strcmp(kind, "spoil-grants") != 0) return NULL;
+    int lists = strcmp(kind, "spoil-grants") == 0;
+    if (!lists && strcmp(kind, "spoil-fair") != 0) return NULL;
     spoiler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    size_t kl = strlen(cfg->key);
-    int nq = lb_companion_key(cfg->key, kl, "queue", s->queue, sizeof s->queue);
-    int np = lb_companion_key(cfg->key, kl, "grant:", s->prefix, sizeof s->prefix);
-    if (nq < 0 || (size_t)nq >= sizeof s->queue || np < 0 || (size_t)np >= sizeof s->prefix) {
+    s->lists = lists;
+    if (!companions(cfg->key, s->queue, s->state, s->prefix, sizeof s->queue)) {
         free(s);
         return NULL;
     }
+    s->prefix[strlen(s->prefix) - 1] = '\0'; /* "{key}:grant:*" less its '*' */
     s->part = (lbr_part){kind, spoil_acq, spoil_acq, spoil_bel, spoil_valid, spoil_val,
                          spoil_destroy, NULL};
     return &s->part;
@@ -338,7 +366,8 @@ lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
  * names) stay as they are. */
 static const char warp_script[] =
     "local ms = tonumber(ARGV[1])\n"
-    "local h = redis.call('HGETALL', KEYS[2])\n"
+    "local h = redis.pcall('HGETALL', KEYS[2])\n"
+    "if h.err then h = {} end\n"
     "for i = 1, #h, 2 do\n"
     "  local f, v = h[i], h[i + 1]\n"
     "  if f == '~open' or f == '~last' or f == '~seen' then\n"
@@ -359,16 +388,6 @@ static const char warp_script[] =
     "  elseif left >= 0 then redis.call('DEL', k) end\n"
     "end\n"
     "return 0\n";
-
-/* The names of the lock's queue and state keys, and the pattern of its grant
- * lists (the world's server holds one lock: KEYS finds them); whether they fit. */
-static int companions(const char *key, char *queue, char *state, char *lists, size_t cap) {
-    int nq = lb_companion_key(key, strlen(key), "queue", queue, cap);
-    int ns = lb_companion_key(key, strlen(key), "fair", state, cap);
-    int nl = lb_companion_key(key, strlen(key), "grant:*", lists, cap);
-    return nq >= 0 && (size_t)nq < cap && ns >= 0 && (size_t)ns < cap && nl >= 0 &&
-           (size_t)nl < cap;
-}
 
 void lbr_fair_warp(redisContext *c, const char *key, long long ms) {
     char queue[256], state[256], lists[256];

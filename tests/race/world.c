@@ -93,7 +93,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     lbr_part *mp = lbr_migrate_part_new(kind, cfg); /* tests/race/migrate_parts.c */
     if (mp) return mp;
     if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */
-    if (strcmp(kind, "spoil-grants") == 0) return lbr_spoiler_new(kind, cfg); /* fair_parts.c */
+    if (strncmp(kind, "spoil-", 6) == 0) return lbr_spoiler_new(kind, cfg); /* fair_parts.c */
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);

@@ -23,6 +23,12 @@ local mode, token, ttl, lease, inbox =
   string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
 lease = tonumber(lease)
+-- Refused before the first write: SET PX and PEXPIRE fail on 0, and Lua
+-- hands a number past 2^53 on as a float (lockbridge sends 1 to 10^12 ms).
+-- A TTL queued here is one every release would try to SET.
+if tonumber(ttl) < 1 or tonumber(ttl) > 1e13 or lease < 1 or lease > 1e13 then
+  return redis.error_reply('ERR fair acquire: TTL or lease out of range')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Below 2^53, exact as a Lua number; '%.0f' writes every digit.

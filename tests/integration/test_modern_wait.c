@@ -1207,6 +1207,71 @@ static void test_the_grant_push_refuses_bad_arguments_before_it_writes(void **st
     lbt_cmd_ok(conn, "DEL w:push");
 }
 
+/* The fair scripts refuse numbers no lockbridge client sends (a TTL or lease
+ * of 0, or past 10^13 ms, which Lua would hand to SET PX or PEXPIRE as a
+ * float) before their first write; a queued entry whose TTL is past that
+ * bound counts as lapsed. Before, a fenced attempt with TTL 0 spent a fencing
+ * number and then failed, a wait queued a TTL that every release then
+ * failed on after popping it (the lock kept, the waiter's place lost), a
+ * lease of 0 deleted the queue and state, a lease past the bound failed after
+ * queueing, and a release took a window length it could not use (a window
+ * that never falls due) without a word. */
+static void test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_write(void **state) {
+    (void)state;
+    static const char *const attempts[] = {
+        "try cccc 0 3000",
+        "wait cccc 100000000000000000000 3000",
+        "wait cccc 30000 0",
+        "wait cccc 30000 100000000000000000000",
+    };
+    for (size_t i = 0; i < sizeof attempts / sizeof attempts[0]; i++) {
+        lbt_del_matching(conn, "*w:num*");
+        lbt_cmd_ok(conn, "SET {w:num}:fence 5");
+        if (strncmp(attempts[i], "wait", 4) == 0) lbt_cmd_ok(conn, "SET w:num aaaa PX 30000");
+        redisReply *r = redisCommand(conn, "EVAL %s 4 w:num {w:num}:queue {w:num}:fair "
+                                           "{w:num}:fence %s",
+                                     lb__script_modern_fair_acquire.body, attempts[i]);
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_ERROR) fail_msg("attempt %zu: no error", i);
+        freeReplyObject(r);
+        assert_string_equal(lbt_get(conn, "{w:num}:fence"), "5");
+        assert_int_equal(lbt_int(conn, "EXISTS {w:num}:queue {w:num}:fair"), 0);
+        if (i == 0) assert_int_equal(lbt_int(conn, "EXISTS w:num"), 0);
+    }
+    static const struct {
+        const char *args, *entry; /* the release's arguments; bbbb's queue entry */
+        int error;                /* 1: refused, nothing changed; 0: released */
+    } releases[] = {
+        {"aaaa 1 100000000000000000000 - {w:num}:released", "99999999999999 30000 *", 1},
+        {"aaaa 0 200 - {w:num}:released", "99999999999999 100000000000000000000 *", 0},
+    };
+    for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++) {
+        lbt_del_matching(conn, "*w:num*");
+        lbt_cmd_ok(conn, "SET w:num aaaa PX 30000");
+        lbt_cmd_ok(conn, "ZADD {w:num}:queue 1 bbbb");
+        lbt_cmd_ok(conn, "HSET {w:num}:fair bbbb %s", releases[i].entry);
+        lbt_cmd_ok(conn, "HSET {w:num}:fair ~streak 1 ~seen 1");
+        lbt_cmd_ok(conn, "PEXPIRE {w:num}:queue 60000");
+        lbt_cmd_ok(conn, "PEXPIRE {w:num}:fair 60000");
+        redisReply *r = redisCommand(conn, "EVAL %s 4 w:num {w:num}:queue {w:num}:fair "
+                                           "{w:num}:grant:aaaa %s",
+                                     lb__script_modern_fair_release.body, releases[i].args);
+        assert_non_null(r);
+        if (releases[i].error) {
+            if (r->type != REDIS_REPLY_ERROR) fail_msg("release %zu: no error", i);
+            assert_string_equal(lbt_get(conn, "w:num"), "aaaa");
+            assert_int_equal(lbt_int(conn, "ZCARD {w:num}:queue"), 1);
+            assert_true(lbt_int(conn, "PTTL {w:num}:queue") > 0);
+        } else {
+            if (r->type != REDIS_REPLY_INTEGER) fail_msg("release %zu: %s", i, r->str ? r->str : "?");
+            assert_int_equal(r->integer, 1);
+            assert_int_equal(lbt_int(conn, "EXISTS w:num"), 0);
+        }
+        freeReplyObject(r);
+    }
+    lbt_del_matching(conn, "*w:num*");
+}
+
 /* A value of another type at the successor's grant list name (no lockbridge
  * client writes one) refuses the release's push. The hand-off stands (the
  * grantee's next attempt, once its BLPOP ends empty or is refused, finds the
@@ -2129,6 +2194,7 @@ int main(void) {
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
+        cmocka_unit_test(test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_write),
         cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),
         cmocka_unit_test(test_a_queue_or_state_of_another_type_does_not_stop_a_release),
         cmocka_unit_test(test_a_waiter_whose_grant_list_is_spoiled_still_gets_its_hand_off),

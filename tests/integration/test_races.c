@@ -585,13 +585,16 @@ typedef struct fair_search {
  * TTL of 1500 ms let a key lapse between two of them and a lease outlive the
  * first; pauses of 2000 ms let a grant lapse before it is read. Rows that
  * find nothing must have searched. */
-static lbr_explore_result explore_fair(const fair_search *f) {
+/* `ttls`: per client, ms (NULL or 0: the world's 1500 ms). */
+static lbr_explore_result explore_fair_ttls(const fair_search *f, const int64_t *ttls) {
     lbr_explore_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.world.key = "race:fair";
     cfg.world.ttl_ms = 1500;
     lb_codec_parse(&cfg.world.codec, "ms");
     memcpy(cfg.world.kinds, f->kinds, sizeof cfg.world.kinds);
+    for (int i = 0; ttls && i < LBR_MAX_CLIENTS && f->kinds[i]; i++)
+        cfg.world.client_ttl_ms[i] = ttls[i];
     cfg.depth = f->depth;
     cfg.max_crashes = f->crashes;
     cfg.max_jumps = f->jumps;
@@ -605,6 +608,9 @@ static lbr_explore_result explore_fair(const fair_search *f) {
     printf("  explored");
     for (int i = 0; i < LBR_MAX_CLIENTS && f->kinds[i]; i++)
         printf("%s%s", i ? " + " : " ", f->kinds[i]);
+    for (int i = 0; ttls && i < LBR_MAX_CLIENTS && f->kinds[i]; i++)
+        printf("%s%lld", i ? "/" : " (TTLs ms ", (long long)(ttls[i] ? ttls[i] : 1500));
+    if (ttls) printf(")");
     printf(", %d pause%s of %lld ms, depth %d, %d crash%s%s%s", f->jumps,
            f->jumps == 1 ? "" : "s", (long long)f->jump_ms, f->depth, f->crashes, f->crashes == 1 ? "" : "es", f->prefix ? ", after " : "",
            f->prefix ? f->prefix : "");
@@ -613,6 +619,8 @@ static lbr_explore_result explore_fair(const fair_search *f) {
     if (!res.violation) assert_true(res.schedules > 100);
     return res;
 }
+
+static lbr_explore_result explore_fair(const fair_search *f) { return explore_fair_ttls(f, NULL); }
 
 static void explore_fair_rows(const fair_search *rows, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -642,6 +650,16 @@ static void test_exploration_of_fair_lock_fleets(void **state) {
         {{"lb-fair-list", "lb-fair"}, 2000, 2, 4, 1, NULL},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+    /* Validities that differ: each hand-off writes the grantee's own. */
+    static const fair_search mixed[] = {
+        {{"lb-fair-list", "lb-fair-list"}, 2000, 2, 5, 1, NULL},
+        {{"lb-fair-fenced", "lb-fair-fenced"}, 2000, 2, 4, 1, NULL},
+    };
+    static const int64_t ttls[][2] = {{1500, 6000}, {6000, 1500}};
+    for (size_t i = 0; i < sizeof mixed / sizeof mixed[0]; i++) {
+        lbr_explore_result r = explore_fair_ttls(&mixed[i], ttls[i]);
+        if (r.violation) fail_msg("%s", r.report);
+    }
 }
 
 /* Three grant-list waiters, from states only three reach: A holding with B

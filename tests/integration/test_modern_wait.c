@@ -1207,6 +1207,18 @@ static void test_the_grant_push_refuses_bad_arguments_before_it_writes(void **st
     lbt_cmd_ok(conn, "DEL w:push");
 }
 
+/* Lock `k` held by aaaa with bbbb queued behind it (lease far off, TTL
+ * `entry`'s), its queue and state given TTLs; `window`: an outsider seen and
+ * a hand-off made, so that the release's window is due. */
+static void hold_with_one_waiter(const char *k, const char *entry, int window) {
+    lbt_cmd_ok(conn, "SET %s aaaa PX 30000", k);
+    lbt_cmd_ok(conn, "ZADD {%s}:queue 1 bbbb", k);
+    lbt_cmd_ok(conn, "HSET {%s}:fair bbbb %s", k, entry);
+    if (window) lbt_cmd_ok(conn, "HSET {%s}:fair ~streak 1 ~seen 1", k);
+    lbt_cmd_ok(conn, "PEXPIRE {%s}:queue 60000", k);
+    lbt_cmd_ok(conn, "PEXPIRE {%s}:fair 60000", k);
+}
+
 /* The fair scripts refuse numbers no lockbridge client sends (a TTL or lease
  * of 0, or past 10^13 ms, which Lua would hand to SET PX or PEXPIRE as a
  * float) before their first write; a queued entry whose TTL is past that
@@ -1247,12 +1259,7 @@ static void test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_wri
     };
     for (size_t i = 0; i < sizeof releases / sizeof releases[0]; i++) {
         lbt_del_matching(conn, "*w:num*");
-        lbt_cmd_ok(conn, "SET w:num aaaa PX 30000");
-        lbt_cmd_ok(conn, "ZADD {w:num}:queue 1 bbbb");
-        lbt_cmd_ok(conn, "HSET {w:num}:fair bbbb %s", releases[i].entry);
-        lbt_cmd_ok(conn, "HSET {w:num}:fair ~streak 1 ~seen 1");
-        lbt_cmd_ok(conn, "PEXPIRE {w:num}:queue 60000");
-        lbt_cmd_ok(conn, "PEXPIRE {w:num}:fair 60000");
+        hold_with_one_waiter("w:num", releases[i].entry, 1);
         redisReply *r = redisCommand(conn, "EVAL %s 4 w:num {w:num}:queue {w:num}:fair "
                                            "{w:num}:grant:aaaa %s",
                                      lb__script_modern_fair_release.body, releases[i].args);
@@ -1292,12 +1299,7 @@ static void test_a_grant_list_of_another_type_does_not_stop_a_release(void **sta
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         lbt_del_matching(conn, "*w:alien*");
-        lbt_cmd_ok(conn, "SET w:alien aaaa PX 30000");
-        lbt_cmd_ok(conn, "ZADD {w:alien}:queue 1 bbbb");
-        lbt_cmd_ok(conn, "HSET {w:alien}:fair bbbb %s", "99999999999999 30000 *");
-        if (rows[i].window) lbt_cmd_ok(conn, "HSET {w:alien}:fair ~streak 1 ~seen 1");
-        lbt_cmd_ok(conn, "PEXPIRE {w:alien}:queue 60000");
-        lbt_cmd_ok(conn, "PEXPIRE {w:alien}:fair 60000");
+        hold_with_one_waiter("w:alien", "99999999999999 30000 *", rows[i].window);
         lbt_cmd_ok(conn, "SET {w:alien}:grant:bbbb alien");
         redisReply *r = redisCommand(conn, "EVAL %s 4 w:alien {w:alien}:queue {w:alien}:fair "
                                            "{w:alien}:grant:bbbb %s",

@@ -331,16 +331,6 @@ static lb_machine *spoil_acq(lbr_part *p) {
     s->sent = 0;
     return &s->m;
 }
-static int spoil_bel(const lbr_part *p) { (void)p; return 0; }
-static int spoil_valid(const lbr_part *p, const lb_codec *c, const lb_now *n) {
-    (void)p, (void)c, (void)n;
-    return 0;
-}
-static const char *spoil_val(const lbr_part *p, size_t *len) {
-    (void)p;
-    *len = 0;
-    return "";
-}
 static void spoil_destroy(lbr_part *p) { free(SPOILER(p)); }
 
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
@@ -354,8 +344,8 @@ lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
         return NULL;
     }
     s->prefix[strlen(s->prefix) - 1] = '\0'; /* "{key}:grant:*" less its '*' */
-    s->part = (lbr_part){kind, spoil_acq, spoil_acq, spoil_bel, spoil_valid, spoil_val,
-                         spoil_destroy, NULL};
+    s->part = (lbr_part){kind, spoil_acq, spoil_acq, lbr_never_holds, lbr_never_valid,
+                         lbr_no_value, spoil_destroy, NULL};
     return &s->part;
 }
 

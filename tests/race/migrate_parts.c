@@ -119,12 +119,14 @@ static lb_machine *sw_acq(lbr_part *p) {
     s->state = 0;
     return &s->m;
 }
-static int sw_bel(const lbr_part *p) { (void)p; return 0; }
-static int sw_valid(const lbr_part *p, const lb_codec *c, const lb_now *n) {
+/* A pseudo-client's part: it never holds the lock and writes no value of its
+ * own (the mode switches here, the spoilers in fair_parts.c). */
+int lbr_never_holds(const lbr_part *p) { (void)p; return 0; }
+int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n) {
     (void)p, (void)c, (void)n;
     return 0;
 }
-static const char *sw_val(const lbr_part *p, size_t *len) {
+const char *lbr_no_value(const lbr_part *p, size_t *len) {
     (void)p;
     *len = 0;
     return "";
@@ -140,7 +142,8 @@ static lbr_part *switch_part(const char *kind, const lbr_part_config *cfg, lb_mo
     }
     s->modes[0] = a;
     s->modes[1] = b;
-    s->part = (lbr_part){kind, sw_acq, sw_acq, sw_bel, sw_valid, sw_val, sw_destroy, NULL};
+    s->part = (lbr_part){kind, sw_acq, sw_acq, lbr_never_holds, lbr_never_valid,
+                         lbr_no_value, sw_destroy, NULL};
     return &s->part;
 }
 

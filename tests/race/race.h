@@ -82,6 +82,10 @@ int lbr_part_read_inbox(lbr_part *p);
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
  * namespace's control key; "lb-follow-modern" follows it from modern. */
 int lbr_part_mode(const lbr_part *p);
+/* A pseudo-client's part functions: it never holds the lock and has no value. */
+int lbr_never_holds(const lbr_part *p);
+int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n);
+const char *lbr_no_value(const lbr_part *p, size_t *len);
 /* "operator" runs the lockbridge tool (LB_RACE_TOOL, default build/lockbridge)
  * against the world's server, one action a step: mode set compat, sweep, mode
  * set modern, in turn. */

@@ -1364,6 +1364,29 @@ static void test_a_queue_or_state_of_another_type_does_not_stop_a_release(void *
     lbt_del_matching(conn, "*w:alien*");
 }
 
+/* End to end: a program writes a string over a fair lock's state while it
+ * is held. The holder's release still frees the lock; fair attempts then fail
+ * with WRONGTYPE, a clear error that writes nothing, until the string goes. */
+static void test_a_fair_lock_beside_a_foreign_state_releases_and_then_refuses_clearly(void **state) {
+    (void)state;
+    lb_lock *a = new_lock("w:foreign", 1, 2, 100), *b = new_lock("w:foreign", 1, 2, 100);
+    lbt_del_matching(conn, "*w:foreign*");
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    lbt_cmd_ok(conn, "SET {w:foreign}:fair alien");
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lbt_int(conn, "EXISTS w:foreign"), 0);
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_EWRONGTYPE);
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 200), LB_EWRONGTYPE);
+    assert_int_equal(lbt_int(conn, "EXISTS w:foreign {w:foreign}:queue"), 0);
+    assert_string_equal(lbt_get(conn, "{w:foreign}:fair"), "alien");
+    lbt_cmd_ok(conn, "DEL {w:foreign}:fair");
+    assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
+    lbt_del_matching(conn, "*w:foreign*");
+    lb_lock_free(a);
+    lb_lock_free(b);
+}
+
 /* End to end: the successor's grant list holds a string by the time its
  * predecessor releases; the hand-off still reaches it, through the attempt
  * after its BLPOP slice ends empty. Its slices last a third of a 6 s lease,
@@ -2199,6 +2222,7 @@ int main(void) {
         cmocka_unit_test(test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_write),
         cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),
         cmocka_unit_test(test_a_queue_or_state_of_another_type_does_not_stop_a_release),
+        cmocka_unit_test(test_a_fair_lock_beside_a_foreign_state_releases_and_then_refuses_clearly),
         cmocka_unit_test(test_a_waiter_whose_grant_list_is_spoiled_still_gets_its_hand_off),
         cmocka_unit_test(test_grant_list_waiters_are_served_in_order_and_name_their_successor),
         cmocka_unit_test(test_a_grant_list_wait_stays_within_the_connections_read_timeout),

@@ -19,14 +19,15 @@
 -- waiting, place, foreign} when not, place our ticket when this attempt
 -- queued us anew, 0 when we kept our place (or do not queue): the client
 -- remembers it; foreign 1 when the holder may not be a fair client.
+-- The TTL and lease are refused before the first write unless Redis takes
+-- them as they are (no 0, no leading zero) and Lua keeps them exact (up to
+-- 10^13 ms; lockbridge sends 1 to 10^12): SET PX fails on either, and a TTL
+-- queued here is one every release would try to SET.
 local mode, token, ttl, lease, inbox =
-  string.match(ARGV[1], '^(%l+) (%x+) (%d+) (%d+) ?(.*)$')
+  string.match(ARGV[1], '^(%l+) (%x+) ([1-9]%d*) ([1-9]%d*) ?(.*)$')
 if not mode then return redis.error_reply('ERR fair acquire: bad arguments') end
 lease = tonumber(lease)
--- Refused before the first write: SET PX and PEXPIRE fail on 0, and Lua
--- hands a number past 2^53 on as a float (lockbridge sends 1 to 10^12 ms).
--- A TTL queued here is one every release would try to SET.
-if tonumber(ttl) < 1 or tonumber(ttl) > 1e13 or lease < 1 or lease > 1e13 then
+if tonumber(ttl) > 1e13 or lease > 1e13 then
   return redis.error_reply('ERR fair acquire: TTL or lease out of range')
 end
 local t = redis.call('TIME')

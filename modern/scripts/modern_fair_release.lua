@@ -27,8 +27,8 @@ local token, every, yield_ms, succ, channel =
   string.match(ARGV[1], '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
 every, yield_ms = tonumber(every), tonumber(yield_ms)
--- Past 10^13 ms, Lua would hand the window's length on as a float after the
--- first writes (lockbridge sends at most 10^12).
+-- Past 10^13, Lua would hand the window's numbers (a count, and a length in
+-- ms) on as floats after the first writes (lockbridge sends at most 10^12).
 if every > 1e13 or yield_ms > 1e13 then
   return redis.error_reply('ERR fair release: window out of range')
 end
@@ -87,10 +87,10 @@ local function head()
     if not h then return nil end
     local f = redis.pcall('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
     if f.err then return nil end
-    local exp, ttl, inbox = string.match(f[1] or '', '^(%d+) (%d+) ?(.*)$')
-    -- A TTL that SET PX could not take (no lockbridge attempt queues one)
-    -- counts as lapsed.
-    if exp and tonumber(exp) > now and tonumber(ttl) > 0 and tonumber(ttl) <= 1e13 then
+    -- A TTL that SET PX could not take (0, a leading zero, past 10^13: no
+    -- lockbridge attempt queues one) counts as lapsed.
+    local exp, ttl, inbox = string.match(f[1] or '', '^(%d+) ([1-9]%d*) ?(.*)$')
+    if exp and tonumber(exp) > now and tonumber(ttl) <= 1e13 then
       return h, p[2], ttl, inbox, tonumber(f[2] or '0') or 0, f[3], f[4]
     end
     redis.call('HDEL', KEYS[3], h)

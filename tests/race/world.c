@@ -387,13 +387,15 @@ static int exchange(lbr_world *w, client *c) {
 }
 
 /* A release of lockbridge's token lock fails only when the lock was not its
- * own any more (LB_ELOST), or where the world's fencing counter cannot count
- * (the fair release counts the next holder's number, and fails rather than
- * hand over without one). Any other failure leaves the lock held by a client
- * told its release failed: every waiter waits out the TTL. */
+ * own any more (LB_ELOST), or, for a fenced fair client, where the world's
+ * fencing counter cannot count (its release counts the next holder's number,
+ * and fails rather than hand over without one). Any other failure leaves the
+ * lock held by a client told its release failed: every waiter waits out the
+ * TTL. */
 static int release_must_succeed(const lbr_world *w, const client *c) {
     const char *k = c->part->kind;
-    return !w->cfg.fence_value && (lbr_kind_reads_inbox(k) || strncmp(k, "lb-modern", 9) == 0);
+    if (lbr_kind_reads_inbox(k)) return !(w->cfg.fence_value && strstr(k, "-fenced"));
+    return strncmp(k, "lb-modern", 9) == 0;
 }
 
 static int send_and_feed(lbr_world *w, client *c, int idx) {

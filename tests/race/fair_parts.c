@@ -298,7 +298,6 @@ static const char spoil_lists_script[] =
     "end\n"
     "return n\n";
 
-
 static int spoil_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     spoiler *s = (spoiler *)(void *)m;
     (void)now;

@@ -11,7 +11,9 @@
 -- ticket names that place, and a release's grant carries it), KEYS[3]
 -- state (hash:
 -- token -> "lease_expiry_ms ttl_ms[ inbox]", "~streak", "~open", "~last",
--- "~seen", "~holder"), KEYS[4] fencing counter (optional).
+-- "~seen", "~holder", "~hexp": when the key noted there lapses unless its
+-- holder extends it, "~until": the queue and the state lapse no earlier),
+-- KEYS[4] fencing counter (optional).
 -- ARGV[1] "mode token ttl_ms lease_ms[ inbox]", mode one of try, wait, leave;
 -- inbox: the waiter's own channel, where a release hands it the lock.
 -- Returns {1, fence, ms} when ours, ms what the key's TTL has left (a
@@ -38,9 +40,11 @@ local ticket = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 -- Best effort: a queue or state of another type (no lockbridge client
 -- writes one) must not fail an attempt that already took, or was handed,
 -- the lock (the key would hold our token while we are told otherwise).
+-- The queue may be left empty, which deletes it and its TTL: ~until goes
+-- with the entry, so that the wait that forms it again gives it one.
 local function drop(w)
   redis.pcall('ZREM', KEYS[2], w)
-  redis.pcall('HDEL', KEYS[3], w)
+  redis.pcall('HDEL', KEYS[3], w, '~until')
 end
 
 -- The oldest waiter whose lease has not lapsed, and its lease left (ms);
@@ -81,10 +85,12 @@ if mode == 'leave' then
   return {0, -2, 0}
 end
 
-local hint, foreign = nil, 0
+local hint, foreign, ttls_end = nil, 0, nil
 if not v then
   local h, left = head()
-  local open = tonumber(redis.call('HGET', KEYS[3], '~open') or '0') or 0
+  local f = redis.call('HMGET', KEYS[3], '~open', '~until')
+  local open = tonumber(f[1] or '0') or 0
+  ttls_end = tonumber(f[2] or '')
   local ours
   if open > now then
     -- A release left the lock to clients outside the queue for a while.
@@ -106,13 +112,24 @@ if not v then
     drop(token)
     redis.call('HDEL', KEYS[3], '~streak', '~open')
     -- Only beside a queue (whose state has a TTL) is the holder worth noting.
-    if redis.call('PTTL', KEYS[3]) > 0 then redis.call('HSET', KEYS[3], '~holder', token) end
+    if redis.call('PTTL', KEYS[3]) > 0 then
+      redis.call('HSET', KEYS[3], '~holder', token, '~hexp', now + tonumber(ttl))
+    end
     return {1, fence, tonumber(ttl)}
   end
 else
-  hint = redis.call('PTTL', KEYS[1])
+  local f = redis.call('HMGET', KEYS[3], '~holder', '~hexp', '~until')
+  local known, hexp = f[1], tonumber(f[2] or '')
+  ttls_end = tonumber(f[3] or '')
+  -- The holder's expiry as its grant noted it, while that is to come: a
+  -- holder that extended since holds longer, and the wait that attempts at
+  -- the noted time learns it then, from the key.
+  if v == known and hexp and hexp > now then
+    hint = hexp - now
+  else
+    hint = redis.call('PTTL', KEYS[1])
+  end
   -- Unknown (no grant noted since the queue formed) is not foreign.
-  local known = redis.call('HGET', KEYS[3], '~holder')
   if mode == 'wait' and known and v ~= known then seen() end
   -- Not the last fair grant's token (or none noted yet): its release may
   -- hand nothing off, so a waiter blocked on its grant list polls.
@@ -125,10 +142,23 @@ if mode == 'wait' then
   if redis.call('ZADD', KEYS[2], 'NX', ticket, token) == 1 then place = tonumber(ticket) end
   local entry = (now + lease) .. ' ' .. ttl
   if inbox ~= '' then entry = entry .. ' ' .. inbox end
-  redis.call('HSET', KEYS[3], token, entry)
-  -- The queue vanishes on its own once every waiter has gone.
-  for i = 2, 3 do
-    if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
+  -- The queue vanishes on its own once every waiter has gone: the queue
+  -- and the state are kept for twice a lease, and again only once less than
+  -- a lease of that is left (noted in ~until), not at every wait. A queue
+  -- the ZADD formed anew has no TTL whatever ~until says (a release or an
+  -- attempt that empties it drops ~until, but another program may delete
+  -- it): PEXPIRE NX gives it one (Redis >= 7; before, the TTL is read).
+  if ttls_end and ttls_end >= now + lease then
+    redis.call('HSET', KEYS[3], token, entry)
+    local set = redis.pcall('PEXPIRE', KEYS[2], 2 * lease, 'NX')
+    if type(set) == 'table' and redis.call('PTTL', KEYS[2]) == -1 then
+      redis.call('PEXPIRE', KEYS[2], 2 * lease)
+    end
+  else
+    redis.call('HSET', KEYS[3], token, entry, '~until', now + 2 * lease)
+    for i = 2, 3 do
+      if redis.call('PTTL', KEYS[i]) < 2 * lease then redis.call('PEXPIRE', KEYS[i], 2 * lease) end
+    end
   end
 end
 return {0, hint, place, foreign}

@@ -115,12 +115,13 @@ if h then
       if type(fence) == 'table' then return undo(h, ticket, fence) end
       msg = msg .. ' ' .. fence
     end
-    local push = nil
+    local push, nxt = nil, nil
     -- A user whose ACL refuses the inbox still hands off: the waiter
     -- learns it at its next attempt.
     if inbox == '*' then
       if not KEYS[5] then msg = msg .. ' 0' end
-      msg = msg .. ' ' .. (redis.call('ZRANGE', KEYS[2], 0, 0)[1] or '-')
+      nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+      msg = msg .. ' ' .. (nxt or '-')
       if h == succ then
         -- A grantee that died leaves its list: it goes with the grant.
         push_named(msg, ttl)
@@ -135,9 +136,11 @@ if h then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     -- Written before the grantee's entry goes: deleting a hash's last field
     -- deletes the hash and its TTL, and a write after it would start a hash
-    -- that never lapses.
-    redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h)
-    redis.call('HDEL', KEYS[3], h)
+    -- that never lapses. A queue the pop may have emptied (deleted, with its
+    -- TTL) takes ~until with it, so that the wait that forms it again gives
+    -- it a TTL (see the acquire script).
+    redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h, '~hexp', now + tonumber(ttl))
+    if nxt then redis.call('HDEL', KEYS[3], h) else redis.call('HDEL', KEYS[3], h, '~until') end
     return push or 2
   end
   local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]}, {true, 'PUBLISH', channel})
@@ -161,7 +164,7 @@ if h then
 else
   local no = refused({true, 'PUBLISH', channel})
   if no then return no end
-  redis.pcall('HDEL', KEYS[3], '~streak')
+  redis.pcall('HDEL', KEYS[3], '~streak', '~until')
 end
 -- Before the DEL: a PUBLISH that fails (checked above on Redis >= 7) leaves
 -- the lock ours and an error that means nothing was deleted.

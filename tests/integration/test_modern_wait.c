@@ -1182,6 +1182,107 @@ static void test_no_key_a_fair_lock_writes_is_left_without_a_ttl(void **state) {
     lb_lock_free(q);
 }
 
+/* Every command the server has run (INFO commandstats, script internals
+ * included), less the INFO calls that read them. */
+static long long server_calls(void) {
+    redisReply *r = redisCommand(conn, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    long long n = 0;
+    for (const char *at = strstr(r->str, ":calls="); at; at = strstr(at + 1, ":calls="))
+        n += strtoll(at + 7, NULL, 10);
+    freeReplyObject(r);
+    return n - calls_of("info");
+}
+
+/* A wait attempt of `token` on fair lock `k` (TTL 30 s, lease 3 s, blocking
+ * on its grant list), run as the library runs it; returns the reply. */
+static redisReply *fair_wait_attempt(const char *k, const char *token) {
+    redisReply *r = redisCommand(conn, "EVAL %s 3 %s {%s}:queue {%s}:fair %s%s%s",
+                                 lb__script_modern_fair_acquire.body, k, k, k, "wait ", token,
+                                 " 30000 3000 *");
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_ARRAY) fail_msg("wait attempt: %s", r->str ? r->str : "?");
+    return r;
+}
+
+/* Tokens as a lockbridge client draws them (a release checks the grants it
+ * pushes itself). */
+#define CCCC "cccccccccccccccccccccccccccccccc"
+#define DDDD "dddddddddddddddddddddddddddddddd"
+
+/* Fair lock `k`: h took it, q queued on its grant list and was handed it
+ * (the release noted q as the holder); q now holds, the queue is empty. */
+static void hand_to_second(const char *k, lb_lock **h, lb_lock **q) {
+    char queue[64];
+    snprintf(queue, sizeof queue, "{%s}:queue", k);
+    *h = new_lock(k, 1, 2, 100);
+    *q = new_lock(k, 1, 5000, 5000);
+    assert_int_equal(lb_lock_try_acquire(*h, lb_on_conn(conn)), LB_OK);
+    job j;
+    start_blocked_on_list(&j, *q, 4000, queue, 1);
+    assert_int_equal(lb_lock_release(*h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    redisFree(j.c); /* q goes on holding */
+    assert_string_equal(lbt_get(conn, k), lb_lock_info_of(*q).token);
+}
+
+/* A waiter that keeps its place beside a fair holder costs the server the
+ * attempt's script and six commands in it (TIME, GET, one read of the
+ * state, ZADD, HSET, and a PEXPIRE NX that gives a queue formed anew its
+ * TTL): the holder's expiry is the one its grant noted, and the queue's
+ * TTLs, kept for twice a lease at a time, are not read or written again
+ * while they have a lease or more to run. Its wait's hint stays within what
+ * the key has left. (Each wait used to read the key's TTL and both TTLs and
+ * write them back: nine or ten commands.) */
+static void test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands(void **state) {
+    (void)state;
+    lb_lock *h, *q;
+    hand_to_second("w:cost", &h, &q);
+    freeReplyObject(fair_wait_attempt("w:cost", CCCC)); /* queued anew: TTLs set */
+    long long before = server_calls();
+    redisReply *r = fair_wait_attempt("w:cost", CCCC);
+    long long cost = server_calls() - before;
+    assert_int_equal(r->elements, 4);
+    assert_int_equal(r->element[0]->integer, 0);
+    long long hint = r->element[1]->integer, left = lbt_int(conn, "PTTL w:cost");
+    if (hint <= 0 || hint > left + 1) fail_msg("hint %lld, the key has %lld ms left", hint, left);
+    freeReplyObject(r);
+    if (cost > 7) fail_msg("the attempt ran %lld commands", cost);
+    assert_true(lbt_int(conn, "PTTL {w:cost}:queue") > 3000);
+    assert_true(lbt_int(conn, "PTTL {w:cost}:fair") > 3000);
+    lbt_del_matching(conn, "*w:cost*");
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
+/* A queue formed again (after a hand-off emptied it, or after another
+ * program deleted it while the state still ran for long) lapses on its own:
+ * the wait that forms it gives it a TTL, whatever the state says of the
+ * queue's last TTL. */
+static void test_a_queue_formed_again_is_given_a_ttl(void **state) {
+    (void)state;
+    static const char *const rows[] = {"emptied by a hand-off", "deleted by another program"};
+    for (int i = 0; i < 2; i++) {
+        lb_lock *h, *q;
+        hand_to_second("w:again", &h, &q);
+        freeReplyObject(fair_wait_attempt("w:again", CCCC));
+        if (i == 0) {
+            /* q hands the lock on to cccc: the queue empties again. */
+            assert_int_equal(lb_lock_release(q, lb_on_conn(conn)), LB_OK);
+            assert_string_equal(lbt_get(conn, "w:again"), CCCC);
+        } else {
+            lbt_cmd_ok(conn, "DEL {w:again}:queue");
+        }
+        freeReplyObject(fair_wait_attempt("w:again", DDDD));
+        long long ttl = lbt_int(conn, "PTTL {w:again}:queue");
+        if (ttl <= 0) fail_msg("%s: the queue formed again has PTTL %lld", rows[i], ttl);
+        lbt_del_matching(conn, "*w:again*");
+        lb_lock_free(h);
+        lb_lock_free(q);
+    }
+}
+
 /* The script that pushes a grant refuses arguments it cannot read before it
  * writes anything: Redis keeps what a failing script wrote, and a grant list
  * pushed without its TTL would never lapse. (The key holds the grantee's
@@ -2221,6 +2322,8 @@ int main(void) {
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
+        cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
+        cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),
         cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
         cmocka_unit_test(test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_write),
         cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),

@@ -351,15 +351,17 @@ lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
 /* Redis reads the queue's leases and the release's windows on its own clock
  * (TIME), which a pause of the world does not move: the pause moves them
  * instead, by as much, with the queue's and the state's TTLs, so a waiter not
- * heard of for its lease drops out as it would have. Tickets (the places'
- * names) stay as they are. */
+ * heard of for its lease drops out as it would have. So are the holder's
+ * expiry and the end of the queue's TTLs as the state notes them (~hexp,
+ * ~until), which the keys' TTLs they stand for move with. Tickets (the
+ * places' names) stay as they are. */
 static const char warp_script[] =
     "local ms = tonumber(ARGV[1])\n"
     "local h = redis.pcall('HGETALL', KEYS[2])\n"
     "if h.err then h = {} end\n"
     "for i = 1, #h, 2 do\n"
     "  local f, v = h[i], h[i + 1]\n"
-    "  if f == '~open' or f == '~last' or f == '~seen' then\n"
+    "  if f == '~open' or f == '~last' or f == '~seen' or f == '~hexp' or f == '~until' then\n"
     "    redis.call('HSET', KEYS[2], f, string.format('%.0f', (tonumber(v) or 0) - ms))\n"
     "  elseif string.sub(f, 1, 1) ~= '~' then\n"
     "    local exp, rest = string.match(v, '^(%d+)(.*)$')\n"

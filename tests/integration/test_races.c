@@ -702,6 +702,21 @@ static void test_exploration_beside_strings_at_companion_names(void **state) {
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
 
+/* Beside a program that deletes the queue while waiters are in it (an
+ * operator clearing keys): the state still says the queue's TTL has long to
+ * run, and the wait that forms the queue again must give it one all the
+ * same (no key may be left without a TTL). With the wait's PEXPIRE NX
+ * removed, each row finds a queue left without a TTL (after 195 and 455
+ * schedules). */
+static void test_exploration_beside_a_program_that_deletes_the_queue(void **state) {
+    (void)state;
+    static const fair_search rows[] = {
+        {{"lb-fair-list", "lb-fair-list", "spoil-queue"}, 2000, 1, 4, 1, NULL},
+        {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-queue"}, 2000, 1, 3, 0, "A B C"},
+    };
+    explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
+}
+
 /* Waits that give up (the "-leave" kinds leave after two busy attempts)
  * beside waits that do not: a leave racing a hand-off, a grant pushed to a
  * wait that has left, and, among three, a leave between a release's script
@@ -962,6 +977,7 @@ int main(void) {
         cmocka_unit_test(test_exploration_of_fair_lock_fleets),
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
         cmocka_unit_test(test_exploration_beside_strings_at_companion_names),
+        cmocka_unit_test(test_exploration_beside_a_program_that_deletes_the_queue),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),

@@ -268,8 +268,10 @@ static int companions(const char *key, char *queue, char *state, char *lists, si
  * alone. "spoil-grants" writes at the grant list name of each token queued
  * that has no key there; "spoil-fair" over the state's name, then over the
  * queue's, in turn (they live as long as anyone waits: a write only where
- * none is would rarely land). It never holds the lock. No lockbridge client
- * writes a string there, so no other participant reaches these states. */
+ * none is would rarely land). "spoil-queue" deletes the queue instead (an
+ * operator clearing keys), the state left as it was. It never holds the
+ * lock. No lockbridge client writes a string there or deletes a queue
+ * others wait in, so no other participant reaches these states. */
 typedef struct spoiler {
     lb_machine m; /* first: the machine's address is the spoiler's */
     lbr_part part;
@@ -277,6 +279,7 @@ typedef struct spoiler {
     char state[256];
     char prefix[256]; /* "{key}:grant:", the grant lists' names less the token */
     int lists;        /* spoil-grants */
+    int del;          /* spoil-queue */
     int steps;        /* spoil-fair: the state on odd steps, the queue on even */
     int sent;
 } spoiler;
@@ -310,6 +313,9 @@ static int spoil_step(lb_machine *m, const redisReply *r, const lb_now *now) {
             lb__cmd_argz(&m->cmd, s->queue);
             lb__cmd_argz(&m->cmd, s->prefix);
             lb__cmd_argz(&m->cmd, SPOIL_LIST_TTL_MS);
+        } else if (s->del) {
+            lb__cmd_argz(&m->cmd, "DEL");
+            lb__cmd_argz(&m->cmd, s->queue);
         } else {
             lb__cmd_argz(&m->cmd, "SET");
             lb__cmd_argz(&m->cmd, s->steps++ % 2 ? s->queue : s->state);
@@ -333,11 +339,12 @@ static lb_machine *spoil_acq(lbr_part *p) {
 static void spoil_destroy(lbr_part *p) { free(SPOILER(p)); }
 
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
-    int lists = strcmp(kind, "spoil-grants") == 0;
-    if (!lists && strcmp(kind, "spoil-fair") != 0) return NULL;
+    int lists = strcmp(kind, "spoil-grants") == 0, del = strcmp(kind, "spoil-queue") == 0;
+    if (!lists && !del && strcmp(kind, "spoil-fair") != 0) return NULL;
     spoiler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->lists = lists;
+    s->del = del;
     if (!companions(cfg->key, s->queue, s->state, s->prefix, sizeof s->queue)) {
         free(s);
         return NULL;

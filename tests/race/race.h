@@ -66,8 +66,9 @@ typedef struct lbr_part_config {
  * whose every step writes a string, with a TTL, at the grant list name of
  * each queued token that has no key there: another program's doing; it
  * never holds the lock), "spoil-fair" (a string over the state's name, then
- * over the queue's, in turn, with a TTL of 3000 ms that pauses move). NULL
- * if unknown. */
+ * over the queue's, in turn, with a TTL of 3000 ms that pauses move),
+ * "spoil-queue" (deletes the queue, the state left as it was). NULL if
+ * unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 /* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
 int lbr_kind_reads_inbox(const char *kind);

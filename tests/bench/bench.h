@@ -66,7 +66,7 @@ long long self_rss_bytes(void);
 /* ---- Tables: one layout printed to the terminal, CSV and markdown --------------- */
 #define TABLE_COLS 20
 #define TABLE_ROWS 64
-#define CELL_CAP 1280
+#define CELL_CAP 1536
 
 typedef struct table {
     const char *id;  /* first CSV field */

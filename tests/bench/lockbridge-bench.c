@@ -248,10 +248,12 @@ static double paired_ratio(const contended *r, const paired_result *p, char *m, 
     "; a fair turn runs two scripts: the release (EVALSHA, the GET that proves it ours, "    \
     "TIME for the leases, the head popped and its lease read, the next waiter named, the "  \
     "grant pushed and given a TTL so that a dead waiter's goes, the key written, the "      \
-    "queue's state updated: 11) and the next wait's queueing (EVALSHA, TIME, GET, the "     \
-    "place and its lease written, the queue's TTLs kept: about 9), with the wake-up and "   \
-    "the section 3 more; leases on the server's clock, windows for outsiders and every "    \
-    "key declared put the floor near 20"
+    "queue's state updated: 11) and the next wait's queueing (EVALSHA, TIME, GET, one "     \
+    "read of the state, the place and its lease written, PEXPIRE NX for a queue formed "    \
+    "anew: 7), with the wake-up and the section 3 more; with leases on the server's "       \
+    "clock, a TTL on every key and every key declared, no queue goes under 16 (release: "   \
+    "EVALSHA, GET, TIME, pop, SET, push, the list's TTL, the next named; wait: EVALSHA, "    \
+    "GET, TIME, the place with its lease, the queue's TTL; wake-up and section)"
 
 static void contended_targets(table *t, const contended *r, const contended *peer,
                               const contended *loop, const paired_result *p) {

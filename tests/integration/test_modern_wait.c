@@ -533,7 +533,10 @@ static lb_waiter *new_waiter_lingering(int64_t linger_ms) {
 }
 
 /* One fair round: h holds, q waits and is handed the lock, then lets it go.
- * Returns the commands q sent. */
+ * Returns the commands q sent. q's release, with nobody queued, publishes
+ * "released": the round waits (up to a second) for the waiter to read it,
+ * so that it cannot wake the next round's wait, which would then attempt
+ * once more (seen on a loaded machine). */
 static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
     uint64_t before = lb_lock_info_of(q).commands;
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
@@ -543,7 +546,10 @@ static uint64_t fair_round(lb_lock *h, lb_lock *q, lb_waiter *w) {
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     uint64_t sent = lb_lock_info_of(q).commands - before;
+    uint64_t heard = stats_of(w).messages;
     job_end(&j);
+    for (int i = 0; i < 200 && stats_of(w).channels > 0 && stats_of(w).messages == heard; i++)
+        sleep_ms(5);
     return sent;
 }
 

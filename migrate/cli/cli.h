@@ -541,9 +541,13 @@ int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
  * Without --ns, explains what a namespace is and lists the namespaces found on
  * the server (`c` may be NULL: no list). */
 int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const char **ns);
-/* The server's count of SETNX and GETSET calls so far (INFO commandstats), or
- * -1 if it cannot be read: only the legacy protocol sends them. */
+/* The server's count of SETNX and GETSET calls so far (INFO commandstats,
+ * cmdstats.c), or -1 if it cannot be read: only the legacy protocol sends them. */
 int64_t lb__cli_legacy_calls(redisContext *c);
+/* The server's count of every command so far but INFO (INFO commandstats: a
+ * script's own commands count beside its EVALSHA), or -1 if it cannot be read
+ * (refused by an ACL, or a reply that does not parse). */
+int64_t lb__cli_server_calls(redisContext *c);
 
 typedef struct lb__cli_gateopts {
     int observed;                /* 1: the observation was made (mode set) */

@@ -1,6 +1,7 @@
 /* `lockbridge contend`: N clients, each on its own connection and lock handle,
  * increment a shared counter under one lock (legacy or token) for S seconds; the
- * summary counts lost updates, lost locks and Redis commands per acquisition. */
+ * summary counts lost updates, lost locks and Redis commands per acquisition
+ * (sent by the clients, and run by the server, scripts' own commands included). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,7 +40,12 @@ static const char help[] =
     "summary (a JSON line when stdout is not a terminal, or with --json).\n"
     "lost_updates is meaningful only when this process is alone on the counter;\n"
     "drivers running several processes compare the sum of their acquisitions with\n"
-    "counter_end - counter_start themselves.\n"
+    "counter_end - counter_start themselves. commands counts what the clients sent\n"
+    "(a script is one); server_commands what the server ran meanwhile (INFO\n"
+    "commandstats, a script's own commands included, INFO left out; null on a\n"
+    "Cluster or when INFO is refused), meaningful only when this process is alone\n"
+    "on the server. max_over_min: the busiest client's acquisitions over the\n"
+    "idlest's (null when one made none).\n"
     "\n"
     "  --clients N             client threads, 1..1024\n"
     "  --seconds S             run time, whole seconds; attempts under way finish\n"
@@ -187,6 +193,8 @@ static void *client_main(void *arg) {
 /* ---- Setup, run and summary ---------------------------------------------------- */
 typedef struct totals {
     uint64_t acquisitions, acquire_errors, lost_locks, abandoned, commands;
+    uint64_t most, fewest; /* acquisitions of the busiest and the idlest client */
+    int64_t server_calls;  /* run by the server during the run; -1 unknown */
     int failed;
     const char *first_error;
     lb__cli_latency latency;
@@ -194,8 +202,11 @@ typedef struct totals {
 
 static void add_up(totals *t, client *cls, int n) {
     memset(t, 0, sizeof *t);
+    t->fewest = UINT64_MAX;
     for (int i = 0; i < n; i++) {
         client *cl = &cls[i];
+        if (cl->acquisitions > t->most) t->most = cl->acquisitions;
+        if (cl->acquisitions < t->fewest) t->fewest = cl->acquisitions;
         t->acquisitions += cl->acquisitions;
         t->acquire_errors += cl->acquire_errors;
         t->lost_locks += cl->lost_locks;
@@ -235,6 +246,26 @@ static void add_counter(cJSON *o, int64_t c0, int64_t c1, uint64_t acquisitions)
     lb__cli_add_i64(o, "lost_updates", lost);
 }
 
+/* Per acquisition, or null when there was none (or the count is unknown). */
+static void add_per_acquisition(cJSON *o, const char *name, int64_t count, uint64_t acquisitions) {
+    if (count >= 0 && acquisitions > 0)
+        cJSON_AddNumberToObject(o, name, (double)count / (double)acquisitions);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+static void add_counts(cJSON *o, const totals *t) {
+    if (t->fewest > 0 && t->fewest != UINT64_MAX)
+        cJSON_AddNumberToObject(o, "max_over_min", (double)t->most / (double)t->fewest);
+    else
+        cJSON_AddNullToObject(o, "max_over_min");
+    lb__cli_add_i64(o, "commands", (int64_t)t->commands);
+    add_per_acquisition(o, "commands_per_acquisition", (int64_t)t->commands, t->acquisitions);
+    if (t->server_calls >= 0) lb__cli_add_i64(o, "server_commands", t->server_calls);
+    else cJSON_AddNullToObject(o, "server_commands");
+    add_per_acquisition(o, "server_commands_per_acquisition", t->server_calls, t->acquisitions);
+}
+
 static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
                     int64_t c1, double elapsed_ms, int interrupted, const totals *t) {
     cJSON *o = lb__cli_event("summary"), *per;
@@ -267,12 +298,7 @@ static void summary(shared *sh, client *cls, int n, int64_t seconds, int64_t c0,
     if ((per = cJSON_AddArrayToObject(o, "per_client")) != NULL)
         for (int i = 0; i < n; i++)
             cJSON_AddItemToArray(per, cJSON_CreateNumber((double)cls[i].acquisitions));
-    lb__cli_add_i64(o, "commands", (int64_t)t->commands);
-    if (t->acquisitions > 0)
-        cJSON_AddNumberToObject(o, "commands_per_acquisition",
-                                (double)t->commands / (double)t->acquisitions);
-    else
-        cJSON_AddNullToObject(o, "commands_per_acquisition");
+    add_counts(o, t);
     lb__cli_add_ms(o, "elapsed_ms", elapsed_ms);
     lb__cli_add_bool(o, "interrupted", interrupted);
     lb__cli_add_i64(o, "failed_clients", t->failed);
@@ -343,6 +369,9 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
     if (code == LB__CLI_EXIT_OK) code = setup(a, &route, sh, cls, n);
     /* Client threads inherit the blocked signals: only this thread takes them. */
     if (code == LB__CLI_EXIT_OK) lb__cli_block_signals();
+    /* On one server the lock and the counter share it: what it ran during the
+     * run is the run's, when nothing else uses it. */
+    int64_t calls0 = code == LB__CLI_EXIT_OK && !route.cluster ? lb__cli_server_calls(ctl) : -1;
     double t0 = lb__cli_mono_ms();
     if (code == LB__CLI_EXIT_OK) code = start(a, sh, cls, n);
     if (code == LB__CLI_EXIT_OK) {
@@ -350,11 +379,13 @@ static int contend(const lb__cli_args *a, shared *sh, int n, int64_t seconds) {
         atomic_store(&sh->stop, 1);
         for (int i = 0; i < n; i++) pthread_join(cls[i].thread, NULL);
         double elapsed = lb__cli_mono_ms() - t0;
+        int64_t calls1 = calls0 >= 0 ? lb__cli_server_calls(ctl) : -1;
         if (read_counter(ctl, sh->counter, &c1, err, sizeof err) != 0) {
             code = lb__cli_error(a, sh->key, LB_EREDIS, err);
         } else {
             totals t;
             add_up(&t, cls, n);
+            t.server_calls = calls0 >= 0 && calls1 >= calls0 ? calls1 - calls0 : -1;
             summary(sh, cls, n, seconds, c0, c1, elapsed, interrupted, &t);
             code = t.failed ? LB__CLI_EXIT_REDIS : LB__CLI_EXIT_OK;
         }

@@ -155,26 +155,3 @@ void lb__cli_survey_clear(lb__cli_survey *s) {
     lb__cli_seen_clear(&s->seen);
 }
 
-/* The calls= figure of one command in an INFO commandstats reply; 0 when the
- * command never ran (no line), -1 when the line cannot be read. */
-static int64_t calls_of(const char *info, const char *cmd) {
-    char needle[48];
-    snprintf(needle, sizeof needle, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(info, needle);
-    if (!p) return 0;
-    p += strlen(needle);
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    return end == p || v < 0 ? -1 : (int64_t)v;
-}
-
-int64_t lb__cli_legacy_calls(redisContext *c) {
-    redisReply *r = redisCommand(c, "INFO commandstats");
-    int64_t total = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        int64_t a = calls_of(r->str, "setnx"), b = calls_of(r->str, "getset");
-        if (a >= 0 && b >= 0) total = a + b;
-    }
-    if (r) freeReplyObject(r);
-    return total;
-}

@@ -176,6 +176,100 @@ static void test_contend_compat_and_fair_count_every_update(void **state) {
     lbt_cmd_ok(cli.conn, "DEL %s", "cli:cfn");
 }
 
+/* ---- What the server ran ------------------------------------------------------------- */
+/* The test's own reading: every calls= of INFO commandstats but INFO's. */
+static long long server_total(void) {
+    redisReply *r = redisCommand(cli.conn, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    long long total = 0;
+    for (char *line = strtok(r->str, "\r\n"); line; line = strtok(NULL, "\r\n")) {
+        char name[64];
+        long long calls;
+        if (sscanf(line, "cmdstat_%63[^:]:calls=%lld", name, &calls) == 2 &&
+            strcmp(name, "info") != 0)
+            total += calls;
+    }
+    freeReplyObject(r);
+    return total;
+}
+
+static cJSON *run_counted(const char *const *extra, const char *user) {
+    const char *args[32];
+    int n = 0;
+    const char *base[] = {"contend", "cli:sc", "-p", cli.port, "--clients", "3", "--seconds",
+                          "1", "--counter-key", "cli:scn", "--json", NULL};
+    for (int i = 0; base[i]; i++) args[n++] = base[i];
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    if (user) {
+        args[n++] = "--user";
+        args[n++] = user;
+        args[n++] = "-a";
+        args[n++] = "pw";
+    }
+    args[n] = NULL;
+    return lbt_run_json(&cli.proc, args, 0);
+}
+
+/* server_commands is what the server ran during the run, the commands inside
+ * scripts included: at least every command the clients sent plus the
+ * section's GET and SET, at most what the test's own readings around the run
+ * count (connections and the counter's reads fall outside the tool's). With a
+ * script in the loop, more than was sent. max_over_min is the per_client
+ * array's. */
+static void test_contend_reports_the_commands_the_server_ran(void **state) {
+    (void)state;
+    static const char *const extra[][5] = {
+        {"--mode", "modern"},
+        {"--mode", "modern", "--fair"},
+        {"--variant", "scripted"},
+    };
+    for (int i = 0; i < 3; i++) {
+        long long before = server_total();
+        cJSON *o = run_counted(extra[i], NULL);
+        long long after = server_total();
+        double acq = lbt_num_of(o, "acquisitions"), sent = lbt_num_of(o, "commands");
+        double ran = lbt_num_of(o, "server_commands");
+        assert_true(acq > 0);
+        assert_true(ran > sent + 2 * acq);
+        assert_true(ran <= (double)(after - before));
+        double per = lbt_num_of(o, "server_commands_per_acquisition");
+        assert_true(per > ran / acq - 1e-9 && per < ran / acq + 1e-9);
+        const cJSON *pc = cJSON_GetObjectItemCaseSensitive(o, "per_client"), *it;
+        double most = 0, fewest = 1e300;
+        cJSON_ArrayForEach(it, pc) {
+            if (it->valuedouble > most) most = it->valuedouble;
+            if (it->valuedouble < fewest) fewest = it->valuedouble;
+        }
+        if (fewest > 0) {
+            double mm = lbt_num_of(o, "max_over_min");
+            assert_true(mm > most / fewest - 1e-9 && mm < most / fewest + 1e-9);
+        } else {
+            assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "max_over_min")));
+        }
+        cJSON_Delete(o);
+    }
+    lbt_cmd_ok(cli.conn, "DEL %s", "cli:scn");
+}
+
+/* A user the ACL keeps from INFO still runs contend: the server's count is
+ * unknown (null), not zero. */
+static void test_contend_reports_no_server_count_when_info_is_refused(void **state) {
+    (void)state;
+    lbt_cmd_ok(cli.conn, "ACL SETUSER lbnoinfo on >pw ~* &* +@all -info");
+    const char *extra[] = {"--mode", "modern", NULL};
+    cJSON *o = run_counted(extra, "lbnoinfo");
+    assert_true(lbt_num_of(o, "acquisitions") > 0);
+    assert_true(lbt_num_of(o, "failed_clients") == 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "server_commands")));
+    assert_true(
+        cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "server_commands_per_acquisition")));
+    assert_true(lbt_num_of(o, "commands_per_acquisition") > 0);
+    cJSON_Delete(o);
+    lbt_cmd_ok(cli.conn, "ACL DELUSER lbnoinfo");
+    lbt_cmd_ok(cli.conn, "DEL %s", "cli:scn");
+}
+
 /* With --ns the lock follows the namespace's control key, and joins its census. */
 static long long census_size(const char *census) { return lbt_int(cli.conn, "HLEN %s", census); }
 
@@ -243,6 +337,8 @@ int main(void) {
         cmocka_unit_test(test_contend_modern_with_fencing_counts_every_update),
         cmocka_unit_test(test_contend_registers_one_census_entry_per_process),
         cmocka_unit_test(test_contend_compat_and_fair_count_every_update),
+        cmocka_unit_test(test_contend_reports_the_commands_the_server_ran),
+        cmocka_unit_test(test_contend_reports_no_server_count_when_info_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -702,6 +702,40 @@ static void test_exploration_beside_strings_at_companion_names(void **state) {
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }
 
+/* A candidate hand-off, modelled before it is built (tests/race/baton_parts.c):
+ * waiters block on one list per lock, and a release that knows of a waiter
+ * writes a fresh token at the key with its own TTL and pushes it there; the
+ * receiver takes it without confirming it. It counts the shorter of its TTL
+ * and the baton's from its pop less the baton's life (75% of the TTL here),
+ * since a baton that waited in the list started its key's TTL before the
+ * pop. From the state where A holds and B has waited once (set its mark,
+ * found no baton), pauses of 800 ms against a TTL of 1500 ms let a baton
+ * wait in the list and the key lapse after the next pause; TTLs of 500 and
+ * 1500 ms give B a baton shorter than its own TTL. The first three rows must
+ * find nothing. The last two are receivers that over-count (from the pop:
+ * baton-no-margin; their own TTL: baton-own-ttl): each must be found holding
+ * past its key's end while the other client takes the lapsed key. */
+static void test_exploration_of_a_hand_off_on_one_list(void **state) {
+    (void)state;
+    static const int64_t mixed[] = {500, 1500};
+    static const struct {
+        fair_search f;
+        const int64_t *ttls;
+        int expect_counterexample;
+    } rows[] = {
+        {{{"baton", "baton"}, 800, 2, 6, 0, "A B B B"}, NULL, 0},
+        {{{"baton", "baton", "baton"}, 800, 2, 4, 1, "A B B B C C C"}, NULL, 0},
+        {{{"baton", "baton"}, 600, 2, 6, 0, "A B B B"}, mixed, 0},
+        {{{"baton-no-margin", "baton-no-margin"}, 800, 2, 5, 0, "A B B B"}, NULL, 1},
+        {{{"baton-own-ttl", "baton-own-ttl"}, 600, 1, 5, 0, "A B B B"}, mixed, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbr_explore_result r = explore_fair_ttls(&rows[i].f, rows[i].ttls);
+        if (r.violation != rows[i].expect_counterexample)
+            fail_msg("row %zu: %s", i, r.violation ? r.report : "no counterexample found");
+    }
+}
+
 /* Beside a program that deletes the queue while waiters are in it (an
  * operator clearing keys): the state still says the queue's TTL has long to
  * run, and the wait that forms the queue again must give it one all the
@@ -978,6 +1012,7 @@ int main(void) {
         cmocka_unit_test(test_exploration_of_fair_list_fleets_of_three),
         cmocka_unit_test(test_exploration_beside_strings_at_companion_names),
         cmocka_unit_test(test_exploration_beside_a_program_that_deletes_the_queue),
+        cmocka_unit_test(test_exploration_of_a_hand_off_on_one_list),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),

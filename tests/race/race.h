@@ -67,8 +67,11 @@ typedef struct lbr_part_config {
  * each queued token that has no key there: another program's doing; it
  * never holds the lock), "spoil-fair" (a string over the state's name, then
  * over the queue's, in turn, with a TTL of 3000 ms that pauses move),
- * "spoil-queue" (deletes the queue, the state left as it was). NULL if
- * unknown. */
+ * "spoil-queue" (deletes the queue, the state left as it was), "baton",
+ * "baton-no-margin", "baton-own-ttl" (a candidate hand-off on one list,
+ * tests/race/baton_parts.c: an attempt, the waiter's mark and a pop of the
+ * baton, each a step; the last two over-count the lock they receive). NULL
+ * if unknown. */
 lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg);
 /* Whether clients of `kind` have an inbox for hand-offs (the fair kinds). */
 int lbr_kind_reads_inbox(const char *kind);

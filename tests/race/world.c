@@ -17,6 +17,10 @@ lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 void lbr_fair_warp(redisContext *c, const char *key, long long ms);
 void lbr_fair_reset(redisContext *c, const char *key);
 int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
+lbr_part *lbr_baton_part_new(const char *kind, const lbr_part_config *cfg);
+void lbr_baton_warp(redisContext *c, const char *key, long long ms);
+void lbr_baton_reset(redisContext *c, const char *key);
+int lbr_baton_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 
@@ -94,6 +98,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     if (mp) return mp;
     if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */
     if (strncmp(kind, "spoil-", 6) == 0) return lbr_spoiler_new(kind, cfg); /* fair_parts.c */
+    if (strncmp(kind, "baton", 5) == 0) return lbr_baton_part_new(kind, cfg); /* baton_parts.c */
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -137,6 +142,7 @@ struct lbr_world {
     int overwrites, acquisitions;
     int64_t max_fence; /* the highest fencing number a holder has carried */
     int fair; /* a fair client is in the fleet: pauses move its queue's leases too */
+    int baton; /* a baton client is in the fleet: pauses move the baton's TTLs too */
     char violation[4608];
     char trace[4096];
 };
@@ -220,6 +226,9 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
         w->fair |= lbr_kind_reads_inbox(cfg->kinds[i]);
     if (w->fair) lbr_fair_reset(w->c, cfg->key); /* tests/race/fair_parts.c */
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
+        w->baton |= strncmp(cfg->kinds[i], "baton", 5) == 0;
+    if (w->baton) lbr_baton_reset(w->c, cfg->key); /* tests/race/baton_parts.c */
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
@@ -395,6 +404,7 @@ static int exchange(lbr_world *w, client *c) {
 static int release_must_succeed(const lbr_world *w, const client *c) {
     const char *k = c->part->kind;
     if (lbr_kind_reads_inbox(k)) return !(w->cfg.fence_value && strstr(k, "-fenced"));
+    if (strncmp(k, "baton", 5) == 0) return 1;
     return strncmp(k, "lb-modern", 9) == 0;
 }
 
@@ -468,6 +478,7 @@ static int check_gate(lbr_world *w, int idx) {
 static int check_lapses(lbr_world *w) {
     char bad[256];
     int rc = w->fair ? lbr_fair_untimed_key(w->c, w->cfg.key, bad, sizeof bad) : 0;
+    if (rc == 0 && w->baton) rc = lbr_baton_untimed_key(w->c, w->cfg.key, bad, sizeof bad);
     if (rc < 0) return violate(w, "the keys beside the lock could not be read");
     return rc ? violate(w, "%s is left without a TTL", bad) : LBR_OK;
 }
@@ -575,6 +586,7 @@ static void warp_ttl(lbr_world *w, long long ms) {
     long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r) freeReplyObject(r);
     if (w->fair) lbr_fair_warp(w->c, w->cfg.key, ms); /* tests/race/fair_parts.c */
+    if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
     if (left < 0) return; /* no key, or no TTL */
     r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
                   : redisCommand(w->c, "DEL %s", w->cfg.key);

@@ -13,6 +13,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('DEL', KEYS[1])
     return fence
   end
+  -- Past 2^53 a Lua number is no longer every integer: two holders could be
+  -- handed the same number. Such a counter (set by hand) cannot count either.
+  if fence >= 2^53 then
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply('ERR fencing counter at 2^53 or past: its numbers would not be exact')
+  end
   return {1, fence}
 end
 local pttl = redis.call('PTTL', KEYS[1])

@@ -37,6 +37,21 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- Below 2^53, exact as a Lua number; '%.0f' writes every digit.
 local ticket = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]))
 
+-- Past 2^53 a Lua number is no longer every integer: two holders could be
+-- handed the same fencing number. Such a counter (set by hand: counting
+-- gets nowhere near it) is refused as one that cannot count.
+local FENCE_PAST = 'ERR fencing counter at 2^53 or past: its numbers would not be exact'
+
+-- A time the state notes (server ms): a decimal integer no further off than
+-- the 2 x 10^13 ms a lease allows, else nil. The state is another program's
+-- to spoil: a float, "inf" or a date centuries off must not reach PEXPIRE
+-- (which would fail after the first writes) or come back as a hint.
+local function noted(v)
+  local n = tonumber(string.match(v or '', '^%d+$') or '')
+  if n and n <= now + 2e13 then return n end
+  return nil
+end
+
 -- Best effort: a queue or state of another type (no lockbridge client
 -- writes one) must not fail an attempt that already took, or was handed,
 -- the lock (the key would hold our token while we are told otherwise).
@@ -90,7 +105,7 @@ if not v then
   local h, left = head()
   local f = redis.call('HMGET', KEYS[3], '~open', '~until')
   local open = tonumber(f[1] or '0') or 0
-  ttls_end = tonumber(f[2] or '')
+  ttls_end = noted(f[2])
   local ours
   if open > now then
     -- A release left the lock to clients outside the queue for a while.
@@ -107,6 +122,7 @@ if not v then
     if KEYS[4] then
       fence = redis.pcall('INCR', KEYS[4])
       if type(fence) == 'table' then return fence end
+      if fence >= 2^53 then return redis.error_reply(FENCE_PAST) end
     end
     redis.call('SET', KEYS[1], token, 'PX', ttl)
     drop(token)
@@ -119,12 +135,13 @@ if not v then
   end
 else
   local f = redis.call('HMGET', KEYS[3], '~holder', '~hexp', '~until')
-  local known, hexp = f[1], tonumber(f[2] or '')
-  ttls_end = tonumber(f[3] or '')
+  local known, hexp = f[1], noted(f[2])
+  ttls_end = noted(f[3])
   -- The holder's expiry as its grant noted it, while that is to come: a
   -- holder that extended since holds longer, and the wait that attempts at
-  -- the noted time learns it then, from the key.
-  if v == known and hexp and hexp > now then
+  -- the noted time learns it then, from the key. No fair TTL is over 10^12
+  -- ms (the client refuses a longer hint).
+  if v == known and hexp and hexp > now and hexp - now <= 1e12 then
     hint = hexp - now
   else
     hint = redis.call('PTTL', KEYS[1])
@@ -147,12 +164,16 @@ if mode == 'wait' then
   -- a lease of that is left (noted in ~until), not at every wait. A queue
   -- the ZADD formed anew has no TTL whatever ~until says (a release or an
   -- attempt that empties it drops ~until, but another program may delete
-  -- it): PEXPIRE NX gives it one (Redis >= 7; before, the TTL is read).
+  -- it): PEXPIRE NX gives it one (Redis >= 7; before, the TTL is read), as
+  -- long as ~until says, which covers every live waiter's lease (each renews
+  -- it once less than its own lease is left): twice this waiter's lease may
+  -- end before a longer lease of another's.
   if ttls_end and ttls_end >= now + lease then
     redis.call('HSET', KEYS[3], token, entry)
-    local set = redis.pcall('PEXPIRE', KEYS[2], 2 * lease, 'NX')
+    local left = ttls_end - now
+    local set = redis.pcall('PEXPIRE', KEYS[2], left, 'NX')
     if type(set) == 'table' and redis.call('PTTL', KEYS[2]) == -1 then
-      redis.call('PEXPIRE', KEYS[2], 2 * lease)
+      redis.call('PEXPIRE', KEYS[2], left)
     end
   else
     redis.call('HSET', KEYS[3], token, entry, '~until', now + 2 * lease)

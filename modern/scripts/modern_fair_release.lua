@@ -113,7 +113,14 @@ if h then
     if KEYS[5] then
       local fence = redis.pcall('INCR', KEYS[5])
       if type(fence) == 'table' then return undo(h, ticket, fence) end
-      msg = msg .. ' ' .. fence
+      -- Past 2^53 two holders could be handed the same number (see the
+      -- acquire script); below it, '%.0f' writes every digit (concatenation
+      -- would write 1e+14).
+      if fence >= 2^53 then
+        return undo(h, ticket, redis.error_reply(
+          'ERR fencing counter at 2^53 or past: its numbers would not be exact'))
+      end
+      msg = msg .. ' ' .. string.format('%.0f', fence)
     end
     local push, nxt = nil, nil
     -- A user whose ACL refuses the inbox still hands off: the waiter

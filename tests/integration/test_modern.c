@@ -116,14 +116,17 @@ static void test_fencing_numbers_grow_with_each_acquisition(void **state) {
     lb_lock_free(b);
 }
 
-/* A fencing counter that cannot count (a value that is no integer, or at its
- * limit) fails the acquire before the key is written, plain or fair: a lock
+/* A fencing counter that cannot count (a value that is no integer, at its
+ * limit, or at 2^53, past which a script's numbers are not exact and two
+ * holders could be handed the same one) fails the acquire before the key is
+ * written, plain or fair: a lock
  * taken by a call that reports failure would be held by no one for a whole
  * TTL. A fair release handing the lock on fails the same way, having changed
  * nothing: the lock stays ours and the waiter keeps its place. */
 static void test_a_fencing_counter_that_cannot_count_fails_before_writing(void **state) {
     (void)state;
-    static const char *const counters[] = {"not a number", "9223372036854775807"};
+    static const char *const counters[] = {"not a number", "9223372036854775807",
+                                           "9007199254740991"};
     static const char waiter[] = "0123456789abcdef0123456789abcdef";
     for (int fair = 0; fair < 2; fair++) {
         for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {

@@ -1203,13 +1203,20 @@ static long long server_calls(void) {
 
 /* A wait attempt of `token` on fair lock `k` (TTL 30 s, lease 3 s, blocking
  * on its grant list), run as the library runs it; returns the reply. */
-static redisReply *fair_wait_attempt(const char *k, const char *token) {
-    redisReply *r = redisCommand(conn, "EVAL %s 3 %s {%s}:queue {%s}:fair %s%s%s",
-                                 lb__script_modern_fair_acquire.body, k, k, k, "wait ", token,
-                                 " 30000 3000 *");
+/* A wait attempt of `token` on `k` as a grant-list waiter with a lease of
+ * `lease` ms. */
+static redisReply *fair_wait_attempt_leased(const char *k, const char *token, const char *lease) {
+    char arg[128];
+    snprintf(arg, sizeof arg, "wait %s 30000 %s *", token, lease);
+    redisReply *r = redisCommand(conn, "EVAL %s 3 %s {%s}:queue {%s}:fair %s",
+                                 lb__script_modern_fair_acquire.body, k, k, k, arg);
     assert_non_null(r);
     if (r->type != REDIS_REPLY_ARRAY) fail_msg("wait attempt: %s", r->str ? r->str : "?");
     return r;
+}
+
+static redisReply *fair_wait_attempt(const char *k, const char *token) {
+    return fair_wait_attempt_leased(k, token, "3000");
 }
 
 /* Tokens as a lockbridge client draws them (a release checks the grants it
@@ -1287,6 +1294,74 @@ static void test_a_queue_formed_again_is_given_a_ttl(void **state) {
         lb_lock_free(h);
         lb_lock_free(q);
     }
+}
+
+/* Another program deletes the queue beside waiters with different leases.
+ * The wait that forms it again gives it what the state notes the TTLs have
+ * left (~until), which covers every live waiter's lease: twice its own,
+ * shorter lease let the queue lapse under a live waiter with a longer one
+ * (cccc here), whose refreshes left the queue's TTL alone, and the next
+ * release deleted the key instead of handing it over. */
+static void test_a_queue_formed_again_outlives_every_live_lease(void **state) {
+    (void)state;
+    lb_lock *h, *q;
+    hand_to_second("w:lease", &h, &q);
+    freeReplyObject(fair_wait_attempt_leased("w:lease", CCCC, "10000"));
+    lbt_cmd_ok(conn, "DEL {w:lease}:queue");
+    freeReplyObject(fair_wait_attempt_leased("w:lease", DDDD, "1000"));
+    freeReplyObject(fair_wait_attempt_leased("w:lease", CCCC, "10000"));
+    long long ttl = lbt_int(conn, "PTTL {w:lease}:queue");
+    if (ttl < 9000)
+        fail_msg("the queue formed again lapses in %lld ms, within cccc's lease of 10000 ms", ttl);
+    lbt_del_matching(conn, "*w:lease*");
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
+/* The holder's expiry as the state notes it (~hexp) is another program's to
+ * spoil: a value no release writes (no decimal integer, or further off than
+ * any fair TTL) is not taken as the wait's hint; the key's own TTL is. (As
+ * it was taken, 1e300 or inf came back as -2^63 and a far date past 10^12
+ * ms: every fair wait on the key failed with LB_EPROTO.) */
+static void test_a_wait_does_not_trust_a_spoiled_holder_expiry(void **state) {
+    (void)state;
+    static const char *const rows[] = {"1e300", "inf", "99999999999999999", "1e14",
+                                       "-5",    "12abc", "",                 "0x7fffffffffff"};
+    lb_lock *h, *q;
+    hand_to_second("w:hexp", &h, &q);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbt_cmd_ok(conn, "HSET {w:hexp}:fair ~hexp %s", rows[i]);
+        redisReply *r = fair_wait_attempt("w:hexp", CCCC);
+        long long ok = r->element[0]->integer, hint = r->element[1]->integer;
+        freeReplyObject(r);
+        if (ok != 0 || hint < 0 || hint > 30000)
+            fail_msg("~hexp '%s': reply %lld, hint %lld ms (the key has %lld)", rows[i], ok, hint,
+                     lbt_int(conn, "PTTL w:hexp"));
+    }
+    lbt_del_matching(conn, "*w:hexp*");
+    lb_lock_free(h);
+    lb_lock_free(q);
+}
+
+static void hold_with_one_waiter(const char *k, const char *entry, int window);
+
+/* A grant names the next holder's fencing number in digits however large it
+ * is (below 2^53, past which the counter is refused): Lua wrote 10^14 and
+ * above as "1e+14", which no waiter reads, and every hand-off then waited
+ * for the waiter's next attempt. */
+static void test_a_grant_writes_a_large_fencing_number_in_digits(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:big*");
+    hold_with_one_waiter("w:big", "99999999999999 30000 *", 0);
+    lbt_cmd_ok(conn, "SET {w:big}:fence 99999999999999");
+    redisReply *r = redisCommand(conn, "EVAL %s 5 w:big {w:big}:queue {w:big}:fair "
+                                       "{w:big}:grant:aaaa {w:big}:fence %s",
+                                 lb__script_modern_fair_release.body, "aaaa 16 200 - w:big:ch");
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_STRING) fail_msg("release: %s", r->str ? r->str : "?");
+    assert_string_equal(r->str, "bbbb 1 100000000000000 -");
+    freeReplyObject(r);
+    lbt_del_matching(conn, "*w:big*");
 }
 
 /* The script that pushes a grant refuses arguments it cannot read before it
@@ -2330,6 +2405,9 @@ int main(void) {
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),
+        cmocka_unit_test(test_a_queue_formed_again_outlives_every_live_lease),
+        cmocka_unit_test(test_a_wait_does_not_trust_a_spoiled_holder_expiry),
+        cmocka_unit_test(test_a_grant_writes_a_large_fencing_number_in_digits),
         cmocka_unit_test(test_the_grant_push_refuses_bad_arguments_before_it_writes),
         cmocka_unit_test(test_the_fair_scripts_refuse_numbers_they_cannot_use_before_they_write),
         cmocka_unit_test(test_a_grant_list_of_another_type_does_not_stop_a_release),

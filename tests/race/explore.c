@@ -52,13 +52,15 @@ static int replay(explorer *e) {
     /* In a fleet with lockbridge clients, liveness is asked of them only: a
      * token-only locker (M1) cannot take over a crashed legacy holder's lock by
      * design. A fleet of models asks its first running client. A fenced
-     * client in a world whose counter cannot count (no integer, or at its
-     * limit) never acquires, also by design: it is asked nothing. */
+     * client in a world whose counter cannot count (no integer, at its
+     * limit, or at 2^53 - 1 and past) never acquires, also by design: it is
+     * asked nothing. */
     int has_lb = 0;
     const char *fv = e->cfg->world.fence_value;
     char *end = NULL;
     long long count = fv ? strtoll(fv, &end, 10) : 0;
-    int stuck = fv && (end == fv || *end || count == LLONG_MAX);
+    /* From 2^53 - 1 on, the next number would be inexact: refused too. */
+    int stuck = fv && (end == fv || *end || count >= 9007199254740991LL);
     for (int i = 0; i < e->n; i++) has_lb |= strncmp(e->cfg->world.kinds[i], "lb-", 3) == 0;
     for (int i = 0; i < e->n; i++) {
         if (e->crashed & (1 << i)) continue;

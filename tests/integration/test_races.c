@@ -739,14 +739,20 @@ static void test_exploration_of_a_hand_off_on_one_list(void **state) {
 /* Beside a program that deletes the queue while waiters are in it (an
  * operator clearing keys): the state still says the queue's TTL has long to
  * run, and the wait that forms the queue again must give it one all the
- * same (no key may be left without a TTL). With the wait's PEXPIRE NX
- * removed, each row finds a queue left without a TTL (after 195 and 455
- * schedules). */
+ * same (no key may be left without a TTL), and one that outlives every live
+ * lease (no pause may see the queue lapse under a waiter whose lease goes
+ * on). With the wait's PEXPIRE NX removed, each of the first two rows finds
+ * a queue left without a TTL (after 195 and 455 schedules); with it giving
+ * twice the forming waiter's own lease, the third finds the queue lapsing
+ * under B's longer lease. */
 static void test_exploration_beside_a_program_that_deletes_the_queue(void **state) {
     (void)state;
     static const fair_search rows[] = {
         {{"lb-fair-list", "lb-fair-list", "spoil-queue"}, 2000, 1, 4, 1, NULL},
         {{"lb-fair-list", "lb-fair-list", "lb-fair-list", "spoil-queue"}, 2000, 1, 3, 0, "A B C"},
+        /* Leases of 4000 ms (B) and 1000 ms (C): C forms the queue again. */
+        {{"lb-fair-list", "lb-fair-list-long", "lb-fair-list", "spoil-queue"}, 2500, 1, 3, 0,
+         "A B D C"},
     };
     explore_fair_rows(rows, sizeof rows / sizeof rows[0]);
 }

@@ -16,7 +16,7 @@
 
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
-void lbr_fair_warp(redisContext *c, const char *key, long long ms);
+int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap);
 void lbr_fair_reset(redisContext *c, const char *key);
 int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
@@ -198,6 +198,11 @@ int lbr_part_read_inbox(lbr_part *p) {
     return 1;
 }
 
+/* The "-long" kind's lease, ms: four times the others' (1000 ms, the default
+ * for their back-off), and under the world's closing pause, so that a wait
+ * left behind lapses before the closing liveness check. */
+#define LONG_LEASE_MS 4000
+
 /* How many busy attempts a wait of the "-leave" kinds makes before it gives up. */
 #define LEAVE_AFTER 2
 /* The "-yield" kinds' releases leave the lock to outsiders after every
@@ -207,7 +212,8 @@ int lbr_part_read_inbox(lbr_part *p) {
 int lbr_kind_reads_inbox(const char *kind) {
     static const char *const kinds[] = {"lb-fair", "lb-fair-fenced", "lb-fair-leave",
                                         "lb-fair-list", "lb-fair-list-fenced",
-                                        "lb-fair-list-leave", "lb-fair-list-yield"};
+                                        "lb-fair-list-leave", "lb-fair-list-yield",
+                                        "lb-fair-list-long"};
     for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kind, kinds[i]) == 0) return 1;
     return 0;
@@ -222,6 +228,7 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
     o.fencing = strstr(kind, "-fenced") != NULL;
     o.clock = cfg->clock;
     o.fair = 1;
+    if (strstr(kind, "-long")) o.fair_lease_ms = LONG_LEASE_MS;
     if (strstr(kind, "-yield")) {
         o.fair_yield_every = 1;
         o.fair_yield_ms = YIELD_MS;
@@ -361,7 +368,10 @@ lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg) {
  * heard of for its lease drops out as it would have. So are the holder's
  * expiry and the end of the queue's TTLs as the state notes them (~hexp,
  * ~until), which the keys' TTLs they stand for move with. Tickets (the
- * places' names) stay as they are. */
+ * places' names) stay as they are. The script returns the first queued
+ * token whose lease outlives the pause when the queue or the state lapses
+ * in it ('' otherwise): the TTLs are kept so that no live waiter loses its
+ * place that way. */
 static const char warp_script[] =
     "local ms = tonumber(ARGV[1])\n"
     "local h = redis.pcall('HGETALL', KEYS[2])\n"
@@ -377,22 +387,43 @@ static const char warp_script[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local live = ''\n"
+    "local q = redis.pcall('ZRANGE', KEYS[1], 0, -1)\n"
+    "if q.err then q = {} end\n"
+    "for _, m in ipairs(q) do\n"
+    "  local e = redis.pcall('HGET', KEYS[2], m)\n"
+    "  local exp = type(e) == 'string' and tonumber(string.match(e, '^(%d+)')) or nil\n"
+    "  if live == '' and exp and exp > now then live = m end\n"
+    "end\n"
+    "local lapsed = false\n"
     "local keys = redis.call('KEYS', ARGV[2])\n"
     "table.insert(keys, KEYS[1])\n"
     "table.insert(keys, KEYS[2])\n"
     "for _, k in ipairs(keys) do\n"
     "  local left = redis.call('PTTL', k)\n"
     "  if left > ms then redis.call('PEXPIRE', k, left - ms)\n"
-    "  elseif left >= 0 then redis.call('DEL', k) end\n"
+    "  elseif left >= 0 then\n"
+    "    redis.call('DEL', k)\n"
+    "    lapsed = lapsed or k == KEYS[1] or k == KEYS[2]\n"
+    "  end\n"
     "end\n"
-    "return 0\n";
+    "if lapsed then return live end\n"
+    "return ''\n";
 
-void lbr_fair_warp(redisContext *c, const char *key, long long ms) {
+/* Moves the fair lock's times by a pause of `ms`. 1 when the queue or the
+ * state lapsed in it under a live waiter, whose token is copied to `live`;
+ * 0 otherwise. */
+int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap) {
     char queue[256], state[256], lists[256];
-    if (!companions(key, queue, state, lists, sizeof queue)) return;
+    if (!companions(key, queue, state, lists, sizeof queue)) return 0;
     redisReply *r =
         redisCommand(c, "EVAL %s 2 %s %s %lld %s", warp_script, queue, state, ms, lists);
+    int rc = r && r->type == REDIS_REPLY_STRING && r->len > 0;
+    if (rc) snprintf(live, cap, "%s", r->str);
     if (r) freeReplyObject(r);
+    return rc;
 }
 
 /* The name of the first key a fair lock wrote beside its own that has no TTL

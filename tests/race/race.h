@@ -58,7 +58,8 @@ typedef struct lbr_part_config {
  * "lb-fair-list-fenced" (the same wait on one connection: it names its grant
  * list, "X@" pops one grant off it and lb__fair_take_grant judges it; a
  * release that must push the grant itself does so in two more steps, LPUSH
- * and PEXPIRE), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
+ * and PEXPIRE), "lb-fair-list-long" (a lease of 4000 ms, the others'
+ * 1000 ms), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
  * deadline: after two busy attempts its next step is the leave attempt, and
  * the step after that begins a new wait), "lb-fair-list-yield" (releases
  * with fair_yield_every 1 and fair_yield_ms 500: a window after every
@@ -141,7 +142,9 @@ void lbr_world_free(lbr_world *w);
  *              "-" when the operation ends without sending anything)
  *   +N         every clock advances N milliseconds (a pause: nobody steps); the
  *              lock key's Redis TTL, if any, is moved by as much, and with a
- *              fair client in the fleet so are its queue's leases and TTLs
+ *              fair client in the fleet so are its queue's leases and TTLs (a
+ *              queue or state that lapses in it under a live lease is a
+ *              violation)
  *   A~N        client A's clock is N milliseconds ahead of true time (may be < 0)
  *   A!         client A crashes: it stops for good and believes nothing
  *   A?         liveness: A, stepping alone, must hold the lock within the bound

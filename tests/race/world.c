@@ -14,7 +14,7 @@ lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
-void lbr_fair_warp(redisContext *c, const char *key, long long ms);
+int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap);
 void lbr_fair_reset(redisContext *c, const char *key);
 int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 lbr_part *lbr_baton_part_new(const char *kind, const lbr_part_config *cfg);
@@ -580,17 +580,24 @@ static int pause_allowed(lbr_world *w, long long ms) {
 
 /* Redis expires keys on its own clock, which the virtual time does not move: a
  * pause moves the lock key's TTL instead, so token locks (PX) lapse as they
- * would have. */
-static void warp_ttl(lbr_world *w, long long ms) {
+ * would have. A fair lock's queue or state that lapses in the pause while a
+ * queued waiter's lease outlives it drops that waiter's place (invariant 6's
+ * purpose: the TTLs go only once nobody waits): a violation. */
+static int warp_ttl(lbr_world *w, long long ms) {
     redisReply *r = redisCommand(w->c, "PTTL %s", w->cfg.key);
     long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     if (r) freeReplyObject(r);
-    if (w->fair) lbr_fair_warp(w->c, w->cfg.key, ms); /* tests/race/fair_parts.c */
+    char live[128];
+    int dropped = w->fair && lbr_fair_warp(w->c, w->cfg.key, ms, live, sizeof live);
     if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
-    if (left < 0) return; /* no key, or no TTL */
-    r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
-                  : redisCommand(w->c, "DEL %s", w->cfg.key);
-    if (r) freeReplyObject(r);
+    if (left >= 0) { /* a key with a TTL */
+        r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
+                      : redisCommand(w->c, "DEL %s", w->cfg.key);
+        if (r) freeReplyObject(r);
+    }
+    if (!dropped) return LBR_OK;
+    trace_add(w, "+%lld", ms);
+    return violate(w, "the fair queue lapsed in a pause while %.40s's lease outlives it", live);
 }
 
 static int run_token(lbr_world *w, const char *tok) {
@@ -598,7 +605,7 @@ static int run_token(lbr_world *w, const char *tok) {
     if (tok[0] == '+') {
         long long ms = strtoll(tok + 1, &end, 10);
         if (*end || ms < 0 || !pause_allowed(w, ms)) return LBR_BAD_SCHEDULE;
-        warp_ttl(w, ms);
+        if (warp_ttl(w, ms) != LBR_OK) return LBR_VIOLATION;
         w->true_us += ms * 1000;
         trace_add(w, "%s", tok);
         return LBR_OK;

@@ -193,16 +193,8 @@ lbr_part *lbr_baton_part_new(const char *kind, const lbr_part_config *cfg) {
 void lbr_baton_warp(redisContext *c, const char *key, long long ms) {
     char list[160], mark[160];
     if (!names(key, list, mark, sizeof list)) return;
-    const char *keys[] = {list, mark};
-    for (int i = 0; i < 2; i++) {
-        redisReply *r = redisCommand(c, "PTTL %s", keys[i]);
-        long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-        if (r) freeReplyObject(r);
-        if (left < 0) continue;
-        r = left > ms ? redisCommand(c, "PEXPIRE %s %lld", keys[i], left - ms)
-                      : redisCommand(c, "DEL %s", keys[i]);
-        if (r) freeReplyObject(r);
-    }
+    lbr_warp_key(c, list, ms);
+    lbr_warp_key(c, mark, ms);
 }
 
 /* A world starts with neither a baton nor a mark. */

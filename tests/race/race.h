@@ -204,6 +204,10 @@ typedef struct lbr_explore_result {
 
 int lbr_explore(const lbr_explore_config *cfg, lbr_explore_result *out);
 
+/* Moves `key`'s TTL, if any, by a pause of `ms` (deleting the key when the
+ * pause outlasts it), as the world moves the lock key's. */
+void lbr_warp_key(redisContext *c, const char *key, long long ms);
+
 /* The longest validity of the world's clients, ms. */
 int64_t lbr_max_ttl_ms(const lbr_world_config *cfg);
 

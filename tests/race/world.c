@@ -22,6 +22,9 @@ void lbr_baton_warp(redisContext *c, const char *key, long long ms);
 void lbr_baton_reset(redisContext *c, const char *key);
 int lbr_baton_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
+/* The candidate hand-off's clients (baton_parts.c): "baton" and its naive kinds. */
+static int is_baton(const char *kind) { return strncmp(kind, "baton", 5) == 0; }
+
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 
 typedef struct lbpart {
@@ -98,7 +101,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     if (mp) return mp;
     if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */
     if (strncmp(kind, "spoil-", 6) == 0) return lbr_spoiler_new(kind, cfg); /* fair_parts.c */
-    if (strncmp(kind, "baton", 5) == 0) return lbr_baton_part_new(kind, cfg); /* baton_parts.c */
+    if (is_baton(kind)) return lbr_baton_part_new(kind, cfg); /* baton_parts.c */
     if (!scripted && strcmp(kind, "lb-wire") != 0) return lbr_model_new(kind, cfg);
     lb_legacy_options o;
     lb_legacy_options_init(&o);
@@ -227,7 +230,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
         w->fair |= lbr_kind_reads_inbox(cfg->kinds[i]);
     if (w->fair) lbr_fair_reset(w->c, cfg->key); /* tests/race/fair_parts.c */
     for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
-        w->baton |= strncmp(cfg->kinds[i], "baton", 5) == 0;
+        w->baton |= is_baton(cfg->kinds[i]);
     if (w->baton) lbr_baton_reset(w->c, cfg->key); /* tests/race/baton_parts.c */
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
@@ -404,7 +407,7 @@ static int exchange(lbr_world *w, client *c) {
 static int release_must_succeed(const lbr_world *w, const client *c) {
     const char *k = c->part->kind;
     if (lbr_kind_reads_inbox(k)) return !(w->cfg.fence_value && strstr(k, "-fenced"));
-    if (strncmp(k, "baton", 5) == 0) return 1;
+    if (is_baton(k)) return 1;
     return strncmp(k, "lb-modern", 9) == 0;
 }
 
@@ -578,23 +581,27 @@ static int pause_allowed(lbr_world *w, long long ms) {
     return 1;
 }
 
+/* Moves `key`'s TTL, if it has one, by a pause of `ms`: what is left less
+ * the pause, or the key deleted when the pause outlasts it. */
+void lbr_warp_key(redisContext *c, const char *key, long long ms) {
+    redisReply *r = redisCommand(c, "PTTL %s", key);
+    long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r) freeReplyObject(r);
+    if (left < 0) return; /* no key, or no TTL */
+    r = left > ms ? redisCommand(c, "PEXPIRE %s %lld", key, left - ms) : redisCommand(c, "DEL %s", key);
+    if (r) freeReplyObject(r);
+}
+
 /* Redis expires keys on its own clock, which the virtual time does not move: a
  * pause moves the lock key's TTL instead, so token locks (PX) lapse as they
  * would have. A fair lock's queue or state that lapses in the pause while a
  * queued waiter's lease outlives it drops that waiter's place (invariant 6's
  * purpose: the TTLs go only once nobody waits): a violation. */
 static int warp_ttl(lbr_world *w, long long ms) {
-    redisReply *r = redisCommand(w->c, "PTTL %s", w->cfg.key);
-    long long left = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-    if (r) freeReplyObject(r);
     char live[128];
     int dropped = w->fair && lbr_fair_warp(w->c, w->cfg.key, ms, live, sizeof live);
     if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
-    if (left >= 0) { /* a key with a TTL */
-        r = left > ms ? redisCommand(w->c, "PEXPIRE %s %lld", w->cfg.key, left - ms)
-                      : redisCommand(w->c, "DEL %s", w->cfg.key);
-        if (r) freeReplyObject(r);
-    }
+    lbr_warp_key(w->c, w->cfg.key, ms);
     if (!dropped) return LBR_OK;
     trace_add(w, "+%lld", ms);
     return violate(w, "the fair queue lapsed in a pause while %.40s's lease outlives it", live);

@@ -173,6 +173,30 @@ static int grant_wait(wait_state *s, int64_t deadline) {
     return rc;
 }
 
+/* A fair wait on one connection first tries the baton: a free key taken with
+ * SET NX, else one block of up to fair_baton_ms on the baton list, which
+ * a release with no one queued passes the lock down (one list per lock, so
+ * Redis serves its waiters in the order they blocked, and a hand-off costs a
+ * release script and that one BLPOP). A wait the baton did not reach in that
+ * time queues (grant_wait), and a release serves the queue first: a waiter
+ * is never passed over for long by waiters who came after it. Not with a
+ * fixed token (the baton brings its own), fencing (a release hands no
+ * number with the baton) or a read timeout too short to block. */
+static int baton_wait(wait_state *s, int64_t deadline) {
+    lb_lock *l = s->l;
+    redisContext *c = s->t.handle;
+    const lb_clock *clock = l->opts.clock;
+    if (l->fixed_token || l->opts.fencing || l->opts.fair_baton_ms <= 0) return BLPOP_REFUSED;
+    int64_t max = lb__fair_block_max_ms(c);
+    if (max <= 0) return BLPOP_REFUSED;
+    if (clock && clock->sleep_ms && max > LB_CANCEL_SLICE_MS) max = LB_CANCEL_SLICE_MS;
+    if (max > l->opts.fair_baton_ms) max = l->opts.fair_baton_ms;
+    int64_t left = deadline - lb__mono_ms();
+    int rc = lb__fair_baton_wait(l, c, left < max ? left : max);
+    if (rc == LB_ETIMEDOUT || rc == LB_EREDIS) return BLPOP_REFUSED;
+    return rc;
+}
+
 /* A wait outside a fair queue (its lock's last note, less than
  * LB__QUEUE_NOTED_MS ago, found one), or a polling wait whose lock's last
  * release reached clients listening for it, begun less than backoff_max_ms
@@ -222,7 +246,8 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
     int rc = BLPOP_REFUSED;
     if (l->fair && !w && t.kind == LB_TARGET_CONN) {
         lb__fair_set_inbox(l, LB__FAIR_LISTS, 1);
-        rc = grant_wait(&s, run.deadline);
+        rc = baton_wait(&s, run.deadline);
+        if (rc == BLPOP_REFUSED) rc = grant_wait(&s, run.deadline);
         lb__fair_set_inbox(l, NULL, 0);
     }
     if (rc == BLPOP_REFUSED) rc = lb__wait_run(&run);

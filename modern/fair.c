@@ -39,6 +39,12 @@ struct lb__fair {
                               * not be fair: its release may hand nothing off */
     char grant[GRANT_MAX + 1]; /* a grant the release script left us to push */
     size_t grantlen;
+    /* The baton: "{key}:baton" (list) and "{key}:bwait" (the mark of the
+     * waiter that blocked last, its token). */
+    char *baton, *mark;
+    size_t batonlen, marklen;
+    char marked[LB__TOKEN_CAP]; /* the mark our wait left; "": none */
+    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 4]; /* "fresh marked ttl life " */
 };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
@@ -50,11 +56,13 @@ static const char *mode_name[] = {"try", "wait", "leave"};
 
 int lb__fair_valid(const lb_lock_options *o) {
     if (o->fair != 0 && o->fair != 1) return 0;
-    if (o->fair_lease_ms < 0 || o->fair_yield_every < 0 || o->fair_yield_ms < 0) return 0;
+    if (o->fair_lease_ms < 0 || o->fair_yield_every < 0 || o->fair_yield_ms < 0 ||
+        o->fair_baton_ms < 0)
+        return 0;
     if (!o->fair) return 1;
     if (o->ttl_ms > FAIR_MS_MAX || o->backoff_max_ms > FAIR_MS_MAX ||
         o->fair_lease_ms > FAIR_MS_MAX || o->fair_yield_ms > FAIR_MS_MAX ||
-        o->fair_yield_every > FAIR_MS_MAX)
+        o->fair_yield_every > FAIR_MS_MAX || o->fair_baton_ms > FAIR_MS_MAX)
         return 0;
     /* A queued waiter refreshes its place every third of its lease, but
      * never more often than once per back-off step: the lease must be longer. */
@@ -69,11 +77,13 @@ int lb__fair_new(lb_lock *l) {
     l->fair = f;
     int rc = lb__lock_companion(l, "queue", &f->queue, &f->queuelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
+    if (rc == LB_OK) rc = lb__lock_companion(l, "baton", &f->baton, &f->batonlen);
+    if (rc == LB_OK) rc = lb__lock_companion(l, "bwait", &f->mark, &f->marklen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
     /* Token, two numbers and a channel (the release's, beside a successor's
      * token) or an inbox (a wait's). */
     size_t chan = l->channellen > LB__INBOX_MAX ? l->channellen : LB__INBOX_MAX;
-    f->argcap = 6 + 2 * LB_TOKEN_LEN + 2 * 21 + chan + 6;
+    f->argcap = 6 + 2 * LB_TOKEN_LEN + 2 * 21 + chan + 6 + sizeof f->barg;
     f->arg = lb__alloc(l->opts.allocator, f->argcap);
     if (!f->arg) return LB_ENOMEM;
     char *prefix = NULL;
@@ -94,6 +104,8 @@ void lb__fair_free(lb_lock *l) {
     if (!f) return;
     lb__free(l->opts.allocator, f->queue);
     lb__free(l->opts.allocator, f->state);
+    lb__free(l->opts.allocator, f->baton);
+    lb__free(l->opts.allocator, f->mark);
     lb__free(l->opts.allocator, f->arg);
     lb__free(l->opts.allocator, f->own);
     lb__free(l->opts.allocator, f->other);
@@ -110,6 +122,7 @@ int64_t lb__fair_lease_ms(const lb_lock *l) {
 int lb__fair_begin_wait(lb_lock *l) {
     if (!l->fixed_token && lb__token(l->token) != LB_OK) return LB_EIO;
     l->fair->keep_token = 1;
+    l->fair->marked[0] = '\0';
     l->fair->mode = LB__FAIR_WAIT;
     l->fair->place = 0;
     return LB_OK;
@@ -233,6 +246,28 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
     return f->prefixlen + LB_TOKEN_LEN;
 }
 
+/* How long a baton lives in its list, ms (and what its receiver takes off
+ * its lease): a quarter of the releaser's TTL at most. */
+static int64_t baton_life_ms(const lb_lock *l) {
+    int64_t ms = l->opts.ttl_ms / 4;
+    return ms < LB__BATON_LIFE_MS ? ms : LB__BATON_LIFE_MS;
+}
+
+/* A release without fencing may pass the lock on as a baton to a waiter
+ * blocked on the baton list: it names a fresh token for it (written at the
+ * key only then), the mark our own wait left, its TTL and the baton's life.
+ * No baton from a lock with fencing (its number would need counting in the
+ * release) or too short a TTL to spare a quarter; none either when the
+ * random source fails: the release goes on without. */
+static int baton_arg(lb_lock *l) {
+    lb__fair *f = l->fair;
+    char fresh[LB__TOKEN_CAP];
+    if (l->opts.fencing || baton_life_ms(l) < 1 || lb__token(fresh) != LB_OK) return 0;
+    snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
+             (long long)l->opts.ttl_ms, (long long)baton_life_ms(l));
+    return 1;
+}
+
 /* The release names its successor's grant list when a grant told it who that
  * is, so the script can push the next grant to a declared key; without one
  * it names its own (an unused list) and pushes nothing itself. */
@@ -240,19 +275,27 @@ static int release_start(lb_lock *l) {
     lb__fair *f = l->fair;
     if (!l->held) return lb__fail(&l->m, LB_ESTATE, "not held by this handle");
     const char *succ = f->succ[0] ? f->succ : "-";
-    int n = snprintf(f->arg, f->argcap, "%s %lld %lld %s ", l->token,
-                     (long long)l->opts.fair_yield_every, (long long)l->opts.fair_yield_ms, succ);
+    int baton = baton_arg(l);
+    int n = snprintf(f->arg, f->argcap, "%s %lld %lld %s %s", l->token,
+                     (long long)l->opts.fair_yield_every, (long long)l->opts.fair_yield_ms, succ,
+                     baton ? f->barg : "");
     memcpy(f->arg + n, l->channel, l->channellen);
     f->arglen = (size_t)n + l->channellen;
     size_t listlen = name_list(f, f->other, f->succ[0] ? f->succ : l->token);
-    lb__cmd_script(&l->m, &lb__script_modern_fair_release, l->opts.fencing ? "5" : "4");
+    lb__cmd_script(&l->m, &lb__script_modern_fair_release,
+                   baton ? "6" : l->opts.fencing ? "5" : "4");
     lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
     lb__cmd_arg(&l->m.cmd, f->queue, f->queuelen);
     lb__cmd_arg(&l->m.cmd, f->state, f->statelen);
     lb__cmd_arg(&l->m.cmd, f->other, listlen);
+    if (baton) {
+        lb__cmd_arg(&l->m.cmd, f->baton, f->batonlen);
+        lb__cmd_arg(&l->m.cmd, f->mark, f->marklen);
+    }
     if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
     lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
     f->succ[0] = '\0';
+    f->marked[0] = '\0';
     l->state = F_SCRIPT;
     return LB_STEP_SEND;
 }
@@ -391,4 +434,123 @@ int lb__fair_block(lb_lock *l, redisContext *c, int64_t ms) {
     }
     freeReplyObject(r);
     return rc;
+}
+
+/* ---- The baton ------------------------------------------------------------------ */
+
+/* A wait that took a free key with its own SET NX: its whole TTL from the
+ * SET's send, as a plain acquire counts it. */
+int lb__fair_baton_won(lb_lock *l, int64_t sent_ns) {
+    l->fair->marked[0] = '\0';
+    l->sent_ns = sent_ns;
+    return acquired(l, 0, l->opts.ttl_ms);
+}
+
+/* A baton "token ttl life" popped off the list. The release wrote the token
+ * at the key with its own TTL when it pushed the baton; the pop came at most
+ * the baton's life after the push (the list lapses then), and no earlier than
+ * the BLPOP's send less that life: the shorter of the two TTLs counted from
+ * there never runs past the key's end. The token becomes ours; the mark our
+ * wait left is remembered, so that our release does not take it for another
+ * waiter's. */
+int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns) {
+    char buf[LB__TOKEN_CAP + 2 * 21 + 2];
+    if (len >= sizeof buf) return lb__fail(&l->m, LB_EPROTO, "baton list: unexpected element");
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *save = NULL, *tok = strtok_r(buf, " ", &save), *ttl = strtok_r(NULL, " ", &save),
+         *life = strtok_r(NULL, " ", &save);
+    char *end1 = NULL, *end2 = NULL;
+    long long t = ttl ? strtoll(ttl, &end1, 10) : -1, f = life ? strtoll(life, &end2, 10) : -1;
+    if (!tok || !is_token(tok, strlen(tok)) || strtok_r(NULL, " ", &save) || !end1 || *end1 ||
+        !end2 || *end2 || t < 1 || t > FAIR_MS_MAX || f < 1 || f > t / 4)
+        return lb__fail(&l->m, LB_EPROTO, "baton list: unexpected element");
+    memcpy(l->fair->marked, l->token, LB__TOKEN_CAP);
+    memcpy(l->token, tok, LB__TOKEN_CAP);
+    l->sent_ns = sent_ns - f * 1000000;
+    return acquired(l, 0, t);
+}
+
+size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark) {
+    *list = l->fair->baton;
+    *mark = l->fair->mark;
+    return l->fair->batonlen;
+}
+
+/* Our TTL as SET PX takes it; a block's length as BLPOP and SET PX take it. */
+static void ms_args(int64_t ms, char px[24], char secs[32]) {
+    snprintf(px, 24, "%lld", (long long)ms);
+    snprintf(secs, 32, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+}
+
+static int blpop_reply(lb_lock *l, redisReply *r, int64_t sent_ns) {
+    if (r->type == REDIS_REPLY_NIL) return LB_ETIMEDOUT;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(l->errstr, sizeof l->errstr, "BLPOP on the baton list: %.80s", r->str);
+        return LB_EREDIS;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) {
+        snprintf(l->errstr, sizeof l->errstr, "BLPOP on the baton list: unexpected reply");
+        return LB_EPROTO;
+    }
+    int rc = lb__fair_take_baton(l, r->element[1]->str, r->element[1]->len, sent_ns);
+    if (rc == LB_EPROTO) memcpy(l->errstr, l->m.errstr, sizeof l->errstr);
+    return rc;
+}
+
+/* The mark (our token, for as long as we block) and the BLPOP go in one
+ * write, which Redis runs without another client's command in between: the
+ * mark left last is the waiter that blocked last. The mark lapses before the
+ * BLPOP ends empty, so a release never passes a baton on the strength of the
+ * mark of a wait that has stopped blocking (unless it died while blocked: its
+ * baton then lapses, and the key with the releaser's TTL). */
+static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
+    lb__fair *f = l->fair;
+    char px[24], secs[32];
+    ms_args(ms, px, secs);
+    const char *mark[] = {"SET", f->mark, l->token, "PX", px};
+    size_t marklen[] = {3, f->marklen, strlen(l->token), 2, strlen(px)};
+    const char *pop[] = {"BLPOP", f->baton, secs};
+    size_t poplen[] = {5, f->batonlen, strlen(secs)};
+    int64_t sent = lb_clock_now(l->opts.clock).mono_ns;
+    l->m.total += 2;
+    if (redisAppendCommandArgv(c, 5, mark, marklen) != REDIS_OK ||
+        redisAppendCommandArgv(c, 3, pop, poplen) != REDIS_OK)
+        return LB_ENOMEM;
+    void *r1 = NULL, *r2 = NULL;
+    int ok = redisGetReply(c, &r1) == REDIS_OK && redisGetReply(c, &r2) == REDIS_OK;
+    freeReplyObject(r1);
+    if (!ok || !r2) {
+        freeReplyObject(r2);
+        snprintf(l->errstr, sizeof l->errstr, "connection failed while blocked on the baton list: %.60s",
+                 c->errstr);
+        return LB_EIO;
+    }
+    int rc = blpop_reply(l, r2, sent);
+    freeReplyObject(r2);
+    return rc;
+}
+
+int lb__fair_baton_wait(lb_lock *l, redisContext *c, int64_t ms) {
+    char px[24], secs[32];
+    ms_args(l->opts.ttl_ms, px, secs);
+    const char *set[] = {"SET", l->key, l->token, "NX", "PX", px};
+    size_t setlen[] = {3, l->keylen, strlen(l->token), 2, 2, strlen(px)};
+    int64_t sent = lb_clock_now(l->opts.clock).mono_ns;
+    l->m.total++;
+    redisReply *r = redisCommandArgv(c, 6, set, setlen);
+    if (!r) {
+        snprintf(l->errstr, sizeof l->errstr, "connection failed during acquire: %.60s", c->errstr);
+        return LB_EIO;
+    }
+    int type = r->type;
+    if (type == REDIS_REPLY_ERROR) snprintf(l->errstr, sizeof l->errstr, "SET NX: %.80s", r->str);
+    freeReplyObject(r);
+    if (type == REDIS_REPLY_STATUS) return lb__fair_baton_won(l, sent);
+    if (type == REDIS_REPLY_ERROR) return LB_EREDIS;
+    if (type != REDIS_REPLY_NIL) {
+        snprintf(l->errstr, sizeof l->errstr, "SET NX: unexpected reply");
+        return LB_EPROTO;
+    }
+    return ms >= 1 ? block_on_baton(l, c, ms) : LB_ETIMEDOUT;
 }

@@ -98,6 +98,22 @@ int64_t lb__fair_block_max_ms(const struct redisContext *c);
  * are checked on the server's timer, every 1000/hz ms (hz 10 by default). */
 #define LB__BLPOP_LATE_MS 100
 #define LB__FAIR_LISTS "*" /* the inbox that names a grant list */
+/* The baton (modern/fair.c): a blocking wait on one connection first takes
+ * a free key with SET NX, else leaves its mark and blocks on the lock's baton
+ * list for `ms`, in one write. LB_OK: the lock is ours (the baton's token is
+ * now the lock's); LB_ETIMEDOUT: no baton came; LB_EREDIS: the server refused
+ * a command (wait without the baton); LB_EIO, LB_EPROTO, LB_ENOMEM. */
+int lb__fair_baton_wait(lb_lock *l, struct redisContext *c, int64_t ms);
+/* Each step of it apart, for the race explorer: the SET NX won (sent at
+ * sent_ns), or a baton popped by a BLPOP sent at sent_ns (LB_OK or
+ * LB_EPROTO); the names of the baton list (its length returned) and mark. */
+int lb__fair_baton_won(lb_lock *l, int64_t sent_ns);
+int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns);
+size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark);
+/* How long a baton lives in its list at most, ms (a quarter of the
+ * releaser's TTL when that is shorter): its receiver counts its lease from
+ * its BLPOP's send less this. */
+#define LB__BATON_LIFE_MS 100
 /* The last busy attempt found the key held by a token no fair grant wrote
  * (as far as the queue knows): its release hands nothing off. */
 int lb__fair_holder_foreign(const lb_lock *l);

@@ -14,6 +14,7 @@ void lb_lock_options_init(lb_lock_options *o) {
     o->backoff_max_ms = 100;
     o->fair_yield_every = 16;
     o->fair_yield_ms = 200;
+    o->fair_baton_ms = 100;
 }
 
 static int valid_options(const lb_lock_options *o) {

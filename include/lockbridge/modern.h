@@ -33,11 +33,15 @@ typedef struct lb_lock_options {
     int64_t fair_yield_ms;    /* and queued waiters keep off it this long, ms;
                                * such windows open only for a client outside
                                * the queue seen since the last, 4 x this apart */
+    int64_t fair_baton_ms;    /* a blocking wait on one connection first blocks
+                               * this long on the lock's baton list, which a
+                               * release with nobody queued passes the lock
+                               * down, then queues, ms; 0: it queues at once */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;
  * not fair (when fair: lease 2 x backoff_max_ms but at least 1 s, a yield of
- * 200 ms after 16 hand-offs in a row). */
+ * 200 ms after 16 hand-offs in a row, 100 ms blocked on the baton). */
 void lb_lock_options_init(lb_lock_options *o);
 
 typedef struct lb_lock lb_lock;

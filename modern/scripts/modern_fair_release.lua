@@ -17,14 +17,36 @@
 -- that waiter's list when it releases in turn: every key stays declared.
 -- When the head is not the successor the caller named, the script hands the
 -- lock over all the same and returns the grant for the caller to push.
+-- A waiter may also block on the lock's one baton list (KEYS[5]), leaving
+-- its token as a mark (KEYS[6], with a TTL no longer than its block): with
+-- the queue empty and a mark alive that is not the caller's own (a caller
+-- that took a baton names the mark it left, so that the last waiter does
+-- not hand the lock to itself, gone), the release writes a fresh token at
+-- the key with the caller's TTL and pushes the baton "token ttl life" with a
+-- TTL of life ms; Redis hands it to the waiter that blocked first. Nobody
+-- holds the fresh token until the baton is popped, so no other release can
+-- come before it lapses (life is at most a quarter of the TTL).
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] state, KEYS[4] the grant list of
--- `succ` (any list of the lock's when succ is '-'), KEYS[5] fencing counter
--- (optional). ARGV[1] "token every ms succ channel".
+-- `succ` (any list of the lock's when succ is '-'), then the baton list and
+-- the mark (optional: 6 or 7 keys), then the fencing counter (optional).
+-- ARGV[1] "token every ms succ channel", or with the baton's keys "token
+-- every ms succ fresh marked ttl life channel", marked '-' when the caller
+-- left no mark.
 -- Returns 2 handed off, 1 released, 0 not ours (nothing changed), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
+local args, baton = ARGV[1], nil
+if #KEYS >= 6 then
+  local head, fresh, marked, bttl, life, rest = string.match(args,
+    '^(%x+ %d+ %d+ [%x-]+) (%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
+  if not head or tonumber(bttl) > 1e13 or tonumber(life) * 4 > tonumber(bttl) then
+    return redis.error_reply('ERR fair release: bad baton')
+  end
+  args, baton = head .. ' ' .. rest, {fresh = fresh, marked = marked, ttl = bttl, life = life}
+end
+local FENCE = KEYS[baton and 7 or 5]
 local token, every, yield_ms, succ, channel =
-  string.match(ARGV[1], '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
+  string.match(args, '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
 every, yield_ms = tonumber(every), tonumber(yield_ms)
 -- Past 10^13, Lua would hand the window's numbers (a count, and a length in
@@ -33,8 +55,12 @@ if every > 1e13 or yield_ms > 1e13 then
   return redis.error_reply('ERR fair release: window out of range')
 end
 if redis.call('GET', KEYS[1]) ~= token then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The server's clock, read only on the queue's path: a baton needs none.
+local now = nil
+local function clock()
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
 -- A command that fails after the first writes (a waiter popped, a fencing
 -- number spent) would end the script with the lock still ours and the queue
@@ -85,6 +111,7 @@ local function head()
     local p = redis.pcall('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
+    if not now then clock() end
     local f = redis.pcall('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
     if f.err then return nil end
     -- A TTL that SET PX could not take (0, a leading zero, past 10^13: no
@@ -110,8 +137,8 @@ if h then
                        {inbox == '', 'PUBLISH', channel})
     if no then return undo(h, ticket, no) end
     local msg = h .. ' ' .. string.format('%.0f', tonumber(ticket))
-    if KEYS[5] then
-      local fence = redis.pcall('INCR', KEYS[5])
+    if FENCE then
+      local fence = redis.pcall('INCR', FENCE)
       if type(fence) == 'table' then return undo(h, ticket, fence) end
       -- Past 2^53 two holders could be handed the same number (see the
       -- acquire script); below it, '%.0f' writes every digit (concatenation
@@ -126,7 +153,7 @@ if h then
     -- A user whose ACL refuses the inbox still hands off: the waiter
     -- learns it at its next attempt.
     if inbox == '*' then
-      if not KEYS[5] then msg = msg .. ' 0' end
+      if not FENCE then msg = msg .. ' 0' end
       nxt = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
       msg = msg .. ' ' .. (nxt or '-')
       if h == succ then
@@ -169,6 +196,28 @@ if h then
   -- the state again.
   redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[3]))
 else
+  -- The baton is pushed (and given its TTL) before the key is written: a
+  -- list of another type refuses the push, and the release goes on as a
+  -- plain one. An element already there (no lockbridge release leaves one
+  -- while the key lives) would be popped first: the list is started again.
+  local m = baton and redis.pcall('GET', KEYS[6])
+  if type(m) == 'string' and m ~= baton.marked then
+    local no = refused({true, 'RPUSH', KEYS[5]}, {true, 'PEXPIRE', KEYS[5]})
+    if no then return no end
+    local msg = baton.fresh .. ' ' .. baton.ttl .. ' ' .. baton.life
+    local n = redis.pcall('RPUSH', KEYS[5], msg)
+    if type(n) == 'number' and n > 1 then
+      redis.call('DEL', KEYS[5])
+      n = redis.call('RPUSH', KEYS[5], msg)
+    end
+    if type(n) == 'number' then
+      -- Lapsed waiters popped on the way emptied the queue: as below.
+      if now then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
+      redis.call('PEXPIRE', KEYS[5], baton.life)
+      redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
+      return 2
+    end
+  end
   local no = refused({true, 'PUBLISH', channel})
   if no then return no end
   redis.pcall('HDEL', KEYS[3], '~streak', '~until')

@@ -1151,13 +1151,189 @@ static void test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_l
     assert_int_equal(job_join(&j), LB_OK);
     assert_true(lb_lock_info_of(q).held);
     assert_string_equal(lbt_get(conn, "w:list"), lb_lock_info_of(q).token);
-    assert_int_equal(before, 2); /* the attempt, the BLPOP */
-    assert_int_equal(lb_lock_info_of(q).commands, 2);
+    /* The baton's SET NX, mark and BLPOP (nobody released during its
+     * block), then the attempt that queued it and the BLPOP on its list. */
+    assert_int_equal(before, 5);
+    assert_int_equal(lb_lock_info_of(q).commands, 5);
     assert_int_equal(calls_of("publish"), pubs);
     job_end(&j);
     assert_int_equal(lbt_int(conn, "EXISTS {w:list}:queue"), 0);
     lb_lock_free(h);
     lb_lock_free(q);
+}
+
+static void hold_with_one_waiter(const char *k, const char *entry, int window);
+
+/* A fair lock whose blocking waits block on the baton for `baton_ms`. */
+static lb_lock *baton_lock(const char *key, int64_t baton_ms) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 5000;
+    o.fair_baton_ms = baton_ms;
+    return lock_with(key, &o);
+}
+
+/* With nobody queued, a release passes the lock down the baton list: the
+ * waiter that blocked first gets it (a fresh token, written by the release)
+ * with its SET NX, its mark and one BLPOP, and nothing queues. The last
+ * waiter to block leaves its own mark behind: its release must not take it
+ * for another waiter's, or it would pass the lock to nobody and the key
+ * would stay held for a whole TTL. */
+static void test_a_release_passes_the_baton_to_the_waiter_that_blocked_first(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:baton*");
+    lb_lock *h = new_lock("w:baton", 1, 2, 100), *q[2];
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    char htoken[LB__TOKEN_CAP];
+    snprintf(htoken, sizeof htoken, "%s", lb_lock_info_of(h).token);
+    job j[2];
+    for (int i = 0; i < 2; i++) {
+        q[i] = baton_lock("w:baton", 20000);
+        job_start(&j[i], q[i], NULL, 10000);
+        EVENTUALLY(blocked_in_blpop(j[i].client_id));
+    }
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j[0]), LB_OK);
+    assert_string_equal(lbt_get(conn, "w:baton"), lb_lock_info_of(q[0]).token);
+    assert_string_not_equal(lb_lock_info_of(q[0]).token, htoken);
+    assert_int_equal(lb_lock_info_of(q[0]).commands, 3);
+    assert_false(job_done(&j[1]));
+    assert_int_equal(lb_lock_release(q[0], lb_on_conn(j[0].c)), LB_OK);
+    assert_int_equal(job_join(&j[1]), LB_OK);
+    assert_string_equal(lbt_get(conn, "w:baton"), lb_lock_info_of(q[1]).token);
+    assert_int_equal(lb_lock_release(q[1], lb_on_conn(j[1].c)), LB_OK);
+    assert_int_equal(lbt_int(conn, "EXISTS w:baton {w:baton}:baton {w:baton}:queue"), 0);
+    for (int i = 0; i < 2; i++) {
+        job_end(&j[i]);
+        lb_lock_free(q[i]);
+    }
+    lbt_del_matching(conn, "*w:baton*");
+    lb_lock_free(h);
+}
+
+/* The release script's choice, row by row: a queued waiter comes before a
+ * waiter blocked on the baton; with nobody queued, a live mark other than
+ * the caller's own gets the baton (a fresh token at the key with the
+ * caller's TTL, the baton with its life as TTL); no mark, or the caller's
+ * own, deletes the key. A baton list of another type, or one holding an
+ * element already, never leaves the key to a baton nobody can pop first. */
+static void test_a_release_chooses_between_the_queue_and_the_baton(void **state) {
+    (void)state;
+    static const struct {
+        int queued;         /* bbbb waits in the queue */
+        const char *mark;   /* the mark left, or NULL */
+        const char *marked; /* the caller's own mark, "-": none */
+        const char *list;   /* what lies at the baton list's name first */
+        long long result;      /* -1: the grant, for the caller to push */
+        const char *key_after; /* NULL: deleted; "fresh": the baton's token */
+    } rows[] = {
+        {1, "cccc", "-", NULL, -1, "bbbb"},
+        {0, "cccc", "-", NULL, 2, "fresh"},
+        {0, "cccc", "dddd", NULL, 2, "fresh"},
+        {0, "cccc", "cccc", NULL, 1, NULL},
+        {0, NULL, "-", NULL, 1, NULL},
+        {0, "cccc", "-", "string", 1, NULL},
+        {0, "cccc", "-", "element", 2, "fresh"},
+    };
+    const char *fresh = "ffffffffffffffffffffffffffffffff";
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbt_del_matching(conn, "*w:pass*");
+        if (rows[i].queued) hold_with_one_waiter("w:pass", "99999999999999 30000 *", 0);
+        else lbt_cmd_ok(conn, "SET w:pass aaaa PX 30000");
+        if (rows[i].mark) lbt_cmd_ok(conn, "SET {w:pass}:bwait %s PX 10000", rows[i].mark);
+        if (rows[i].list && strcmp(rows[i].list, "string") == 0)
+            lbt_cmd_ok(conn, "SET {w:pass}:baton alien PX 10000");
+        if (rows[i].list && strcmp(rows[i].list, "element") == 0)
+            assert_int_equal(lbt_int(conn, "RPUSH {w:pass}:baton stale"), 1);
+        char args[160];
+        snprintf(args, sizeof args, "aaaa 0 200 - %s %s 20000 100 {w:pass}:released", fresh,
+                 rows[i].marked);
+        redisReply *r = redisCommand(conn, "EVAL %s 6 w:pass {w:pass}:queue {w:pass}:fair "
+                                           "{w:pass}:grant:aaaa {w:pass}:baton {w:pass}:bwait %s",
+                                     lb__script_modern_fair_release.body, args);
+        assert_non_null(r);
+        if (rows[i].result == -1) {
+            assert_int_equal(r->type, REDIS_REPLY_STRING);
+            assert_memory_equal(r->str, "bbbb ", 5);
+        } else {
+            if (r->type != REDIS_REPLY_INTEGER) fail_msg("row %zu: %s", i, r->str ? r->str : "?");
+            assert_int_equal(r->integer, rows[i].result);
+        }
+        freeReplyObject(r);
+        const char *want = rows[i].key_after;
+        if (!want) {
+            assert_int_equal(lbt_int(conn, "EXISTS w:pass"), 0);
+        } else if (strcmp(want, "fresh") == 0) {
+            assert_string_equal(lbt_get(conn, "w:pass"), fresh);
+            long long ttl = lbt_int(conn, "PTTL w:pass");
+            assert_true(ttl > 19000 && ttl <= 20000);
+            assert_int_equal(lbt_int(conn, "LLEN {w:pass}:baton"), 1);
+            redisReply *e = redisCommand(conn, "LINDEX {w:pass}:baton 0");
+            assert_true(e && e->type == REDIS_REPLY_STRING);
+            char elem[64];
+            snprintf(elem, sizeof elem, "%s 20000 100", fresh);
+            assert_string_equal(e->str, elem);
+            freeReplyObject(e);
+            long long life = lbt_int(conn, "PTTL {w:pass}:baton");
+            assert_true(life > 0 && life <= 100);
+        } else {
+            assert_string_equal(lbt_get(conn, "w:pass"), want);
+            assert_int_equal(lbt_int(conn, "EXISTS {w:pass}:baton"), 0);
+        }
+    }
+    lbt_del_matching(conn, "*w:pass*");
+}
+
+/* A baton "token ttl life" makes its token the lock's, with a lease of the
+ * shorter of the two TTLs counted from the BLPOP's send less the baton's
+ * life (the key's TTL began at the push, at most that life before the pop);
+ * anything else is refused, the lock left as it was. */
+static void test_a_baton_is_taken_only_as_the_release_wrote_it(void **state) {
+    (void)state;
+    static const struct {
+        const char *element;
+        int64_t own_ttl_ms;
+        int rc;
+        int64_t lease_ms; /* from the send */
+    } rows[] = {
+        {"0123456789abcdef0123456789abcdef 20000 100", 30000, LB_OK, 19900},
+        {"0123456789abcdef0123456789abcdef 20000 100", 5000, LB_OK, 4900},
+        {"0123456789abcdef0123456789abcdef 400 100", 30000, LB_OK, 300},
+        {"0123456789abcdef0123456789abcdef 400 101", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef 20000 0", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef 0 100", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef 20000", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef 20000 100 7", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcde 20000 100", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdeg 20000 100", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef 2e4 100", 30000, LB_EPROTO, 0},
+        {"0123456789abcdef0123456789abcdef -20000 100", 30000, LB_EPROTO, 0},
+        {"", 30000, LB_EPROTO, 0},
+    };
+    const int64_t sent = 1000000000000LL;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lb_lock_options o;
+        lb_lock_options_init(&o);
+        o.fair = 1;
+        o.ttl_ms = rows[i].own_ttl_ms;
+        lb_lock *l = lock_with("w:take", &o);
+        assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+        char before[LB__TOKEN_CAP];
+        snprintf(before, sizeof before, "%s", lb_lock_info_of(l).token);
+        int rc = lb__fair_take_baton(l, rows[i].element, strlen(rows[i].element), sent);
+        if (rc != rows[i].rc) fail_msg("row %zu: %s", i, lb_err_name(rc));
+        lb_lock_info info = lb_lock_info_of(l);
+        if (rc == LB_OK) {
+            assert_true(info.held);
+            assert_memory_equal(info.token, rows[i].element, LB_TOKEN_LEN);
+            assert_int_equal(info.deadline_ns, sent + rows[i].lease_ms * 1000000);
+        } else {
+            assert_false(info.held);
+            assert_string_equal(info.token, before);
+        }
+        lb_lock_free(l);
+    }
 }
 
 /* Every key a fair lock writes beside its own lapses on its own: after a
@@ -1561,8 +1737,17 @@ static void test_a_fair_lock_beside_a_foreign_state_releases_and_then_refuses_cl
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lbt_int(conn, "EXISTS w:foreign"), 0);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_EWRONGTYPE);
-    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 200), LB_EWRONGTYPE);
     assert_int_equal(lbt_int(conn, "EXISTS w:foreign {w:foreign}:queue"), 0);
+    /* A blocking wait on one connection takes a free key with a plain SET NX
+     * first, which reads no state; its release deletes the key as a plain
+     * one does. Held, a wait on a key queues, and the state refuses it. */
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 200), LB_OK);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lbt_int(conn, "EXISTS w:foreign"), 0);
+    lbt_cmd_ok(conn, "SET w:foreign someone PX 30000");
+    assert_int_equal(lb_lock_acquire(b, lb_on_conn(conn), 200), LB_EWRONGTYPE);
+    lbt_cmd_ok(conn, "DEL w:foreign");
+    assert_int_equal(lbt_int(conn, "EXISTS {w:foreign}:queue"), 0);
     assert_string_equal(lbt_get(conn, "{w:foreign}:fair"), "alien");
     lbt_cmd_ok(conn, "DEL {w:foreign}:fair");
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(conn)), LB_OK);
@@ -2402,6 +2587,9 @@ int main(void) {
         cmocka_unit_test(test_fair_mode_never_touches_a_foreign_key),
         cmocka_unit_test(test_a_hand_off_carries_the_next_fencing_number),
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
+        cmocka_unit_test(test_a_release_passes_the_baton_to_the_waiter_that_blocked_first),
+        cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
+        cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),

@@ -274,8 +274,21 @@ static void test_release_replies(void **state) {
         char want[128];
         snprintf(want, sizeof want, "{job:7}:grant:%s", lb_lock_info_of(l).token);
         arg_is(c, 6, want);
-        snprintf(want, sizeof want, "%s 16 200 - {job:7}:released", lb_lock_info_of(l).token);
-        arg_is(c, 7, want);
+        /* Without fencing, the baton's list and mark, and in the argument a
+         * fresh token for a baton, no mark of ours ('-'), our TTL and the
+         * baton's life (100 ms, under a quarter of the TTL). */
+        arg_is(c, 2, "6");
+        arg_is(c, 7, "{job:7}:baton");
+        arg_is(c, 8, "{job:7}:bwait");
+        char fresh[LB_TOKEN_LEN + 1];
+        assert_true(c->argvlen[9] > (size_t)(2 * LB_TOKEN_LEN + 10));
+        memcpy(fresh, c->argv[9] + LB_TOKEN_LEN + 10, LB_TOKEN_LEN);
+        fresh[LB_TOKEN_LEN] = '\0';
+        assert_string_not_equal(fresh, lb_lock_info_of(l).token);
+        snprintf(want, sizeof want, "%s 16 200 - %s - 30000 100 {job:7}:released",
+                 lb_lock_info_of(l).token, fresh);
+        arg_is(c, 9, want);
+        assert_int_equal(c->argc, 10);
         built b;
         int rc = lb_machine_step(m, build(&b, &cases[i].reply), now());
         if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));

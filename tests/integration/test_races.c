@@ -718,6 +718,7 @@ static void test_exploration_beside_strings_at_companion_names(void **state) {
 static void test_exploration_of_a_hand_off_on_one_list(void **state) {
     (void)state;
     static const int64_t mixed[] = {500, 1500};
+    static const int64_t short_long[] = {400, 1500};
     static const struct {
         fair_search f;
         const int64_t *ttls;
@@ -728,6 +729,11 @@ static void test_exploration_of_a_hand_off_on_one_list(void **state) {
         {{{"baton", "baton"}, 600, 2, 6, 0, "A B B B"}, mixed, 0},
         {{{"baton-no-margin", "baton-no-margin"}, 800, 2, 5, 0, "A B B B"}, NULL, 1},
         {{{"baton-own-ttl", "baton-own-ttl"}, 600, 1, 5, 0, "A B B B"}, mixed, 1},
+        /* The fair lock's own wait, baton first, then its queue. */
+        {{{"lb-fair-baton", "lb-fair-baton"}, 800, 2, 6, 0, NULL}, NULL, 0},
+        {{{"lb-fair-baton", "lb-fair-baton", "lb-fair-baton"}, 800, 1, 4, 0, "A B B B C C C"}, NULL, 0},
+        {{{"lb-fair-baton", "lb-fair-baton", "lb-fair-list"}, 2000, 1, 4, 1, "A B B B"}, NULL, 0},
+        {{{"lb-fair-baton", "lb-fair-baton"}, 350, 2, 5, 0, "A B B B A +90"}, short_long, 0},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         lbr_explore_result r = explore_fair_ttls(&rows[i].f, rows[i].ttls);

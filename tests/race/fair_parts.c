@@ -26,9 +26,28 @@ int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap
 /* A client of lb_lock_acquire_wait, one attempt per step: the wait keeps
  * one token and its queue place from its first attempt until it holds the
  * lock, and names an inbox that a subscription of its own listens to. */
-typedef struct fairpart {
+typedef struct fairpart fairpart;
+
+/* The baton's steps of a wait on one connection (modern/acquire_wait.c's
+ * baton_wait): its SET NX, its mark, and its BLPOP, a non-blocking LPOP here
+ * (a baton pushed while it would have blocked is popped at the step after
+ * the push, sent later than the BLPOP was: a lease counted from that send
+ * ends later, so the model errs on the unsafe side). */
+typedef struct batonstep {
+    lb_machine m; /* first: the machine's address is the step's */
+    fairpart *fp;
+    int state;
+    int64_t sent_ns;
+    char px[24];
+    char key[256];
+} batonstep;
+
+struct fairpart {
     lbr_part part;
     lb_lock *lock;
+    int baton;             /* "lb-fair-baton": each wait tries the baton first */
+    int batoned;           /* the wait running has tried it */
+    batonstep bs;
     int fenced;
     int lists;             /* waits on its grant list (sub then only pops it) */
     int waiting;           /* inside a wait: between its first attempt and the lock */
@@ -42,7 +61,7 @@ typedef struct fairpart {
     char pending[PENDING_MAX][MSG_MAX]; /* read off the socket, oldest first */
     size_t pending_len[PENDING_MAX];
     int npending;
-} fairpart;
+};
 
 #define FAIRPART(p) ((fairpart *)(void *)(p))
 
@@ -52,6 +71,49 @@ static void settle(fairpart *fp) {
     if (fp->waiting && lb_lock_info_of(fp->lock).held) {
         lb__fair_end_wait(fp->lock);
         fp->waiting = fp->left = 0;
+    }
+}
+
+enum { BS_START, BS_SETNX, BS_MARK, BS_POP };
+
+/* The mark lives as long as the wait blocks (fair_baton_ms, its default). */
+#define BATON_BLOCK_MS "100"
+
+static int baton_cmd(batonstep *b, int state, int n, const char *const *argv) {
+    lb__cmd_reset(&b->m.cmd);
+    for (int i = 0; i < n; i++) lb__cmd_argz(&b->m.cmd, argv[i]);
+    b->state = state;
+    return LB_STEP_SEND;
+}
+
+static int baton_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    batonstep *b = (batonstep *)(void *)m;
+    lb_lock *l = b->fp->lock;
+    const char *list, *mark, *token = lb_lock_info_of(l).token;
+    lb__fair_baton_names(l, &list, &mark);
+    if (b->state != BS_START && !r) return lb__fail(m, LB_EIO, "no reply");
+    if (r && r->type == REDIS_REPLY_ERROR) return lb__fail(m, LB_EREDIS, "%s", r->str);
+    switch (b->state) {
+    case BS_START: {
+        b->sent_ns = now->mono_ns;
+        const char *argv[] = {"SET", b->key, token, "NX", "PX", b->px};
+        return baton_cmd(b, BS_SETNX, 6, argv);
+    }
+    case BS_SETNX: {
+        if (r->type == REDIS_REPLY_STATUS) return lb__fair_baton_won(l, b->sent_ns);
+        const char *argv[] = {"SET", mark, token, "PX", BATON_BLOCK_MS};
+        return baton_cmd(b, BS_MARK, 5, argv);
+    }
+    case BS_MARK: {
+        b->sent_ns = now->mono_ns;
+        const char *argv[] = {"LPOP", list};
+        return baton_cmd(b, BS_POP, 2, argv);
+    }
+    default:
+        if (r->type == REDIS_REPLY_NIL) return lb__fail(m, LB_EBUSY, "no baton");
+        if (r->type != REDIS_REPLY_STRING) return lb__fail(m, LB_EPROTO, "baton: unexpected reply");
+        if (lb__fair_take_baton(l, r->str, r->len, b->sent_ns) == LB_OK) return LB_OK;
+        return lb__fail(m, LB_EPROTO, "baton: unexpected element");
     }
 }
 
@@ -71,9 +133,16 @@ static lb_machine *fair_acq(lbr_part *p) {
         if (lb__fair_begin_wait(fp->lock) != LB_OK) return NULL;
         fp->waiting = 1;
         fp->attempts = 0;
+        fp->batoned = 0;
     }
     if (fp->lists) lb__fair_set_inbox(fp->lock, LB__FAIR_LISTS, 1);
     else lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
+    if (fp->baton && !fp->batoned) {
+        fp->batoned = 1;
+        lb__machine_begin(&fp->bs.m, baton_step);
+        fp->bs.state = BS_START;
+        return &fp->bs.m;
+    }
     if (fp->leave_after > 0 && fp->attempts == fp->leave_after) {
         lb__fair_set_mode(fp->lock, LB__FAIR_LEAVE);
         fp->left = 1;
@@ -213,7 +282,7 @@ int lbr_kind_reads_inbox(const char *kind) {
     static const char *const kinds[] = {"lb-fair", "lb-fair-fenced", "lb-fair-leave",
                                         "lb-fair-list", "lb-fair-list-fenced",
                                         "lb-fair-list-leave", "lb-fair-list-yield",
-                                        "lb-fair-list-long"};
+                                        "lb-fair-list-long", "lb-fair-baton"};
     for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
         if (strcmp(kind, kinds[i]) == 0) return 1;
     return 0;
@@ -236,7 +305,11 @@ lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg) {
     fairpart *fp = calloc(1, sizeof *fp);
     if (!fp) return NULL;
     fp->fenced = o.fencing;
-    fp->lists = strncmp(kind, "lb-fair-list", 12) == 0;
+    fp->baton = strcmp(kind, "lb-fair-baton") == 0;
+    fp->lists = strncmp(kind, "lb-fair-list", 12) == 0 || fp->baton;
+    fp->bs.fp = fp;
+    snprintf(fp->bs.px, sizeof fp->bs.px, "%lld", (long long)cfg->ttl_ms);
+    snprintf(fp->bs.key, sizeof fp->bs.key, "%s", cfg->key);
     fp->leave_after = strstr(kind, "-leave") ? LEAVE_AFTER : 0;
     snprintf(fp->inbox, sizeof fp->inbox, "%s:inbox:%u", cfg->key, ++serial);
     struct timeval tv = {5, 0};

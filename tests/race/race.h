@@ -59,7 +59,9 @@ typedef struct lbr_part_config {
  * list, "X@" pops one grant off it and lb__fair_take_grant judges it; a
  * release that must push the grant itself does so in two more steps, LPUSH
  * and PEXPIRE), "lb-fair-list-long" (a lease of 4000 ms, the others'
- * 1000 ms), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
+ * 1000 ms), "lb-fair-baton" (the same wait trying the baton first: its
+ * SET NX, its mark and a pop of the baton list, each a step, then the
+ * queue), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
  * deadline: after two busy attempts its next step is the leave attempt, and
  * the step after that begins a new wait), "lb-fair-list-yield" (releases
  * with fair_yield_every 1 and fair_yield_ms 500: a window after every

@@ -22,8 +22,10 @@ void lbr_baton_warp(redisContext *c, const char *key, long long ms);
 void lbr_baton_reset(redisContext *c, const char *key);
 int lbr_baton_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
 
-/* The candidate hand-off's clients (baton_parts.c): "baton" and its naive kinds. */
-static int is_baton(const char *kind) { return strncmp(kind, "baton", 5) == 0; }
+/* Clients of a baton list: the candidate hand-off's (baton_parts.c), "baton"
+ * and its naive kinds, and the fair lock's wait that tries it first
+ * ("lb-fair-baton", fair_parts.c, which lbr_part_new asks first). */
+static int is_baton(const char *kind) { return strstr(kind, "baton") != NULL; }
 
 /* ---- lockbridge's own clients as participants ------------------------------------ */
 

@@ -193,6 +193,9 @@ static int baton_wait(wait_state *s, int64_t deadline) {
     if (max > l->opts.fair_baton_ms) max = l->opts.fair_baton_ms;
     int64_t left = deadline - lb__mono_ms();
     int rc = lb__fair_baton_wait(l, c, left < max ? left : max);
+    /* Out of time with no baton: the wait never queued, and its mark lapsed
+     * before its BLPOP ended, so nothing is left to undo. */
+    if (rc == LB_ETIMEDOUT && lb__mono_ms() >= deadline) return LB_ETIMEDOUT;
     if (rc == LB_ETIMEDOUT || rc == LB_EREDIS) return BLPOP_REFUSED;
     return rc;
 }

@@ -531,25 +531,30 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     return rc;
 }
 
+/* SET NX with GET (Redis >= 7.0): nil when it wrote our token (the key was
+ * free), the holder's value when not, and WRONGTYPE for a key of another
+ * type, which no wait changes. An older server refuses the combination:
+ * LB_EREDIS, and the wait queues. */
 int lb__fair_baton_wait(lb_lock *l, redisContext *c, int64_t ms) {
     char px[24], secs[32];
     ms_args(l->opts.ttl_ms, px, secs);
-    const char *set[] = {"SET", l->key, l->token, "NX", "PX", px};
-    size_t setlen[] = {3, l->keylen, strlen(l->token), 2, 2, strlen(px)};
+    const char *set[] = {"SET", l->key, l->token, "NX", "PX", px, "GET"};
+    size_t setlen[] = {3, l->keylen, strlen(l->token), 2, 2, strlen(px), 3};
     int64_t sent = lb_clock_now(l->opts.clock).mono_ns;
     l->m.total++;
-    redisReply *r = redisCommandArgv(c, 6, set, setlen);
+    redisReply *r = redisCommandArgv(c, 7, set, setlen);
     if (!r) {
         snprintf(l->errstr, sizeof l->errstr, "connection failed during acquire: %.60s", c->errstr);
         return LB_EIO;
     }
-    int type = r->type;
-    if (type == REDIS_REPLY_ERROR) snprintf(l->errstr, sizeof l->errstr, "SET NX: %.80s", r->str);
+    int type = r->type, wrongtype = type == REDIS_REPLY_ERROR && strstr(r->str, "WRONGTYPE");
+    if (type == REDIS_REPLY_ERROR) snprintf(l->errstr, sizeof l->errstr, "SET NX GET: %.80s", r->str);
     freeReplyObject(r);
-    if (type == REDIS_REPLY_STATUS) return lb__fair_baton_won(l, sent);
+    if (type == REDIS_REPLY_NIL) return lb__fair_baton_won(l, sent);
+    if (wrongtype) return LB_EWRONGTYPE;
     if (type == REDIS_REPLY_ERROR) return LB_EREDIS;
-    if (type != REDIS_REPLY_NIL) {
-        snprintf(l->errstr, sizeof l->errstr, "SET NX: unexpected reply");
+    if (type != REDIS_REPLY_STRING) {
+        snprintf(l->errstr, sizeof l->errstr, "SET NX GET: unexpected reply");
         return LB_EPROTO;
     }
     return ms >= 1 ? block_on_baton(l, c, ms) : LB_ETIMEDOUT;

@@ -99,10 +99,11 @@ int64_t lb__fair_block_max_ms(const struct redisContext *c);
 #define LB__BLPOP_LATE_MS 100
 #define LB__FAIR_LISTS "*" /* the inbox that names a grant list */
 /* The baton (modern/fair.c): a blocking wait on one connection first takes
- * a free key with SET NX, else leaves its mark and blocks on the lock's baton
+ * a free key with SET NX GET, else leaves its mark and blocks on the lock's baton
  * list for `ms`, in one write. LB_OK: the lock is ours (the baton's token is
  * now the lock's); LB_ETIMEDOUT: no baton came; LB_EREDIS: the server refused
- * a command (wait without the baton); LB_EIO, LB_EPROTO, LB_ENOMEM. */
+ * a command (wait without the baton); LB_EWRONGTYPE, LB_EIO, LB_EPROTO,
+ * LB_ENOMEM. */
 int lb__fair_baton_wait(lb_lock *l, struct redisContext *c, int64_t ms);
 /* Each step of it apart, for the race explorer: the SET NX won (sent at
  * sent_ns), or a baton popped by a BLPOP sent at sent_ns (LB_OK or

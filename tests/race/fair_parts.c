@@ -96,11 +96,11 @@ static int baton_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     switch (b->state) {
     case BS_START: {
         b->sent_ns = now->mono_ns;
-        const char *argv[] = {"SET", b->key, token, "NX", "PX", b->px};
-        return baton_cmd(b, BS_SETNX, 6, argv);
+        const char *argv[] = {"SET", b->key, token, "NX", "PX", b->px, "GET"};
+        return baton_cmd(b, BS_SETNX, 7, argv);
     }
     case BS_SETNX: {
-        if (r->type == REDIS_REPLY_STATUS) return lb__fair_baton_won(l, b->sent_ns);
+        if (r->type == REDIS_REPLY_NIL) return lb__fair_baton_won(l, b->sent_ns);
         const char *argv[] = {"SET", mark, token, "PX", BATON_BLOCK_MS};
         return baton_cmd(b, BS_MARK, 5, argv);
     }

@@ -39,7 +39,7 @@ static const strategy_spec STRATEGIES[] = {
     {"lockbridge modern, polling only (lb_lock_acquire)", 1, S_MODERN_POLL},
     {"lockbridge modern, wake-on-release (lb_lock_acquire_wait)", 1, S_MODERN_WAKE},
     {"lockbridge modern, fair hand-off (fair, lb_lock_acquire_wait)", 1, S_MODERN_FAIR},
-    {"lockbridge modern, fair on grant lists (fair, lb_lock_acquire)", 1, S_MODERN_FAIR_LISTS},
+    {"lockbridge modern, fair: baton, then grant lists (fair, lb_lock_acquire)", 1, S_MODERN_FAIR_LISTS},
     {"lockbridge compat (lb_mlock_acquire)", 1, S_COMPAT},
     {"lockbridge legacy wire-only (lb_legacy_acquire)", 1, S_LEGACY_WIRE},
     {"lockbridge legacy scripted (lb_legacy_acquire)", 1, S_LEGACY_SCRIPTED},

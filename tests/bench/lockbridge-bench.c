@@ -28,7 +28,7 @@
 #define TARGET_CLIENTS 32
 /* The strategy whose rate against the best peer is also measured in paired
  * rounds (paired.c): the fair candidate for the plain waiting call. */
-#define PAIRED_STRATEGY "lockbridge modern, fair on grant lists (fair, lb_lock_acquire)"
+#define PAIRED_STRATEGY "lockbridge modern, fair: baton, then grant lists (fair, lb_lock_acquire)"
 
 enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_PAIRED, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
@@ -212,12 +212,13 @@ static const contended *best_peer(const contended_set *set, int libraries) {
 
 /* How a strategy waits, from its name: what limits its wait and its spread. */
 static const char *wait_limit(const contended *r) {
-    if (strstr(r->name, "grant lists"))
-        return "the queue itself: first come, first served, a waiter waits behind the other "
-               "31 clients' turns, and a turn is a chain: the release script (which pushes the "
-               "grant to the next waiter's list), that waiter's BLPOP answered and its thread "
-               "woken, and the section's two round trips, on 2 CPUs shared by 32 client "
-               "threads and the server";
+    if (strstr(r->name, "baton"))
+        return "the order of the waiters: Redis answers the BLPOPs on the baton list in the "
+               "order they blocked, so a waiter waits behind the other 31 clients' turns, and "
+               "a turn is a chain: the release script (which writes the next holder's token "
+               "and pushes the baton), the first blocked waiter's BLPOP answered and its "
+               "thread woken, and the section's two round trips, on 2 CPUs shared by 32 "
+               "client threads and the server";
     if (strstr(r->name, "fair"))
         return "the queue, and the hop through the waiter: a turn is the release script, the "
                "message to the next waiter's inbox, two thread wake-ups (its subscriber "
@@ -243,7 +244,13 @@ static double paired_ratio(const contended *r, const paired_result *p, char *m, 
     return p->median;
 }
 
-/* Why a fair turn cannot be 12 commands with what the fair mode promises. */
+/* Where a fair turn's commands go: on the baton, and through the queue. */
+#define BATON_CALLS                                                                         \
+    "; a turn on the baton: the wait's SET NX, its mark and its BLPOP, the release's "     \
+    "EVALSHA running GET, ZPOPMIN (the queue comes first), GET of the mark, RPUSH, "       \
+    "PEXPIRE and SET, and the section's 2: 12; a wait the baton misses for "               \
+    "fair_baton_ms queues, and a queued turn costs 21"
+/* Why a queued fair turn cannot be 12 commands with what the fair mode promises. */
 #define FAIR_CALLS_FLOOR                                                                    \
     "; a fair turn runs two scripts: the release (EVALSHA, the GET that proves it ours, "    \
     "TIME for the leases, the head popped and its lease read, the next waiter named, the "  \
@@ -305,7 +312,8 @@ static void contended_targets(table *t, const contended *r, const contended *pee
              "so a safe release alone is 3 (EVALSHA, its GET, DEL) and no safe lock counted "
              "this way is under 6%s; the server ran: %s",
              r->sent >= 0 ? per_op((uint64_t)r->sent, r->acquisitions) + 2 : -1.0,
-             strstr(r->name, "fair") ? FAIR_CALLS_FLOOR : "", mix);
+             strstr(r->name, "baton") ? BATON_CALLS
+             : strstr(r->name, "fair") ? FAIR_CALLS_FLOOR : "", mix);
     target(t, what, "<= 12", m, calls_per_acq(r) <= T_CALLS, calls_per_acq(r) / T_CALLS, why);
 }
 

@@ -45,6 +45,7 @@ static const struct {
     {"fence", "string", LB_COMPANION_FENCE},   {"queue", "zset", LB_COMPANION_QUEUE},
     {"fair", "hash", LB_COMPANION_FAIR},       {"lb-mode", "string", LB_COMPANION_MODE},
     {"lb-census", "hash", LB_COMPANION_CENSUS}, {"lb-gate", "hash", LB_COMPANION_GATE},
+    {"baton", "list", LB_COMPANION_BATON},      {"bwait", "string", LB_COMPANION_BWAIT},
 };
 
 /* The base a companion named `key` with `suffix` would belong to: "{id}:lock"

@@ -80,6 +80,29 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     lbt_cmd_ok(cli.conn, "DEL %s", "{cli:s:a}:fence");
 }
 
+/* A fair lock under contention keeps its baton list and its last waiter's
+ * mark beside the key; the mark holds a token with a TTL, as a lock does,
+ * and is a companion all the same (it was counted as a token lock). */
+static void test_status_counts_the_baton_and_its_mark_as_companions(void **state) {
+    (void)state;
+    lbt_cmd_ok(cli.conn, "SET %s %s PX 45000", "cli:b:t", "0123456789abcdef0123456789abcdef");
+    lbt_cmd_ok(cli.conn, "SET %s %s PX 45000", "{cli:b:t}:bwait", "fedcba9876543210fedcba9876543210");
+    assert_int_equal(lbt_int(cli.conn, "RPUSH %s %s", "{cli:b:t}:baton",
+                             "00112233445566778899aabbccddeeff 30000 100"), 1);
+    const char *args[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "*cli:b:*",
+                          "--json", NULL};
+    assert_int_equal(lbt_run(&cli.proc, args), 0);
+    lbt_lines l;
+    lbt_parse(&cli.proc, &l);
+    cJSON *o = l.line[l.n - 1];
+    assert_string_equal(lbt_str_of(o, "event"), "status");
+    assert_true(lbt_num_of(o, "keys") == 1);
+    assert_true(lbt_num_of(o, "companion_keys") == 2);
+    assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "token") == 1);
+    lbt_lines_free(&l);
+    lbt_cmd_ok(cli.conn, "DEL %s %s %s", "cli:b:t", "{cli:b:t}:bwait", "{cli:b:t}:baton");
+}
+
 /* More keys than one SCAN step and than one read batch: every key is read
  * once, whatever COUNT says. */
 static void test_status_reads_every_key_across_batches(void **state) {
@@ -170,6 +193,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_counts_formats_and_judges_the_next_stage),
+        cmocka_unit_test(test_status_counts_the_baton_and_its_mark_as_companions),
         cmocka_unit_test(test_status_reads_every_key_across_batches),
         cmocka_unit_test(test_status_and_mode_set_read_the_census),
     };

@@ -181,12 +181,17 @@ static int grant_wait(wait_state *s, int64_t deadline) {
  * time queues (grant_wait), and a release serves the queue first: a waiter
  * is never passed over for long by waiters who came after it. Not with a
  * fixed token (the baton brings its own), fencing (a release hands no
- * number with the baton) or a read timeout too short to block. */
+ * number with the baton), a TTL under 400 ms or a read timeout too short to
+ * block. */
 static int baton_wait(wait_state *s, int64_t deadline) {
     lb_lock *l = s->l;
     redisContext *c = s->t.handle;
     const lb_clock *clock = l->opts.clock;
-    if (l->fixed_token || l->opts.fencing || l->opts.fair_baton_ms <= 0) return BLPOP_REFUSED;
+    /* A receiver counts its lease less the baton's life (up to
+     * LB__BATON_LIFE_MS): a TTL under four times that would leave it little. */
+    if (l->fixed_token || l->opts.fencing || l->opts.fair_baton_ms <= 0 ||
+        l->opts.ttl_ms < 4 * LB__BATON_LIFE_MS)
+        return BLPOP_REFUSED;
     int64_t max = lb__fair_block_max_ms(c);
     if (max <= 0) return BLPOP_REFUSED;
     if (clock && clock->sleep_ms && max > LB_CANCEL_SLICE_MS) max = LB_CANCEL_SLICE_MS;

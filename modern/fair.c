@@ -70,6 +70,15 @@ int lb__fair_valid(const lb_lock_options *o) {
     return o->fair_yield_every == 0 || o->fair_yield_ms > 0;
 }
 
+/* A key that is a hash tag alone, "{K}", has the companions of the key K
+ * ("{K}:queue" is both's): two fair locks by those names would share their
+ * queue, grant lists and baton, and a release of one would hand a waiter of
+ * the other a lock it wrote at its own key. A fair lock may not be named so. */
+int lb__fair_name_ok(const char *key, size_t keylen) {
+    if (keylen < 2 || key[0] != '{' || key[keylen - 1] != '}') return 1;
+    return memchr(key + 1, '}', keylen - 2) != NULL;
+}
+
 int lb__fair_new(lb_lock *l) {
     lb__fair *f = lb__alloc(l->opts.allocator, sizeof *f);
     if (!f) return LB_ENOMEM;
@@ -295,7 +304,6 @@ static int release_start(lb_lock *l) {
     if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
     lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
     f->succ[0] = '\0';
-    f->marked[0] = '\0';
     l->state = F_SCRIPT;
     return LB_STEP_SEND;
 }
@@ -337,11 +345,15 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         /* A string comes only once the script gave the lock up (handed it
          * over, or opened a window): ours no longer, whatever it says. */
         l->held = 0;
+        l->fair->marked[0] = '\0';
         return push_grant(l, r);
     }
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
+    /* Not before: a release that failed keeps the lock, and its retry must
+     * still name the mark our wait left (see the release script). */
     l->held = 0;
+    l->fair->marked[0] = '\0';
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
 }
@@ -498,6 +510,25 @@ static int blpop_reply(lb_lock *l, redisReply *r, int64_t sent_ns) {
     return rc;
 }
 
+/* A BLPOP that ended before its time without a baton (an error, CLIENT
+ * UNBLOCK, a baton we could not read) leaves our mark alive: a release within
+ * its TTL would pass the lock to a wait that no longer blocks, and the key
+ * would stay held for a whole TTL. It goes if it is still ours (best effort;
+ * should another waiter mark in between, it waits out its block and queues). */
+static void drop_mark(lb_lock *l, redisContext *c) {
+    lb__fair *f = l->fair;
+    const char *get[] = {"GET", f->mark};
+    size_t getlen[] = {3, f->marklen};
+    l->m.total++;
+    redisReply *r = redisCommandArgv(c, 2, get, getlen);
+    int ours = r && r->type == REDIS_REPLY_STRING && strcmp(r->str, l->token) == 0;
+    freeReplyObject(r);
+    if (!ours) return;
+    const char *del[] = {"DEL", f->mark};
+    l->m.total++;
+    freeReplyObject(redisCommandArgv(c, 2, del, getlen));
+}
+
 /* The mark (our token, for as long as we block) and the BLPOP go in one
  * write, which Redis runs without another client's command in between: the
  * mark left last is the waiter that blocked last. The mark lapses before the
@@ -512,7 +543,7 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     size_t marklen[] = {3, f->marklen, strlen(l->token), 2, strlen(px)};
     const char *pop[] = {"BLPOP", f->baton, secs};
     size_t poplen[] = {5, f->batonlen, strlen(secs)};
-    int64_t sent = lb_clock_now(l->opts.clock).mono_ns;
+    int64_t sent = lb_clock_now(l->opts.clock).mono_ns, began_ms = lb__mono_ms();
     l->m.total += 2;
     if (redisAppendCommandArgv(c, 5, mark, marklen) != REDIS_OK ||
         redisAppendCommandArgv(c, 3, pop, poplen) != REDIS_OK)
@@ -528,6 +559,8 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     }
     int rc = blpop_reply(l, r2, sent);
     freeReplyObject(r2);
+    if (rc == LB_EREDIS || rc == LB_EPROTO || (rc == LB_ETIMEDOUT && lb__mono_ms() - began_ms < ms))
+        drop_mark(l, c);
     return rc;
 }
 

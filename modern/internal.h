@@ -65,6 +65,7 @@ typedef struct lb__fair lb__fair;
 enum { LB__FAIR_TRY, LB__FAIR_WAIT, LB__FAIR_LEAVE };
 int lb__fair_valid(const lb_lock_options *o); /* the fair_* options make sense */
 int lb__fair_new(lb_lock *l);
+int lb__fair_name_ok(const char *key, size_t keylen); /* 0: "{K}", whose companions are K's */
 void lb__fair_free(lb_lock *l);
 int lb__fair_acquire_step(lb_machine *m, const struct redisReply *r, const lb_now *now);
 int lb__fair_release_step(lb_machine *m, const struct redisReply *r, const lb_now *now);

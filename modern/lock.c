@@ -42,7 +42,7 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
         lb_lock_options_init(&defaults);
         o = &defaults;
     }
-    if (!valid_options(o)) return LB_EINVAL;
+    if (!valid_options(o) || (o->fair && !lb__fair_name_ok(key, keylen))) return LB_EINVAL;
     lb_lock *l = lb__alloc(o->allocator, sizeof *l);
     if (!l) return LB_ENOMEM;
     memset(l, 0, sizeof *l);

@@ -47,7 +47,8 @@ void lb_lock_options_init(lb_lock_options *o);
 typedef struct lb_lock lb_lock;
 
 /* Creates a handle for `key` (any bytes; with fencing, a key whose companion
- * name exists, see lb_companion_key). *out is reset on entry. */
+ * name exists, see lb_companion_key; with fair mode, not a hash tag alone,
+ * "{K}", whose companions are those of K: LB_EINVAL). *out is reset on entry. */
 int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_options *o);
 void lb_lock_free(lb_lock *l);
 

@@ -21,7 +21,8 @@
 -- its token as a mark (KEYS[6], with a TTL no longer than its block): with
 -- the queue empty and a mark alive that is not the caller's own (a caller
 -- that took a baton names the mark it left, so that the last waiter does
--- not hand the lock to itself, gone), the release writes a fresh token at
+-- not hand the lock to itself, gone; that mark is deleted with the key),
+-- the release writes a fresh token at
 -- the key with the caller's TTL and pushes the baton "token ttl life" with a
 -- TTL of life ms; Redis hands it to the waiter that blocked first. Nobody
 -- holds the fresh token until the baton is popped, so no other release can
@@ -39,7 +40,7 @@ local args, baton = ARGV[1], nil
 if #KEYS >= 6 then
   local head, fresh, marked, bttl, life, rest = string.match(args,
     '^(%x+ %d+ %d+ [%x-]+) (%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
-  if not head or tonumber(bttl) > 1e13 or tonumber(life) * 4 > tonumber(bttl) then
+  if not head or tonumber(bttl) > 1e12 or tonumber(life) * 4 > tonumber(bttl) then
     return redis.error_reply('ERR fair release: bad baton')
   end
   args, baton = head .. ' ' .. rest, {fresh = fresh, marked = marked, ttl = bttl, life = life}
@@ -217,6 +218,10 @@ else
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
       return 2
     end
+  elseif m and m == baton.marked then
+    -- Our own mark: no waiter blocked after ours. It goes with the key, or
+    -- another holder's release within its TTL would pass the lock to nobody.
+    redis.call('DEL', KEYS[6])
   end
   local no = refused({true, 'PUBLISH', channel})
   if no then return no end

@@ -1203,7 +1203,12 @@ static void test_a_release_passes_the_baton_to_the_waiter_that_blocked_first(voi
     assert_int_equal(job_join(&j[1]), LB_OK);
     assert_string_equal(lbt_get(conn, "w:baton"), lb_lock_info_of(q[1]).token);
     assert_int_equal(lb_lock_release(q[1], lb_on_conn(j[1].c)), LB_OK);
-    assert_int_equal(lbt_int(conn, "EXISTS w:baton {w:baton}:baton {w:baton}:queue"), 0);
+    /* Its own mark went with the key: h, taking the free key and releasing
+     * at once, deletes it rather than pass it to nobody. */
+    assert_int_equal(lbt_int(conn, "EXISTS w:baton {w:baton}:baton {w:baton}:queue {w:baton}:bwait"), 0);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(lbt_int(conn, "EXISTS w:baton"), 0);
     for (int i = 0; i < 2; i++) {
         job_end(&j[i]);
         lb_lock_free(q[i]);
@@ -1227,14 +1232,15 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
         const char *list;   /* what lies at the baton list's name first */
         long long result;      /* -1: the grant, for the caller to push */
         const char *key_after; /* NULL: deleted; "fresh": the baton's token */
+        int mark_after;        /* the mark is still there */
     } rows[] = {
-        {1, "cccc", "-", NULL, -1, "bbbb"},
-        {0, "cccc", "-", NULL, 2, "fresh"},
-        {0, "cccc", "dddd", NULL, 2, "fresh"},
-        {0, "cccc", "cccc", NULL, 1, NULL},
-        {0, NULL, "-", NULL, 1, NULL},
-        {0, "cccc", "-", "string", 1, NULL},
-        {0, "cccc", "-", "element", 2, "fresh"},
+        {1, "cccc", "-", NULL, -1, "bbbb", 1},
+        {0, "cccc", "-", NULL, 2, "fresh", 1},
+        {0, "cccc", "dddd", NULL, 2, "fresh", 1},
+        {0, "cccc", "cccc", NULL, 1, NULL, 0}, /* our own: it goes with the key */
+        {0, NULL, "-", NULL, 1, NULL, 0},
+        {0, "cccc", "-", "string", 1, NULL, 1},
+        {0, "cccc", "-", "element", 2, "fresh", 1},
     };
     const char *fresh = "ffffffffffffffffffffffffffffffff";
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -1261,6 +1267,7 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
             assert_int_equal(r->integer, rows[i].result);
         }
         freeReplyObject(r);
+        assert_int_equal(lbt_int(conn, "EXISTS {w:pass}:bwait"), rows[i].mark_after);
         const char *want = rows[i].key_after;
         if (!want) {
             assert_int_equal(lbt_int(conn, "EXISTS w:pass"), 0);
@@ -1282,7 +1289,64 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
             assert_int_equal(lbt_int(conn, "EXISTS {w:pass}:baton"), 0);
         }
     }
+    /* A baton's TTL past what a lockbridge client takes (10^12 ms) is
+     * refused before anything is written: its receiver would refuse it
+     * after popping it, and the key would keep a token nobody holds. */
     lbt_del_matching(conn, "*w:pass*");
+    lbt_cmd_ok(conn, "SET w:pass aaaa PX 30000");
+    lbt_cmd_ok(conn, "SET {w:pass}:bwait cccc PX 10000");
+    redisReply *r = redisCommand(conn, "EVAL %s 6 w:pass {w:pass}:queue {w:pass}:fair "
+                                       "{w:pass}:grant:aaaa {w:pass}:baton {w:pass}:bwait %s",
+                                 lb__script_modern_fair_release.body,
+                                 "aaaa 0 200 - ffff - 2000000000000 100 {w:pass}:released");
+    assert_true(r && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    assert_string_equal(lbt_get(conn, "w:pass"), "aaaa");
+    assert_int_equal(lbt_int(conn, "EXISTS {w:pass}:baton"), 0);
+    lbt_del_matching(conn, "*w:pass*");
+}
+
+/* A wait whose BLPOP on the baton ends early (here CLIENT UNBLOCK, as an
+ * operator might send) takes its mark away before it queues: left for its
+ * TTL (20 s here), a release in that time would pass the lock to nobody. A
+ * wait with a TTL under 400 ms queues at once: a baton's life (up to
+ * 100 ms) would take too much of its lease. */
+static void test_a_wait_that_stops_blocking_early_takes_its_mark_away(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:unblock*");
+    lb_lock *h = new_lock("w:unblock", 1, 2, 100), *q = baton_lock("w:unblock", 20000);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(j.client_id));
+    assert_int_equal(lbt_int(conn, "EXISTS {w:unblock}:bwait"), 1);
+    assert_int_equal(lbt_int(conn, "CLIENT UNBLOCK %lld", j.client_id), 1);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:unblock}:queue") == 1);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:unblock}:bwait"), 0);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    job_end(&j);
+    lb_lock_free(q);
+
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 399;
+    o.fair_baton_ms = 20000;
+    o.fair_lease_ms = 60000; /* no lease refresh during the test */
+    q = lock_with("w:unblock", &o);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(lbt_int(conn, "ZCARD {w:unblock}:queue") == 1);
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    /* The attempt that queued it and the BLPOP its grant ended: no SET NX,
+     * no mark, no BLPOP on the baton. */
+    assert_int_equal(lb_lock_info_of(q).commands, 2);
+    job_end(&j);
+    lb_lock_free(q);
+    lb_lock_free(h);
+    lbt_del_matching(conn, "*w:unblock*");
 }
 
 /* A baton "token ttl life" makes its token the lock's, with a lease of the
@@ -2171,6 +2235,29 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     o.fair = 1;
     o.fair_yield_ms = 0;
     assert_int_equal(lb_lock_new(&l, "w:bad", 5, &o), LB_EINVAL);
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.fair_baton_ms = -1;
+    assert_int_equal(lb_lock_new(&l, "w:bad", 5, &o), LB_EINVAL);
+    /* A fair lock named by a hash tag alone would share its queue, grant
+     * lists and baton with the lock named by the tag's content ("{x}:queue"
+     * is both's): a release of one could hand the other's waiter a lock
+     * written at its own key. Other names, and plain locks, are taken. */
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    static const struct { const char *key; int ok; } names[] = {
+        {"{w:bad}", 0}, {"{}", 0}, {"{a{b}", 0}, {"{w:bad}x", 1}, {"x{w:bad}", 1},
+        {"{a}b}", 1}, {"w:bad", 1}, {"{", 1},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        l = NULL;
+        int rc = lb_lock_new(&l, names[i].key, strlen(names[i].key), &o);
+        if (rc != (names[i].ok ? LB_OK : LB_EINVAL)) fail_msg("%s: %s", names[i].key, lb_err_name(rc));
+        lb_lock_free(l);
+    }
+    lb_lock_options_init(&o);
+    assert_int_equal(lb_lock_new(&l, "{w:bad}", 7, &o), LB_OK);
+    lb_lock_free(l);
 
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
@@ -2590,6 +2677,7 @@ int main(void) {
         cmocka_unit_test(test_a_release_passes_the_baton_to_the_waiter_that_blocked_first),
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
+        cmocka_unit_test(test_a_wait_that_stops_blocking_early_takes_its_mark_away),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),

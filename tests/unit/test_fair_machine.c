@@ -315,6 +315,47 @@ static void test_release_replies(void **state) {
     }
 }
 
+/* The mark a wait left names it in the release ("fresh marked ttl life"),
+ * so that the last waiter's release does not pass the lock to nobody; a
+ * release that failed keeps the lock, and its retry names the mark still. */
+static void test_a_release_names_the_mark_its_wait_left_until_it_succeeds(void **state) {
+    (void)state;
+    static const rep failures[] = {{X_ERR, 0, "ERR busy", 0, {0}, 0}, {X_NONE, 0, NULL, 0, {0}, 0},
+                                   {X_INT, 7, NULL, 0, {0}, 0}};
+    for (size_t i = 0; i < sizeof failures / sizeof failures[0]; i++) {
+        lb_lock *l = fair_lock(0);
+        assert_int_equal(lb__fair_begin_wait(l), LB_OK);
+        char marked[LB__TOKEN_CAP];
+        snprintf(marked, sizeof marked, "%s", lb_lock_info_of(l).token);
+        const char *baton = "0123456789abcdef0123456789abcdef 30000 100";
+        assert_int_equal(lb__fair_take_baton(l, baton, strlen(baton), t0.mono_ns), LB_OK);
+        for (int round = 0; round < 3; round++) {
+            lb_machine *m = lb_lock_machine(l, LB_OP_RELEASE, 0);
+            assert_int_equal(lb_machine_step(m, NULL, now()), LB_STEP_SEND);
+            const lb_cmd *c = lb_machine_command(m);
+            char want[64];
+            snprintf(want, sizeof want, " %s 30000 100 ", round < 2 ? marked : "-");
+            assert_true(c->argc == 10);
+            if (!memmem(c->argv[9], c->argvlen[9], want, strlen(want)))
+                fail_msg("round %d: %.*s", round, (int)c->argvlen[9], c->argv[9]);
+            built b;
+            static const rep released = {X_INT, 1, NULL, 0, {0}, 0};
+            int rc = lb_machine_step(m, build(&b, round == 0 ? &failures[i] : &released), now());
+            if (round == 0) {
+                assert_true(rc != LB_OK);
+                assert_true(lb_lock_info_of(l).held);
+            } else if (round == 1) {
+                assert_int_equal(rc, LB_OK);
+                assert_false(lb_lock_info_of(l).held);
+                /* Held again, not by a baton: no mark of ours any more. */
+                static const rep acquired = {X_ARR, 0, NULL, 3, {1, 0, 30000}, 0};
+                assert_int_equal(run_one(lb_lock_machine(l, LB_OP_TRY_ACQUIRE, 0), &acquired), LB_OK);
+            }
+        }
+        lb_lock_free(l);
+    }
+}
+
 static void test_release_of_a_lock_not_held_sends_nothing(void **state) {
     (void)state;
     lb_lock *l = fair_lock(0);
@@ -329,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_acquire_replies),
         cmocka_unit_test(test_a_grant_is_taken_only_for_the_current_queue_place),
         cmocka_unit_test(test_release_replies),
+        cmocka_unit_test(test_a_release_names_the_mark_its_wait_left_until_it_succeeds),
         cmocka_unit_test(test_release_of_a_lock_not_held_sends_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -190,7 +190,7 @@ static int baton_wait(wait_state *s, int64_t deadline) {
     /* A receiver counts its lease less the baton's life (up to
      * LB__BATON_LIFE_MS): a TTL under four times that would leave it little. */
     if (l->fixed_token || l->opts.fencing || l->opts.fair_baton_ms <= 0 ||
-        l->opts.ttl_ms < 4 * LB__BATON_LIFE_MS)
+        l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS)
         return BLPOP_REFUSED;
     int64_t max = lb__fair_block_max_ms(c);
     if (max <= 0) return BLPOP_REFUSED;

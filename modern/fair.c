@@ -44,6 +44,8 @@ struct lb__fair {
     char *baton, *mark;
     size_t batonlen, marklen;
     char marked[LB__TOKEN_CAP]; /* the mark our wait left; "": none */
+    int handed;              /* our last release handed the lock on, */
+    int64_t handed_ns;       /* when its reply came (the lock's monotonic clock) */
     char barg[2 * LB__TOKEN_CAP + 2 * 21 + 4]; /* "fresh marked ttl life " */
 };
 
@@ -333,7 +335,6 @@ static int push_grant(lb_lock *l, const redisReply *r) {
 
 int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
-    (void)now;
     if (l->state == F_START) return release_start(l);
     if (!r) {
         if (l->state != F_SCRIPT) return LB_OK; /* released; the push is best effort */
@@ -354,6 +355,8 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
      * still name the mark our wait left (see the release script). */
     l->held = 0;
     l->fair->marked[0] = '\0';
+    l->fair->handed = r->integer == 2;
+    l->fair->handed_ns = now->mono_ns;
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
 }
@@ -564,11 +567,26 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     return rc;
 }
 
+/* A wait begun within LB__BATON_SKIP_MS of our release that handed the lock
+ * on (a client that locks in a loop) knows the key is held: it needs no
+ * SET NX, only its mark and its block. Should the new holder release before
+ * the mark lands, with no other waiter marked, the key is freed under a
+ * blocked wait: it waits out its block (fair_baton_ms) and queues, or gets
+ * the baton from the next holder. Asked once per hand-off. */
+int lb__fair_baton_skip(lb_lock *l, int64_t now_ns) {
+    lb__fair *f = l->fair;
+    int skip = f->handed && now_ns - f->handed_ns <= (int64_t)LB__BATON_SKIP_MS * 1000000;
+    f->handed = 0;
+    return skip;
+}
+
 /* SET NX with GET (Redis >= 7.0): nil when it wrote our token (the key was
  * free), the holder's value when not, and WRONGTYPE for a key of another
  * type, which no wait changes. An older server refuses the combination:
  * LB_EREDIS, and the wait queues. */
 int lb__fair_baton_wait(lb_lock *l, redisContext *c, int64_t ms) {
+    if (lb__fair_baton_skip(l, lb_clock_now(l->opts.clock).mono_ns))
+        return ms >= 1 ? block_on_baton(l, c, ms) : LB_ETIMEDOUT;
     char px[24], secs[32];
     ms_args(l->opts.ttl_ms, px, secs);
     const char *set[] = {"SET", l->key, l->token, "NX", "PX", px, "GET"};

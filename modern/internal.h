@@ -110,6 +110,10 @@ int lb__fair_baton_wait(lb_lock *l, struct redisContext *c, int64_t ms);
  * sent_ns), or a baton popped by a BLPOP sent at sent_ns (LB_OK or
  * LB_EPROTO); the names of the baton list (its length returned) and mark. */
 int lb__fair_baton_won(lb_lock *l, int64_t sent_ns);
+/* Whether a wait begun at now_ns may skip its SET NX: our last release, less
+ * than LB__BATON_SKIP_MS before, handed the lock on (asked once). */
+int lb__fair_baton_skip(lb_lock *l, int64_t now_ns);
+#define LB__BATON_SKIP_MS 1
 int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns);
 size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark);
 /* How long a baton lives in its list at most, ms (a quarter of the

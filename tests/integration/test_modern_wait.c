@@ -1306,6 +1306,47 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
     lbt_del_matching(conn, "*w:pass*");
 }
 
+static int64_t frozen_mono_ns(void *ud) {
+    (void)ud;
+    return 1000000000000LL;
+}
+
+/* A client that locks in a loop: a wait begun right after its release
+ * handed the lock on knows the key is held, and sends only its mark and its
+ * BLPOP. (The lock's clock is frozen, so "right after" holds however slow
+ * the machine.) */
+static void test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:loop*");
+    lb_clock frozen = {NULL, frozen_mono_ns, NULL, 0, NULL};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.backoff_min_ms = o.backoff_max_ms = 5000;
+    o.fair_baton_ms = 20000;
+    o.clock = &frozen;
+    lb_lock *a = lock_with("w:loop", &o), *b = lock_with("w:loop", &o);
+    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
+    job jb, ja;
+    job_start(&jb, b, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(jb.client_id));
+    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK); /* the baton, to b */
+    assert_int_equal(job_join(&jb), LB_OK);
+    uint64_t before = lb_lock_info_of(a).commands;
+    job_start(&ja, a, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(ja.client_id));
+    assert_int_equal(lb_lock_release(b, lb_on_conn(jb.c)), LB_OK); /* the baton, to a */
+    assert_int_equal(job_join(&ja), LB_OK);
+    assert_int_equal(lb_lock_info_of(a).commands - before, 2);
+    assert_int_equal(lb_lock_release(a, lb_on_conn(ja.c)), LB_OK);
+    assert_int_equal(lbt_int(conn, "EXISTS w:loop {w:loop}:bwait"), 0);
+    job_end(&ja);
+    job_end(&jb);
+    lb_lock_free(a);
+    lb_lock_free(b);
+    lbt_del_matching(conn, "*w:loop*");
+}
+
 /* A wait whose BLPOP on the baton ends early (here CLIENT UNBLOCK, as an
  * operator might send) takes its mark away before it queues: left for its
  * TTL (20 s here), a release in that time would pass the lock to nobody. A
@@ -2678,6 +2719,7 @@ int main(void) {
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_wait_that_stops_blocking_early_takes_its_mark_away),
+        cmocka_unit_test(test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),

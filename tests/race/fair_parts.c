@@ -95,6 +95,10 @@ static int baton_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     if (r && r->type == REDIS_REPLY_ERROR) return lb__fail(m, LB_EREDIS, "%s", r->str);
     switch (b->state) {
     case BS_START: {
+        if (lb__fair_baton_skip(l, now->mono_ns)) {
+            const char *argv[] = {"SET", mark, token, "PX", BATON_BLOCK_MS};
+            return baton_cmd(b, BS_MARK, 5, argv);
+        }
         b->sent_ns = now->mono_ns;
         const char *argv[] = {"SET", b->key, token, "NX", "PX", b->px, "GET"};
         return baton_cmd(b, BS_SETNX, 7, argv);

@@ -91,8 +91,9 @@ int lb__cli_lockenv_start(lb__cli_lockopts *lo, const lb__cli_route *route, char
             return -1;
         }
     }
-    /* A fair wait on one server (Sentinel's primary included) blocks on its
-     * grant list; only through a Cluster does it listen on a waiter. */
+    /* A fair wait on one server (Sentinel's primary included) blocks on the
+     * baton, then on its grant list; only through a Cluster does it listen
+     * on a waiter. */
     if (lo->modern.fair && route->cluster) {
         lb_waiter_options o;
         lb_waiter_options_init(&o);
@@ -156,7 +157,8 @@ static int watch(lb__cli_lock *l, lb_target t) {
 int lb__cli_lock_acquire(lb__cli_lock *l, lb_target t, int64_t wait_ms) {
     if (l->legacy) return lb_legacy_acquire(l->legacy, t, wait_ms);
     if (l->mlock) return lb_mlock_acquire(l->mlock, t, wait_ms);
-    /* A fair wait on one connection blocks on its grant list (no waiter);
+    /* A fair wait on one connection blocks on the baton, then on its grant
+     * list (no waiter);
      * through a Cluster it listens on the waiter. */
     lb_waiter *w = t.kind == LB_TARGET_CONN ? NULL : l->lo->waiter;
     int rc = w ? lb_lock_acquire_wait(l->modern, t, w, wait_ms) : lb_lock_acquire(l->modern, t, wait_ms);

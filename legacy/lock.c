@@ -79,7 +79,7 @@ int lb__legacy_foreign(lb_legacy_lock *l, const char *s, size_t len, const char 
 
 /* Runs the handle's current operation and keeps the machine's error detail. */
 static int run(lb_legacy_lock *l, lb_target t, lb_machine *m) {
-    if (!m) return LB_ESTATE;
+    if (!m) return lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
     int rc = lb_target_run(t, m, l->opts.clock);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
@@ -100,13 +100,22 @@ int lb_legacy_extend(lb_legacy_lock *l, lb_target t, int64_t ttl_ms) {
     return run(l, t, lb__legacy_extend_machine(l, ttl_ms));
 }
 
+/* The handle's text is reset: the operation's own is the machine's. */
 lb_machine *lb_legacy_machine(lb_legacy_lock *l, lb_op op, int64_t ms) {
     if (!l) return NULL;
+    l->errstr[0] = '\0';
+    if (lb__machine_in_flight(&l->m)) {
+        lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
+        return NULL;
+    }
     switch (op) {
     case LB_OP_TRY_ACQUIRE: return lb__legacy_try_acquire_machine(l);
     case LB_OP_RELEASE: return lb__legacy_release_machine(l);
     case LB_OP_EXTEND: return lb__legacy_extend_machine(l, ms);
-    default: return NULL;
+    default:
+        lb__refuse(l->errstr, LB_EINVAL, "invalid argument: operation %d is not the legacy lock's",
+                   (int)op);
+        return NULL;
     }
 }
 

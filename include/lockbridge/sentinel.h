@@ -71,6 +71,8 @@ void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
 /* Writes "host:port" of the current primary; its length, or LB_ESTATE if none
  * is known, LB_EINVAL for a short buffer. buf is reset on entry. */
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap);
+/* Detail of the handle's last failure to find or reach the primary, or "".
+ * lb_sentinel_primary_addr, a reader of a const handle, leaves it alone. */
 const char *lb_sentinel_errstr(const lb_sentinel *s);
 
 #ifdef __cplusplus

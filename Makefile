@@ -56,6 +56,8 @@ HEADERS := $(wildcard include/lockbridge/*.h)
 DEV_TARGETS := test-run test-bins unit-run integration-run valgrind explore demo-run bench \
                soak-run
 $(DEV_TARGETS): WERROR = -Werror
+# A test program built by its own name (make build/tests/unit/test_core) too.
+$(BUILD)/tests/% $(BUILD)/obj/tests/%: WERROR = -Werror
 
 .PHONY: all lib tool install uninstall clean test test-run unit unit-run integration \
         integration-run asan tsan valgrind deps demo demo-run bench help check-deps explore

@@ -27,7 +27,7 @@ typedef struct fixture {
     char errbuf[256];
 } fixture;
 
-typedef enum kind { LOCK, LEGACY, MLOCK, MACHINE, WATCHDOG, WAITER } kind;
+typedef enum kind { LOCK, LEGACY, MLOCK, MACHINE, WATCHDOG, WAITER, LEGACY_NEW } kind;
 
 static const lb_target none = {LB_TARGET_NONE, NULL};
 
@@ -90,6 +90,13 @@ static int waiter_new(fixture *f) {
     return lb_waiter_new(NULL, &o);
 }
 
+static int legacy_new(fixture *f) {
+    lb_legacy_options o;
+    lb_legacy_options_init(&o);
+    o.errbuf = f->errbuf, o.errbuf_size = sizeof f->errbuf;
+    return lb_legacy_lock_new(NULL, "k", 1, &o);
+}
+
 typedef struct row {
     const char *fn;
     kind kind;
@@ -123,6 +130,7 @@ static const row rows[] = {
     {"lb_cluster_async_run", MACHINE, cluster_async_run},
     {"lb_watchdog_new", WATCHDOG, watchdog_new},
     {"lb_waiter_new", WAITER, waiter_new},
+    {"lb_legacy_lock_new", LEGACY_NEW, legacy_new},
 };
 
 /* Functions of the same families that have no error text to keep fresh: they
@@ -132,7 +140,7 @@ static const row rows[] = {
  * connections, alone). */
 static const char *const without_text[] = {
     "lb_lock_new", "lb_lock_free", "lb_lock_options_init", "lb_lock_info_of",
-    "lb_lock_force_release", "lb_legacy_lock_new", "lb_legacy_lock_free",
+    "lb_lock_force_release", "lb_legacy_lock_free",
     "lb_legacy_options_init", "lb_legacy_info_of", "lb_mlock_new", "lb_mlock_free",
     "lb_mlock_options_init", "lb_mlock_info_of", "lb_mlock_notify", "lb_machine_command",
     "lb_machine_errstr", "lb_machine_commands",
@@ -146,7 +154,7 @@ static int in_scope(const char *fn) {
         if (strncmp(fn, prefixes[i], strlen(prefixes[i])) == 0) return 1;
     return strcmp(fn, "lb_target_run") == 0 || strcmp(fn, "lb_async_run") == 0 ||
            strcmp(fn, "lb_cluster_async_run") == 0 || strcmp(fn, "lb_watchdog_new") == 0 ||
-           strcmp(fn, "lb_waiter_new") == 0;
+           strcmp(fn, "lb_waiter_new") == 0 || strcmp(fn, "lb_legacy_lock_new") == 0;
 }
 
 static int listed(const char *fn) {
@@ -171,8 +179,10 @@ static const char *text_of(const fixture *f, kind k) {
 static void provoke(fixture *f, kind k) {
     lb_watchdog_options wo;
     lb_waiter_options so;
+    lb_legacy_options lo;
     lb_watchdog *wd = NULL;
     lb_waiter *w = NULL;
+    lb_legacy_lock *l = NULL;
     switch (k) {
     case LOCK: assert_int_equal(lb_lock_release(f->lock, lb_on_conn(conn)), LB_ESTATE); break;
     case LEGACY:
@@ -195,6 +205,12 @@ static void provoke(fixture *f, kind k) {
         so.port = 1;
         so.errbuf = f->errbuf, so.errbuf_size = sizeof f->errbuf;
         assert_int_equal(lb_waiter_new(&w, &so), LB_EIO);
+        break;
+    case LEGACY_NEW:
+        lb_legacy_options_init(&lo);
+        lo.ttl_ms = 500; /* under the release margin */
+        lo.errbuf = f->errbuf, lo.errbuf_size = sizeof f->errbuf;
+        assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &lo), LB_EINVAL);
         break;
     }
     assert_string_not_equal(text_of(f, k), "");

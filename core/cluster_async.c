@@ -207,8 +207,12 @@ void lb_cluster_async_free(lb_cluster_async *ca) {
 
 int lb_cluster_async_run(lb_cluster_async *ca, const char *key, size_t keylen, lb_machine *m,
                          const lb_clock *clock, lb_done_fn done, void *ud) {
-    if (!ca || !key || keylen == 0 || !m || !done) return LB_EINVAL;
+    if (!m) return LB_EINVAL;
+    /* The text of a machine in flight is its running operation's. */
     if (lb__machine_in_flight(m)) return LB_ESTATE;
+    if (!ca) return lb__fail(m, LB_EINVAL, "invalid argument: no cluster driver");
+    if (!key || keylen == 0) return lb__fail(m, LB_EINVAL, "invalid argument: no key");
+    if (!done) return lb__fail(m, LB_EINVAL, "invalid argument: no done callback");
     op *o = lb__alloc(ca->allocator, sizeof *o);
     if (!o) return LB_ENOMEM;
     memset(o, 0, sizeof *o);

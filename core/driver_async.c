@@ -52,8 +52,11 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
 
 int lb_async_run(redisAsyncContext *ac, lb_machine *m, const lb_clock *clock, lb_done_fn done,
                  void *ud) {
-    if (!ac || !m || !done) return LB_EINVAL;
+    if (!m) return LB_EINVAL;
+    /* The text of a machine in flight is its running operation's. */
     if (m->ac) return LB_ESTATE; /* this machine is already in flight */
+    if (!ac) return lb__fail(m, LB_EINVAL, "invalid argument: no asynchronous context");
+    if (!done) return lb__fail(m, LB_EINVAL, "invalid argument: no done callback");
     m->ac = ac;
     m->clock = clock;
     m->done = done;

@@ -92,6 +92,16 @@ extern const lb_script lb__script_probe;
 int lb__fail(lb_machine *m, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The same for a refusal made before any machine runs: writes the detail into
+ * a handle's text of LB__ERRSTR_CAP bytes (never left from an earlier call)
+ * and returns `status`. */
+int lb__refuse(char *errstr, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The texts every lock kind gives for the same refusals. */
+#define LB__NO_TARGET "invalid argument: the target has no connection or handle"
+#define LB__IN_FLIGHT "an asynchronous operation is running on this handle"
+#define LB__NEGATIVE_WAIT "invalid argument: wait_ms is negative"
+
 /* Classifies an error reply: LB_EWRONGTYPE for WRONGTYPE, LB_EREDIS otherwise,
  * with the server's message copied (bounded, non-printable bytes escaped). */
 int lb__reply_error(lb_machine *m, const struct redisReply *r, const char *during);

@@ -53,6 +53,14 @@ int lb__fail(lb_machine *m, int status, const char *fmt, ...) {
     return status;
 }
 
+int lb__refuse(char *errstr, int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errstr, LB__ERRSTR_CAP, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 void lb__escape(char *out, size_t cap, const char *s, size_t len) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
@@ -152,7 +160,9 @@ static int counted(lb_machine *m, int rc) {
 }
 
 int lb_machine_step(lb_machine *m, const redisReply *reply, const lb_now *now) {
-    if (!m || !now || !m->step) return LB_EINVAL;
+    if (!m) return LB_EINVAL;
+    if (!now) return lb__fail(m, LB_EINVAL, "invalid argument: no instant given");
+    if (!m->step) return lb__fail(m, LB_EINVAL, "invalid argument: no operation was started");
     if (!m->running) return lb__fail(m, LB_ESTATE, "no operation is running");
     if (m->probing) return counted(m, probe_answer(m, reply));
     /* The server forgot the script (restart, SCRIPT FLUSH): send the body once.

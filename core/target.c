@@ -87,7 +87,8 @@ static int sender_of(lb_target t, sender *s) {
 
 int lb_target_run(lb_target t, lb_machine *m, const lb_clock *clock) {
     sender s;
-    if (!m || sender_of(t, &s) != 0) return LB_EINVAL;
+    if (!m) return LB_EINVAL;
+    if (sender_of(t, &s) != 0) return lb__fail(m, LB_EINVAL, LB__NO_TARGET);
     lb__machine_attach(m, &s.marker);
     lb_now now = lb_clock_now(clock);
     int rc = lb_machine_step(m, NULL, &now);

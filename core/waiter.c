@@ -485,13 +485,13 @@ static int fail(const lb_waiter_options *o, int rc, const char *why) {
 
 int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     lb_waiter_options defaults;
-    if (!out) return LB_EINVAL;
+    if (o && o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
+    if (!out) return o ? fail(o, LB_EINVAL, "invalid argument: out is NULL") : LB_EINVAL;
     *out = NULL;
     if (!o) {
         lb_waiter_options_init(&defaults);
         o = &defaults;
     }
-    if (o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
     if (!valid(o)) return fail(o, LB_EINVAL, "invalid waiter options");
     lb_waiter *w = lb__alloc(o->allocator, sizeof *w);
     if (!w) return fail(o, LB_ENOMEM, "out of memory");

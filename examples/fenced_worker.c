@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
     o.fencing = 1; /* the acquiring script also takes the next {report:7}:fence */
 
     int rc = lb_watchdog_new(&wd, &wo);
-    if (rc == LB_OK) rc = lb_lock_new(&lock, LOCK_KEY, sizeof LOCK_KEY - 1, &o);
+    if (rc == LB_OK) rc = lb_lock_new(&lock, LB_KEY(LOCK_KEY), &o);
     if (rc == LB_OK) rc = lb_lock_acquire(lock, lb_on_conn(c), 10000); /* wait up to 10 s */
     if (rc != LB_OK) {
         fprintf(stderr, "%s: %s\n", lb_err_name(rc), lock ? lb_lock_info_of(lock).errstr : "");

@@ -21,7 +21,7 @@ int main(int argc, char **argv) {
     o.variant = LB_LEGACY_SCRIPTED;      /* atomic takeover, release and extend */
 
     lb_legacy_lock *lock;
-    int rc = lb_legacy_lock_new(&lock, "orders:42", 9, &o);
+    int rc = lb_legacy_lock_new(&lock, LB_KEY("orders:42"), &o);
     if (rc != LB_OK) {
         fprintf(stderr, "%s\n", lb_strerror(rc));
         redisFree(c);

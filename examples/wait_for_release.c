@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     o.backoff_min_ms = 1000;
     o.backoff_max_ms = 5000;
     lb_lock *lock;
-    int rc = lb_lock_new(&lock, LOCK_KEY, sizeof LOCK_KEY - 1, &o);
+    int rc = lb_lock_new(&lock, LB_KEY(LOCK_KEY), &o);
     if (rc == LB_OK)
         rc = strcmp(argv[1], "hold") == 0 ? hold(c, lock, hold_ms) : wait_for(c, lock, port);
     if (rc != LB_OK)

@@ -20,7 +20,10 @@ static int64_t holder_left_ms(void *lock) {
 }
 
 int lb_legacy_acquire(lb_legacy_lock *l, lb_target t, int64_t wait_ms) {
-    if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
+    if (!l) return LB_EINVAL;
+    l->errstr[0] = '\0';
+    if (!t.handle) return lb__refuse(l->errstr, LB_EINVAL, LB__NO_TARGET);
+    if (wait_ms < 0) return lb__refuse(l->errstr, LB_EINVAL, LB__NEGATIVE_WAIT);
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms,
                   .clock = l->opts.clock};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);

@@ -34,7 +34,8 @@ static int on_release_get(lb_legacy_lock *l, const redisReply *r, const lb_now *
         lb__add64(lb_codec_now(&l->codec, now), margin, &limit) || limit >= l->expiry) {
         l->held = 0;
         return lb__fail(&l->m, LB_EEXPIRED,
-                        "too close to expiry to delete safely on the wire; left to expire");
+                        "not deleted, on purpose: too close to its expiry to delete safely "
+                        "on the wire; left to expire");
     }
     lb__cmd_reset(&l->m.cmd);
     lb__cmd_argz(&l->m.cmd, "DEL");
@@ -132,7 +133,8 @@ static int extend_start(lb_legacy_lock *l, const lb_now *now) {
         lb__add64(lb_codec_now(&l->codec, now), margin, &limit) || limit >= l->expiry) {
         l->held = 0;
         return lb__fail(&l->m, LB_EEXPIRED,
-                        "within the release margin of expiry by our clock; not extended");
+                        "not extended, on purpose: within the release margin of its expiry "
+                        "by our clock; left to expire");
     }
     if (lb_codec_expiry(&l->codec, now, l->extend_ttl_ms, &l->pending_expiry) != LB_OK ||
         lb_codec_encode(&l->codec, l->pending_expiry, l->pending, sizeof l->pending,

@@ -141,7 +141,7 @@ void lb_mlock_free(lb_mlock *l) {
 }
 
 static int run(lb_mlock *l, lb_target t, lb_machine *m) {
-    if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
+    if (!m) return lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
     int rc = lb_target_run(t, m, l->opts.clock);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
@@ -171,14 +171,23 @@ void lb_mlock_notify(lb_mlock *l) {
     if (l) atomic_store(&l->notified, 1);
 }
 
+/* The handle's text is reset: the operation's own is the machine's. */
 lb_machine *lb_mlock_machine(lb_mlock *l, lb_op op, int64_t ms) {
     if (!l) return NULL;
+    l->errstr[0] = '\0';
+    if (lb__machine_in_flight(&l->m)) {
+        lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
+        return NULL;
+    }
     switch (op) {
     case LB_OP_TRY_ACQUIRE: return lb__mlock_try_acquire_machine(l);
     case LB_OP_RELEASE: return lb__mlock_release_machine(l);
     case LB_OP_EXTEND: return lb__mlock_extend_machine(l, ms);
     case LB_OP_REFRESH: return lb__mlock_refresh_machine(l);
-    default: return NULL;
+    default:
+        lb__refuse(l->errstr, LB_EINVAL,
+                   "invalid argument: operation %d is not the mode-following lock's", (int)op);
+        return NULL;
     }
 }
 

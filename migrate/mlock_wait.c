@@ -9,7 +9,10 @@ static int try_once(void *lock, lb_target t) { return lb_mlock_try_acquire(lock,
 static int64_t holder_left_ms(void *lock) { return ((lb_mlock *)lock)->holder_ms; }
 
 int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
-    if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
+    if (!l) return LB_EINVAL;
+    l->errstr[0] = '\0';
+    if (!t.handle) return lb__refuse(l->errstr, LB_EINVAL, LB__NO_TARGET);
+    if (wait_ms < 0) return lb__refuse(l->errstr, LB_EINVAL, LB__NEGATIVE_WAIT);
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms,
                   .ttl_ms = l->opts.ttl_ms, .clock = l->opts.clock};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);

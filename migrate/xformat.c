@@ -191,7 +191,8 @@ static int within_margin(const lb_mlock *l, const lb_now *now) {
  * its TTL rather than risk deleting or rewriting that holder's lock. */
 static int refuse_expired(lb_mlock *l, const char *what) {
     l->held = 0;
-    return lb__fail(&l->m, LB_EEXPIRED, "expired by our clock; not %s, left to its TTL", what);
+    return lb__fail(&l->m, LB_EEXPIRED, "expired by our clock; not %s, on purpose: left to its TTL",
+                    what);
 }
 
 static int release_start(lb_mlock *l, const lb_now *now) {
@@ -211,7 +212,7 @@ static int extend_start(lb_mlock *l, const lb_now *now) {
     if (within_margin(l, now)) {
         l->held = 0;
         return lb__fail(&l->m, LB_EEXPIRED, "within the release margin of expiry by our "
-                        "clock; not extended, left to its TTL");
+                        "clock; not extended, on purpose: left to its TTL");
     }
     int rc = make_pending(l, now, l->extend_ttl_ms, 0);
     if (rc != LB_OK) return rc;

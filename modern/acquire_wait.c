@@ -234,9 +234,13 @@ static int stand_back(const lb_lock *l, const lb_waiter *w, int64_t *wait_ms) {
 }
 
 int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms) {
-    if (!l || !t.handle || wait_ms < 0) return LB_EINVAL;
-    if (l->held) return LB_ESTATE;
-    if (stand_back(l, w, &wait_ms)) return LB_ECANCELED;
+    if (!l) return LB_EINVAL;
+    l->errstr[0] = '\0';
+    if (!t.handle) return lb__refuse(l->errstr, LB_EINVAL, LB__NO_TARGET);
+    if (wait_ms < 0) return lb__refuse(l->errstr, LB_EINVAL, LB__NEGATIVE_WAIT);
+    if (l->held) return lb__refuse(l->errstr, LB_ESTATE, "already held by this handle");
+    if (stand_back(l, w, &wait_ms))
+        return lb__refuse(l->errstr, LB_ECANCELED, "cancelled by the clock's sleep hook");
     wait_state s;
     memset(&s, 0, sizeof s);
     s.l = l;

@@ -79,7 +79,7 @@ void lb_lock_free(lb_lock *l) {
 }
 
 static int run(lb_lock *l, lb_target t, lb_machine *m) {
-    if (!m) return LB_ESTATE; /* an asynchronous operation is in flight */
+    if (!m) return lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
     int rc = lb_target_run(t, m, l->opts.clock);
     memcpy(l->errstr, m->errstr, sizeof l->errstr);
     return rc;
@@ -117,16 +117,29 @@ int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen
     return rc;
 }
 
-lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms) {
-    if (!l) return NULL;
+static lb_machine *machine_of(lb_lock *l, lb_op op, int64_t ms) {
     switch (op) {
     case LB_OP_TRY_ACQUIRE: return lb__lock_try_acquire_machine(l);
     case LB_OP_RELEASE: return lb__lock_release_machine(l);
     case LB_OP_EXTEND: return lb__lock_extend_machine(l, ms, LB_EXTEND_REPLACE);
     case LB_OP_EXTEND_ADD: return lb__lock_extend_machine(l, ms, LB_EXTEND_ADD);
     case LB_OP_CHECK: return lb__lock_check_machine(l);
-    default: return NULL;
+    default:
+        lb__refuse(l->errstr, LB_EINVAL, "invalid argument: operation %d is not the token lock's",
+                   (int)op);
+        return NULL;
     }
+}
+
+/* The handle's text is reset: the operation's own is the machine's. */
+lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms) {
+    if (!l) return NULL;
+    l->errstr[0] = '\0';
+    if (lb__machine_in_flight(&l->m)) {
+        lb__refuse(l->errstr, LB_ESTATE, LB__IN_FLIGHT);
+        return NULL;
+    }
+    return machine_of(l, op, ms);
 }
 
 lb_lock_info lb_lock_info_of(const lb_lock *l) {

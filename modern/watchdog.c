@@ -402,13 +402,13 @@ static int fail(const lb_watchdog_options *o, int rc, const char *why) {
 
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     lb_watchdog_options defaults;
-    if (!out) return LB_EINVAL;
+    if (o && o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
+    if (!out) return o ? fail(o, LB_EINVAL, "invalid argument: out is NULL") : LB_EINVAL;
     *out = NULL;
     if (!o) {
         lb_watchdog_options_init(&defaults);
         o = &defaults;
     }
-    if (o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
     if (!valid_options(o)) return fail(o, LB_EINVAL, "invalid watchdog options");
     lb_watchdog *wd = lb__alloc(o->allocator, sizeof *wd);
     if (!wd) return fail(o, LB_ENOMEM, "out of memory");

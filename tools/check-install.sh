@@ -29,6 +29,13 @@ fail() {
 }
 
 # ---- 1. build, then install elsewhere, as two steps ------------------------------
+# A packager's `make` warns without failing (a newer compiler's new warning must
+# not break a distribution's build); the tests' builds fail on any warning.
+make -n BUILD="$root/dry" lib | grep -q -- '-Wall' || fail "make -n lib shows no compile line"
+if make -n BUILD="$root/dry" lib | grep -q -- '-Werror'; then
+    fail "the default build (make) compiles with -Werror"
+fi
+make -n BUILD="$root/dry" test-run | grep -q -- '-Werror' || fail "make test does not compile with -Werror"
 make -s >/dev/null
 make -s install PREFIX="$prefix" >/dev/null
 
@@ -41,6 +48,11 @@ pc() { pkg-config "$@" lockbridge; }
     fail "lockbridge.pc version $(pc --modversion) is not the Makefile's"
 # The API takes hiredis contexts: consumers call hiredis, so it is public.
 pc --print-requires | grep -q '^hiredis' || fail "lockbridge.pc does not require hiredis publicly"
+# cJSON is the library's own business: its include path stays out of consumers'
+# flags, even with --static.
+case " $(pc --cflags) $(pc --static --cflags) " in
+*cjson*) fail "lockbridge.pc puts cJSON's include path into consumers' flags: $(pc --static --cflags)" ;;
+esac
 
 # ---- 2. a consumer that uses lockbridge and hiredis, built through pkg-config ----
 cat >"$root/consumer.c" <<'C'
@@ -70,6 +82,18 @@ LD_LIBRARY_PATH=$libdir "$root/consumer" || fail "consumer failed (LD_LIBRARY_PA
 # shellcheck disable=SC2046
 cc -o "$root/consumer-rpath" "$root/consumer.c" $(pc --cflags --libs) -Wl,-rpath,"$libdir"
 "$root/consumer-rpath" >/dev/null || fail "consumer failed (rpath)"
+# The static archive with the libraries `--static` lists, and nothing else: a
+# folder that holds liblockbridge.a alone makes the linker take it. (A fully
+# static program, cc -static, also needs libcjson.a, which Debian does not ship.)
+mkdir "$root/static"
+cp "$libdir/liblockbridge.a" "$root/static/"
+# shellcheck disable=SC2046
+cc -o "$root/consumer-static" "$root/consumer.c" $(pc --cflags) -L"$root/static" \
+    $(pc --static --libs) || fail "consumer did not link the archive with pkg-config --static"
+if ldd "$root/consumer-static" | grep -q liblockbridge; then
+    fail "the --static consumer is linked to the shared library"
+fi
+"$root/consumer-static" >/dev/null || fail "consumer failed (static archive)"
 
 # ---- 3. examples/ and the README's example, built as each says ---------------------
 # Each program's build line is the " * Build: " line at its top; it is run as

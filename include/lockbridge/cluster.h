@@ -83,7 +83,8 @@ void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out);
  * bytes with the NUL) and returns its length; LB_ESTATE if no primary serves
  * the slot, LB_EINVAL for a bad argument or a short buffer. buf is reset. */
 int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t cap);
-/* Detail of the handle's last failure (refresh, connection), or "". */
+/* Detail of the handle's last failure (refresh, connection), or "". The
+ * readers of a const handle (lb_cluster_slot_owner) leave it alone. */
 const char *lb_cluster_errstr(const lb_cluster *cl);
 
 /* ---- Asynchronous driver ------------------------------------------------------

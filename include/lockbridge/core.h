@@ -5,12 +5,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lockbridge/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Keys are bytes and a length everywhere, so that any Redis key (NUL bytes
+ * included) can be named. For a NUL-terminated key, LB_KEY gives both
+ * arguments: lb_lock_new(&l, LB_KEY("orders:42"), NULL). `s` is evaluated
+ * twice; it works wherever a call takes a key (or a namespace) and its length. */
+#define LB_KEY(s) (s), strlen(s)
 
 /* A token is 128 bits from the OS random source, written as 32 hex digits. */
 #define LB_TOKEN_LEN 32

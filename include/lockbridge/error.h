@@ -7,7 +7,10 @@ extern "C" {
 #endif
 
 /* X(name, value, message). Values are stable across releases: never renumber.
- * LB_ECANCELED: a blocking acquire ended by lb_clock.sleep_ms (core.h). */
+ * LB_EEXPIRED is no failure of the call: the lock was deliberately left to
+ * lapse with its expiry (a wire release near expiry, say), and no other
+ * client's lock was touched. LB_ECANCELED: a blocking acquire ended by
+ * lb_clock.sleep_ms (core.h). */
 #define LB_ERRNO_MAP(X)                                                              \
     X(EINVAL, -1, "invalid argument")                                               \
     X(ENOMEM, -2, "out of memory")                                                  \
@@ -19,7 +22,8 @@ extern "C" {
     X(EREDIS, -8, "Redis answered with an error")                                   \
     X(EIO, -9, "connection or I/O error")                                           \
     X(EPROTO, -10, "unexpected reply from Redis")                                   \
-    X(EEXPIRED, -11, "lock expired (or is about to) by this client's clock")        \
+    X(EEXPIRED, -11, "left to expire on purpose: by this client's clock it has "     \
+                     "expired or is too close to expiry to touch safely")            \
     X(ESTATE, -12, "operation not valid in the lock's current state")              \
     X(ECANCELED, -13, "wait cancelled by the clock's sleep hook")
 

@@ -119,6 +119,12 @@ typedef struct lb_legacy_options {
      * winner's live lock over early. A lock taken this way is held, by every
      * client's reading of the key, until that later instant. */
     int64_t fleet_max_ttl_ms;
+    /* Optional: where lb_legacy_lock_new says why it refused the options
+     * ("ttl_ms (500) is not longer than release_margin_ms (1000): ..."),
+     * NUL-terminated and cut to errbuf_size bytes; "" on success. Written only
+     * by lb_legacy_lock_new, never kept. */
+    char *errbuf;
+    size_t errbuf_size;
 } lb_legacy_options;
 
 /* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
@@ -129,7 +135,8 @@ typedef struct lb_legacy_lock lb_legacy_lock;
 
 /* Creates a handle for `key` (any bytes). *out is reset on entry. LB_EINVAL
  * for bad options, including a wire variant whose ttl_ms is not longer than
- * its release_margin_ms (every release would be refused). */
+ * its release_margin_ms (every release would be refused); o->errbuf, when
+ * given, says which. */
 int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
                        const lb_legacy_options *o);
 void lb_legacy_lock_free(lb_legacy_lock *l);

@@ -150,7 +150,7 @@ typedef struct lb_quorum_info {
 lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
 
 /* ---- Waiting through a waiter (wait.h) ---------------------------------------- */
-/* Acquires `l` on connection `c`, waiting up to `wait_ms` (INT64_MAX: as long
+/* Acquires `l` on target `t`, waiting up to `wait_ms` (INT64_MAX: as long
  * as it takes). Between attempts it sleeps the lock's jittered back-off, never
  * longer than the holder's remaining TTL, and wakes at once when the holder's
  * release is published on the lock's channel (w may be NULL: back-off only).

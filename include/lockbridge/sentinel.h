@@ -56,7 +56,8 @@ int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, cons
 void lb_sentinel_free(lb_sentinel *s);
 
 /* The connection to the primary, found again if it failed or was demoted
- * since: for the single-server calls (lb_lock_acquire(l, ctx, ...)). Owned by
+ * since: for the calls that take a connection rather than a target
+ * (lb_lock_force_release, lb_mode_get; a lock takes lb_on_sentinel(s)). Owned by
  * the handle; valid until the next call on it. NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 
@@ -71,6 +72,8 @@ void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
 /* Writes "host:port" of the current primary; its length, or LB_ESTATE if none
  * is known, LB_EINVAL for a short buffer. buf is reset on entry. */
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap);
+/* Detail of the handle's last failure to find or reach the primary, or "".
+ * lb_sentinel_primary_addr, a reader of a const handle, leaves it alone. */
 const char *lb_sentinel_errstr(const lb_sentinel *s);
 
 #ifdef __cplusplus

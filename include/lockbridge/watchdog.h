@@ -31,7 +31,7 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
  * to its owner's thread and must not be used here unless the owner arranges it.
  * `detail` says why, never empty (the renewal's error, or the reason's own
  * sentence when the last renewal worked); it is valid during the call. The callback may call lb_watchdog_check,
- * lb_watchdog_stats and lb_watchdog_unwatch; it must not free the watchdog and
+ * lb_watchdog_stats_get and lb_watchdog_unwatch; it must not free the watchdog and
  * should be short: every other lock of the watchdog waits for it, and so does
  * an unwatch (or release, or free) of this lock. */
 typedef void (*lb_watch_lost_fn)(const lb_lock *lock, lb_watch_reason reason,

@@ -459,7 +459,11 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         clock.offset_ms = 5000; /* about 7 s left: inside the 10 s margin */
         if (combos[i].variant == LB_LEGACY_WIRE) {
-            assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_EEXPIRED);
+            int rc = lb_legacy_release(a, lb_on_conn(admin));
+            assert_int_equal(rc, LB_EEXPIRED);
+            /* Not a failure: the texts say the lock is left to lapse on purpose. */
+            assert_non_null(strstr(lb_strerror(rc), "left to expire on purpose"));
+            assert_non_null(strstr(lb_legacy_info_of(a).errstr, "on purpose"));
             assert_false(lb_legacy_info_of(a).held);
             assert_key_is_ours(key, a);
             lbt_del(key);
@@ -479,11 +483,18 @@ static void test_wire_ttl_within_the_release_margin_is_refused(void **state) {
     lb_legacy_options_init(&o);
     o.ttl_ms = 1000;
     o.release_margin_ms = 1000;
+    char why[160] = "stale";
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
     lb_legacy_lock *a = (lb_legacy_lock *)&o;
     assert_int_equal(lb_legacy_lock_new(&a, "k", 1, &o), LB_EINVAL);
     assert_null(a);
+    /* The reason names both options, not only "invalid argument". */
+    assert_non_null(strstr(why, "ttl_ms"));
+    assert_non_null(strstr(why, "release_margin_ms"));
     o.variant = LB_LEGACY_SCRIPTED; /* no margin applies: accepted */
     assert_int_equal(lb_legacy_lock_new(&a, "k", 1, &o), LB_OK);
+    assert_string_equal(why, ""); /* reset on success */
     lb_legacy_lock_free(a);
 }
 

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>

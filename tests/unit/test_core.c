@@ -425,6 +425,20 @@ static void test_a_draw_under_a_ceiling_stays_within_it(void **state) {
     assert_int_equal(lb__backoff_next_under(&b, 0, 20), 1);
 }
 
+/* LB_KEY gives a NUL-terminated key and its length, literal or not. */
+static void test_lb_key_names_a_nul_terminated_key_with_its_length(void **state) {
+    (void)state;
+    char a[64], b[64];
+    assert_int_equal(lb_companion_key(LB_KEY("orders:42"), "fence", a, sizeof a),
+                     lb_companion_key("orders:42", 9, "fence", b, sizeof b));
+    assert_string_equal(a, b);
+    const char *key = "{user}:1";
+    assert_int_equal(lb_cluster_keyslot(LB_KEY(key)), lb_cluster_keyslot("{user}:1", 8));
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, LB_KEY(key), NULL), LB_OK);
+    lb_lock_free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_error_code_has_its_own_name_and_message),
@@ -445,6 +459,7 @@ int main(void) {
         cmocka_unit_test(test_escape_makes_any_bytes_printable_and_bounded),
         cmocka_unit_test(test_the_churn_ceiling_follows_the_holders_age),
         cmocka_unit_test(test_a_draw_under_a_ceiling_stays_within_it),
+        cmocka_unit_test(test_lb_key_names_a_nul_terminated_key_with_its_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -534,6 +534,9 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
 int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char *ns,
                             char *err, size_t cap);
 void lb__cli_survey_clear(lb__cli_survey *s);
+/* 1 when the key is a legacy writer's by its look: a TTL-less string that is
+ * a timestamp, or that the codecs read differently or not at all. */
+int lb__cli_legacy_written(const lb__cli_key *k, const lb_class *cl);
 /* Reads --match (default *, checked) and --count into `o`; 0 or -1 (usage). */
 int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
                           const lb__cli_optdef *defs);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "migrate/cli/cli.h"
+#include "migrate/internal.h"
 
 #define WINDOW_MS_DEFAULT INT64_C(3600000) /* an hour, milliseconds */
 #define STALE_MS_DEFAULT INT64_C(30000)    /* milliseconds */
@@ -264,13 +265,15 @@ static int configure(const lb__cli_args *a, redisContext *c, const char *ns) {
 typedef struct change {
     const char *ns;
     lb_mode from, to;
+    int found; /* the control key was there when the checks read it */
     int checked, changed;
     long long receivers;
     lb__cli_verdict v;
 } change;
 
 static void report_text(const change *ch, const char *outcome) {
-    printf("%s: %s -> %s: %s\n", ch->ns, lb_mode_name(ch->from), lb_mode_name(ch->to), outcome);
+    printf("%s: %s -> %s: %s\n", ch->ns, ch->found ? lb_mode_name(ch->from) : "(no control key)",
+           lb_mode_name(ch->to), outcome);
     for (int i = 0; i < ch->v.n; i++) {
         const char *tag = ch->v.reason[i].blocker ? "blocker:" : "note:   ";
         if (ch->v.reason[i].skipped) tag = "skipped:";
@@ -304,7 +307,8 @@ static void report(const change *ch, const char *outcome) {
     cJSON *o = lb__cli_event("mode_set");
     if (!o) return (void)lb__cli_emit(o);
     lb__cli_add_str(o, "ns", ch->ns);
-    lb__cli_add_str(o, "from", lb_mode_name(ch->from));
+    if (ch->found) lb__cli_add_str(o, "from", lb_mode_name(ch->from));
+    else cJSON_AddNullToObject(o, "from");
     lb__cli_add_str(o, "to", lb_mode_name(ch->to));
     lb__cli_add_str(o, "outcome", outcome);
     lb__cli_add_bool(o, "changed", ch->changed);
@@ -402,6 +406,9 @@ static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
     int64_t calls0 = -1;
     if (watch && lb__cli_legacy_calls_all(t, c, &calls0, err, cap) != 0) return -1;
     if (lb__cli_survey_ns(s, nc, ch->ns, err, cap) != 0) return -1;
+    /* The stage judged is the one read here; the write is a compare-and-set on it. */
+    if (s->mode_rc == LB_OK) ch->from = s->mode;
+    ch->found = s->mode_found;
     s->gate.ttl_ms = k->f.ttl_ms;
     s->gate.refresh_ms = k->f.refresh_ms;
     s->track = watch;
@@ -428,6 +435,7 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
     ch.ns = ns;
     ch.to = to;
     int rc = lb_mode_get(nc, ns, strlen(ns), &ch.from, &found);
+    ch.found = found;
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
     if (rc != LB_OK)
         return lb__cli_error(a, NULL, rc, nc->errstr[0] ? nc->errstr : lb_strerror(rc));
@@ -446,19 +454,22 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
         w = NULL;
     }
     lb__cli_survey_clear(&s);
+    int64_t since = s.gate.since_ms;
     if (!w) return lb__cli_error(a, NULL, rc < 0 ? LB_EREDIS : LB_EIO, err);
     if (!ch.v.ready) {
         redisFree(w);
         return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
     }
-    rc = lb_mode_set(w, ns, strlen(ns), ch.to, &ch.from, &ch.receivers);
+    rc = lb__mode_set_stage(w, ns, strlen(ns), ch.to, ch.found ? &ch.from : NULL, since,
+                            &ch.receivers);
     if (rc == LB_OK && config_store(w, ns, &k->f, 0, err, sizeof err) != 0)
         rc = LB_EREDIS;
     redisFree(w);
     if (rc == LB_ESTATE) {
-        fprintf(stderr, "%s: the mode changed while it was being checked; nothing written\n",
-                a->prog);
-        return report(&ch, "refused: changed meanwhile"), LB__CLI_EXIT_UNSAFE;
+        fprintf(stderr, "%s: another change came in between: the stage checked (its mode and "
+                "start) is no longer the namespace's; nothing written. Check again: lockbridge "
+                "status --ns %s\n", a->prog, ns);
+        return report(&ch, "refused: another change came in between"), LB__CLI_EXIT_UNSAFE;
     }
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, lb_strerror(rc));
     ch.changed = 1;

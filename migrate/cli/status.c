@@ -182,7 +182,8 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
     lb__cli_printable(shown, sizeof shown, ns, strlen(ns));
     if (more) printf("... %llu more (--limit)\n", (unsigned long long)more);
     printf("\nnamespace %s: mode %s%s\n", shown, mode_shown(s),
-           s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: legacy)");
+           s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: followers may be in "
+           "any mode; changes are checked as from each)");
     char on[48] = "";
     if (s->cluster) snprintf(on, sizeof on, " on %d cluster primaries", s->servers);
     printf("scanned %llu keys%s in %.2f s (%.0f keys/s); %llu companion keys left out\n",
@@ -208,16 +209,31 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
     }
 }
 
+/* Token values or live modern clients seen by this survey. */
+static int modern_live(const lb__cli_survey *s) {
+    return s->per_format[LB_FORMAT_TOKEN] || s->census_live[LB_MODE_MODERN];
+}
+
 /* In modern, a live TTL-less timestamp or a live legacy census entry is a
- * legacy client writing beside token holders: the runbook's cue to step back. */
+ * legacy client writing beside token holders: the runbook's cue to step back.
+ * Without a control key, followers may be in any mode: token holders beside
+ * followers that may be legacy are the same danger. */
 static int alarm(const lb__cli_survey *s) {
-    return s->mode_rc == LB_OK && s->mode == LB_MODE_MODERN &&
-           (s->legacy_live || s->census_live[LB_MODE_LEGACY]);
+    if (s->mode_rc != LB_OK) return 0;
+    if (!s->mode_found) return modern_live(s);
+    return s->mode == LB_MODE_MODERN && (s->legacy_live || s->census_live[LB_MODE_LEGACY]);
 }
 
 static void alarm_text(const char *ns, const lb__cli_survey *s) {
+    if (!s->mode_found) {
+        fprintf(stderr, "ALARM: namespace %s has no control key, and token values or modern "
+                "clients are live in it: followers may be in any mode, and a legacy one "
+                "cannot read tokens. Set the mode every follower can share keys with: "
+                "`lockbridge mode set compat --ns %s`.\n", ns, ns);
+        return;
+    }
     fprintf(stderr, "ALARM: namespace %s is modern and a legacy writer is live in it: %llu "
-            "TTL-less timestamp(s) running, %llu live legacy census entr(ies). Legacy clients "
+            "TTL-less value(s) running, %llu live legacy census entr(ies). Legacy clients "
             "cannot read tokens: step back now with `lockbridge mode set compat --ns %s`.\n",
             ns, (unsigned long long)s->legacy_live,
             (unsigned long long)s->census_live[LB_MODE_LEGACY], ns);
@@ -233,7 +249,8 @@ static int report(const char *ns, const lb__cli_survey *s, uint64_t more) {
     snprintf(next, sizeof next, "%s -> %s", lb_mode_name(from), lb_mode_name(to));
     lb__cli_survey_verdict(s, from, to, &go, &v);
     int alarmed = alarm(s);
-    const char *verdict = alarmed ? "ALARM: legacy writer in a modern namespace"
+    const char *verdict = alarmed ? (s->mode_found ? "ALARM: legacy writer in a modern namespace"
+                                                   : "ALARM: no control key beside modern clients")
                           : v.ready ? (from == to ? "final" : "ready") : "not ready";
     if (lb__cli_is_json()) summary_json(ns, s, from == to ? NULL : next, &v, verdict);
     else summary_text(ns, s, from == to ? NULL : next, &v, verdict, more);

@@ -23,15 +23,23 @@ static void example(lb__cli_examples *e, const lb__cli_key *k, int64_t remaining
     e->key[e->n++].remaining_ms = remaining_ms;
 }
 
-/* A TTL-less timestamp is a legacy client's write (compat clients always set a
- * TTL, and GETSET clears it). It counts as recent while it runs and for
- * window_ms after it expired; one whose clock cannot be judged (a monotonic
- * clock, or a value the codecs read differently) counts as running. */
+/* Only legacy clients write without a TTL (compat clients always set one,
+ * and GETSET clears it): a TTL-less string that is a timestamp, or that no
+ * codec reads (a format the codec list leaves out), or reads differently, is
+ * a legacy writer's. */
+int lb__cli_legacy_written(const lb__cli_key *k, const lb_class *cl) {
+    if (k->pttl_ms != -1 || strcmp(k->type, "string") != 0) return 0;
+    return cl->format == LB_FORMAT_LEGACY || cl->format == LB_FORMAT_AMBIGUOUS ||
+           cl->format == LB_FORMAT_UNKNOWN;
+}
+
+/* A legacy writer's value counts as recent while it runs and for window_ms
+ * after it expired; one whose clock cannot be judged (a monotonic clock, a
+ * value the codecs read differently or not at all) counts as running. */
 static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl,
                             int64_t now_ms) {
-    int ambiguous = cl->format == LB_FORMAT_AMBIGUOUS;
-    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && !ambiguous)) return;
-    int64_t at = ambiguous ? -1 : expiry_ms(s, cl);
+    if (k->pttl_ms != -1 || !lb__cli_legacy_written(k, cl)) return;
+    int64_t at = cl->format == LB_FORMAT_LEGACY ? expiry_ms(s, cl) : -1;
     if (cl->format == LB_FORMAT_LEGACY && cl->expired) s->legacy_expired++;
     if (cl->format == LB_FORMAT_LEGACY && lb__cli_is_mono(s->cs, cl)) s->mono++;
     int live = at < 0 ? 1 : at > now_ms;
@@ -49,8 +57,7 @@ static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_cl
  * not seen before appeared or changed, so a legacy client wrote it meanwhile;
  * one seen again unchanged proves nothing (a crashed holder's lock is static). */
 static int track(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl) {
-    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && cl->format != LB_FORMAT_AMBIGUOUS))
-        return 0;
+    if (!lb__cli_legacy_written(k, cl)) return 0;
     int added = lb__cli_seen_add(&s->seen, lb__cli_fingerprint(k->key, k->keylen, k->value,
                                                                k->valuelen));
     if (added < 0) return -1;

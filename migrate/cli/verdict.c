@@ -62,8 +62,9 @@ static void legacy_writers(const lb__cli_survey *s, const lb__cli_gateopts *o,
     char keys[300];
     const int c = LB__CLI_CHECK_LEGACY;
     if (s->legacy_recent)
-        reason(v, o, c, "%llu TTL-less timestamp(s) running or expired within the window, "
-               "written by a legacy client: %s", (unsigned long long)s->legacy_recent,
+        reason(v, o, c, "%llu TTL-less value(s) running or expired within the window (only "
+               "legacy clients write without a TTL; a value no codec reads counts as "
+               "running): %s", (unsigned long long)s->legacy_recent,
                named(&s->ex[LB__CLI_EX_LEGACY], s->legacy_recent, keys, sizeof keys));
     if (s->census_legacy_recent)
         reason(v, o, c, "%llu census entr(ies) in legacy mode seen within the window "
@@ -130,9 +131,13 @@ static void modern_clients(const lb__cli_survey *s, const lb__cli_gateopts *o,
                (long long)(until - s->now_ms));
 }
 
-static void stage_time(const lb__cli_survey *s, const lb__cli_gateopts *o,
+/* A stage lasts until every follower has seen it and its earlier locks have
+ * lapsed. Stepping back to compat is exempt: it is the step toward safety a
+ * legacy writer in modern calls for, and every mode shares keys with compat. */
+static void stage_time(const lb__cli_survey *s, lb_mode to, const lb__cli_gateopts *o,
                        lb__cli_verdict *v) {
-    if (!s->mode_found) return; /* no stage has been set yet */
+    if (to == LB_MODE_COMPAT && (s->mode == LB_MODE_MODERN || !s->mode_found)) return;
+    if (!s->mode_found && s->gate.since_ms < 0) return; /* no stage has ever been set */
     int64_t need = lb__cli_gate_stage_ms(&s->gate), since = s->gate.since_ms;
     if (since < 0)
         reason(v, o, LB__CLI_CHECK_STAGE_TIME, "when the %s stage began is not recorded: "
@@ -159,11 +164,27 @@ static void empty_scan(const lb__cli_survey *s, const lb__cli_gateopts *o, lb__c
            "pattern ever has: a pattern that matches nothing proves nothing (check --match)");
 }
 
+/* No control key: a follower that read a mode keeps it, others use their
+ * configured one, so the change is judged as from every mode: only compat is
+ * adjacent to all of them. */
+static int from_unknown(const lb__cli_survey *s) {
+    return s->mode_rc == LB_OK && !s->mode_found;
+}
+
 static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
                      const lb__cli_gateopts *o, lb__cli_verdict *v) {
     char keys[300];
-    if ((from == LB_MODE_LEGACY && to == LB_MODE_MODERN) ||
-        (from == LB_MODE_MODERN && to == LB_MODE_LEGACY))
+    int any = from_unknown(s);
+    if (any)
+        reason(v, NULL, -1, "no control key: followers may be in any mode, so this change is "
+               "checked as from each of them");
+    if (any && to != LB_MODE_COMPAT)
+        reason(v, o, LB__CLI_CHECK_ADJACENCY, "followers may still be in %s, which is not "
+               "adjacent to %s: set compat first (every mode shares keys with it)",
+               lb_mode_name(to == LB_MODE_LEGACY ? LB_MODE_MODERN : LB_MODE_LEGACY),
+               lb_mode_name(to));
+    else if (!any && ((from == LB_MODE_LEGACY && to == LB_MODE_MODERN) ||
+                      (from == LB_MODE_MODERN && to == LB_MODE_LEGACY)))
         reason(v, o, LB__CLI_CHECK_ADJACENCY, "%s and %s are not adjacent: go through compat",
                lb_mode_name(from), lb_mode_name(to));
     if (s->mode_rc == LB_EFOREIGN || s->mode_rc == LB_EWRONGTYPE)
@@ -173,7 +194,7 @@ static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
     if (s->gate_unreadable)
         reason(v, o, LB__CLI_CHECK_CONTROL_KEY, "the gate record ({ns}:lb-gate) is not a hash");
     if (s->census_unreadable) reason(v, o, LB__CLI_CHECK_CENSUS, "the census key is not a hash");
-    if (to > from && s->per_format[LB_FORMAT_INCR])
+    if ((to > from || (any && to != LB_MODE_LEGACY)) && s->per_format[LB_FORMAT_INCR])
         reason(v, o, LB__CLI_CHECK_INCR, "%llu INCR counter(s): INCR lockers can share keys "
                "with no other protocol: %s", (unsigned long long)s->per_format[LB_FORMAT_INCR],
                named(&s->ex[LB__CLI_EX_INCR], s->per_format[LB_FORMAT_INCR], keys, sizeof keys));
@@ -183,7 +204,7 @@ static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
         if (s->keys == 0) empty_scan(s, o, v);
     }
     if (to == LB_MODE_LEGACY) modern_clients(s, o, v);
-    stage_time(s, o, v);
+    stage_time(s, to, o, v);
 }
 
 static void notes(const lb__cli_survey *s, lb_mode from, lb_mode to, lb__cli_verdict *v) {
@@ -219,7 +240,7 @@ void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
                             const lb__cli_gateopts *o, lb__cli_verdict *v) {
     memset(v, 0, sizeof *v);
     v->ready = 1;
-    if (from == to) return;
+    if (from == to && !from_unknown(s)) return;
     blockers(s, from, to, o, v);
     notes(s, from, to, v);
 }

@@ -37,6 +37,11 @@ static void fill_fleet(void) {
 static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     (void)state;
     fill_fleet();
+    /* Set: without a control key, a token beside followers that may be legacy
+     * is an alarm. */
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:ns}:lb-mode", "legacy");
+    lbt_cmd_ok(cli.conn, "HSET %s since_ms %lld", "{cli:ns}:lb-gate",
+               (long long)(lbt_wall_ms() - 3600000));
     const char *args[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "*cli:s:*",
                           "--count", "2", "--json", NULL};
     assert_int_equal(lbt_run(&cli.proc, args), 0); /* legacy -> compat: no blocker */
@@ -47,7 +52,7 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     cJSON *o = l.line[7];
     assert_string_equal(lbt_str_of(o, "event"), "status");
     assert_string_equal(lbt_str_of(o, "mode"), "legacy");
-    assert_false(lbt_bool_of(o, "mode_key_present"));
+    assert_true(lbt_bool_of(o, "mode_key_present"));
     assert_true(lbt_num_of(o, "keys") == 7);
     assert_true(lbt_num_of(o, "companion_keys") == 1);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
@@ -66,14 +71,15 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 2);
     lbt_lines_free(&l);
 
-    /* In compat, the live TTL-less timestamps are a legacy writer's: modern
-     * is not safe yet. Text output names the blocker; --limit cuts the rows. */
+    /* In compat, the live TTL-less values are a legacy writer's (the one no
+     * codec reads too): modern is not safe yet. Text output names the
+     * blocker; --limit cuts the rows. */
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:ns}:lb-mode", "compat");
     const char *text[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "cli:s:*",
                           "--limit", "2", NULL};
     assert_int_equal(lbt_run(&cli.proc, text), 6);
     assert_non_null(strstr(cli.proc.out, "compat -> modern: not ready"));
-    assert_non_null(strstr(cli.proc.out, "blocker: [legacy-writers] 2 TTL-less timestamp(s)"));
+    assert_non_null(strstr(cli.proc.out, "blocker: [legacy-writers] 3 TTL-less value(s)"));
     assert_non_null(strstr(cli.proc.out, "... 5 more"));
     lbt_cmd_ok(cli.conn, "DEL %s", "{cli:ns}:lb-mode");
     lbt_del_matching(cli.conn, "cli:s:*");
@@ -89,7 +95,8 @@ static void test_status_counts_the_baton_and_its_mark_as_companions(void **state
     lbt_cmd_ok(cli.conn, "SET %s %s PX 45000", "{cli:b:t}:bwait", "fedcba9876543210fedcba9876543210");
     assert_int_equal(lbt_int(cli.conn, "RPUSH %s %s", "{cli:b:t}:baton",
                              "00112233445566778899aabbccddeeff 30000 100"), 1);
-    const char *args[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "*cli:b:*",
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:nsb}:lb-mode", "modern");
+    const char *args[] = {"-p", cli.port, "status", "--ns", "cli:nsb", "--match", "*cli:b:*",
                           "--json", NULL};
     assert_int_equal(lbt_run(&cli.proc, args), 0);
     lbt_lines l;
@@ -100,7 +107,8 @@ static void test_status_counts_the_baton_and_its_mark_as_companions(void **state
     assert_true(lbt_num_of(o, "companion_keys") == 2);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "token") == 1);
     lbt_lines_free(&l);
-    lbt_cmd_ok(cli.conn, "DEL %s %s %s", "cli:b:t", "{cli:b:t}:bwait", "{cli:b:t}:baton");
+    lbt_cmd_ok(cli.conn, "DEL %s %s %s %s %s", "cli:b:t", "{cli:b:t}:bwait", "{cli:b:t}:baton",
+               "{cli:nsb}:lb-mode", "{cli:nsb}:lb-gate");
 }
 
 /* More keys than one SCAN step and than one read batch: every key is read

@@ -1,0 +1,163 @@
+/* The gate fails closed, through the tool against a real redis-server: an
+ * absent control key, a value in no known format, a host clock that runs
+ * ahead, values given on the command line, a second operator, a sweep of
+ * another namespace's keys and a step back the alarm asks for. Each test
+ * asserts the verdict (exit status, the mode left) before any output. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "harness/cli.h"
+#include "harness/proc.h"
+#include "harness/redis_util.h"
+
+/* How long ago a test's stage began: past any minimum stage time, ms. */
+#define STAGE_AGO_MS INT64_C(3600000)
+#define TOKEN "0123456789abcdef0123456789abcdef"
+
+static lbt_cli cli;
+
+/* Namespace `ns` in `mode` (NULL: no control key), its stage begun `ago_ms`
+ * ago, scanning `ns`:* and watching 100 ms before modern. */
+static void ns_at(const char *ns, const char *mode, int64_t ago_ms) {
+    char key[128], match[64];
+    snprintf(key, sizeof key, "{%s}:lb-mode", ns);
+    if (mode) lbt_cmd_ok(cli.conn, "SET %s %s", key, mode);
+    snprintf(key, sizeof key, "{%s}:lb-gate", ns);
+    snprintf(match, sizeof match, "%s:*", ns);
+    lbt_cmd_ok(cli.conn, "HSET %s since_ms %lld match %s observe_ms 100", key,
+               (long long)(lbt_wall_ms() - ago_ms), match);
+}
+
+static void ns_drop(const char *ns) {
+    lbt_cmd_ok(cli.conn, "DEL {%s}:lb-mode {%s}:lb-gate {%s}:lb-census", ns, ns, ns);
+}
+
+static const char *mode_of(const char *ns) {
+    char key[128];
+    snprintf(key, sizeof key, "{%s}:lb-mode", ns);
+    return lbt_get(cli.conn, key);
+}
+
+static void expect_exit(int got, int want) {
+    if (got != want) fail_msg("exit %d, expected %d:\n%s%s", got, want, cli.proc.out, cli.proc.err);
+}
+
+static void expect_out(const char *text) {
+    if (!strstr(cli.proc.out, text) && !strstr(cli.proc.err, text))
+        fail_msg("no \"%s\" in:\n%s%s", text, cli.proc.out, cli.proc.err);
+}
+
+/* ---- An absent control key ---------------------------------------------------------- */
+/* The control key deleted under a modern fleet: followers keep modern, so
+ * legacy is refused beside a live token, status raises the alarm, and the
+ * step it advises (compat, which every follower can share keys with) is taken. */
+static void test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be_in(void **st) {
+    (void)st;
+    ns_at("f1", NULL, STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f1:job %s PX 600000", TOKEN);
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "legacy", "--ns", "f1", NULL), 6);
+    assert_int_equal(lbt_int(cli.conn, "EXISTS %s", "{f1}:lb-mode"), 0);
+    expect_out("[modern-clients]");
+    expect_exit(lbt_cli_run(&cli, "status", "--ns", "f1", NULL), 7);
+    expect_out("mode set compat --ns f1");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "f1", NULL), 0);
+    assert_string_equal(mode_of("f1"), "compat");
+    lbt_cmd_ok(cli.conn, "DEL f1:job");
+    ns_drop("f1");
+}
+
+/* ---- A second operator ---------------------------------------------------------------- */
+static lbt_proc other;
+static int other_done;
+
+/* Another operator steps back to legacy and forward to compat while the first
+ * one watches before modern: a new compat stage that followers have not all
+ * seen. */
+static void another_operator(void) {
+    if (other_done++) return;
+    const char *back[] = {"-p", cli.port, "mode", "set", "legacy", "--ns", "f2", NULL};
+    const char *fwd[] = {"-p", cli.port, "mode", "set", "compat", "--ns", "f2", "--override",
+                         "stage-time", NULL};
+    if (lbt_run(&other, back) != 0) fail_msg("legacy: %s%s", other.out, other.err);
+    if (lbt_run(&other, fwd) != 0) fail_msg("compat: %s%s", other.out, other.err);
+}
+
+static void test_a_change_between_check_and_write_refuses_the_write(void **st) {
+    (void)st;
+    ns_at("f2", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "HSET {f2}:lb-gate observe_ms 3000");
+    lbt_cmd_ok(cli.conn, "SET f2:a %lld PX 600000", (long long)(lbt_wall_ms() + 600000));
+    const char *args[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "f2", NULL};
+    lbt_spawn(&cli.proc, args);
+    expect_exit(lbt_finish_with(&cli.proc, another_operator, 500), 6);
+    assert_true(other_done > 0);
+    assert_string_equal(mode_of("f2"), "compat");
+    expect_out("another change");
+    lbt_cmd_ok(cli.conn, "DEL f2:a");
+    ns_drop("f2");
+}
+
+/* ---- Values in no known format -------------------------------------------------------- */
+/* Only legacy clients write without a TTL: a TTL-less value no codec reads (a
+ * JSON lock on a monotonic clock, seconds with a fraction under the ms codec)
+ * is a legacy writer's. */
+static void test_a_ttl_less_value_in_no_known_format_is_legacy_evidence(void **st) {
+    (void)st;
+    ns_at("f3", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f3:tok %s PX 600000", TOKEN);
+    lbt_cmd_ok(cli.conn, "SET f3:json {\"expiryTime\":123456789}");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "f3", NULL), 6);
+    assert_string_equal(mode_of("f3"), "compat");
+    expect_out("[legacy-writers]");
+    lbt_cmd_ok(cli.conn, "DEL f3:json {f3}:lb-gate");
+    ns_at("f3", "modern", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f3:float %lld.5", (long long)(lbt_wall_ms() / 1000 + 600));
+    expect_exit(lbt_cli_run(&cli, "status", "--ns", "f3", NULL), 7);
+    expect_out("ALARM");
+    lbt_cmd_ok(cli.conn, "DEL f3:tok f3:float");
+    ns_drop("f3");
+}
+
+/* ---- Stepping toward safety --------------------------------------------------------- */
+/* A moment into a modern stage whose validity is 30 minutes, a legacy writer
+ * shows up: the alarm's advice goes through as printed, with no stage time. */
+static void test_the_alarms_advice_is_accepted_as_printed(void **st) {
+    (void)st;
+    ns_at("f8", "modern", 0);
+    lbt_cmd_ok(cli.conn, "HSET {f8}:lb-gate ttl_ms 1800000");
+    lbt_cmd_ok(cli.conn, "SET f8:l1 %lld", (long long)(lbt_wall_ms() + 600000));
+    expect_exit(lbt_cli_run(&cli, "status", "--ns", "f8", NULL), 7);
+    expect_out("`lockbridge mode set compat --ns f8`");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "f8", NULL), 0);
+    assert_string_equal(mode_of("f8"), "compat");
+    lbt_cmd_ok(cli.conn, "DEL f8:l1");
+    ns_drop("f8");
+}
+
+static int setup(void **state) {
+    (void)state;
+    return lbt_cli_start(&cli, "test_cli_gate_closed");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    lbt_cli_stop(&cli);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be_in),
+        cmocka_unit_test(test_a_change_between_check_and_write_refuses_the_write),
+        cmocka_unit_test(test_a_ttl_less_value_in_no_known_format_is_legacy_evidence),
+        cmocka_unit_test(test_the_alarms_advice_is_accepted_as_printed),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

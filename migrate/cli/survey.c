@@ -68,6 +68,15 @@ static int track(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl) {
     return 0;
 }
 
+/* Expiry and windows are judged by the server's clock (read once per survey,
+ * so a long scan judges later keys a little early: stricter, never looser);
+ * only a monotonic-clock value is judged by this host's, the one it means. */
+static lb_now server_now(const lb__cli_survey *s) {
+    lb_now now = lb_clock_now(NULL);
+    now.wall_us = s->now_ms * 1000;
+    return now;
+}
+
 static int on_key(const lb__cli_key *k, void *ud) {
     lb__cli_survey *s = ud;
     lb_class cl;
@@ -75,7 +84,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
         s->companions++;
         return 0;
     }
-    lb_now now = lb_clock_now(NULL);
+    lb_now now = server_now(s);
     if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
     s->keys++;
     if ((unsigned)cl.format < LB__CLI_FORMATS) s->per_format[cl.format]++;
@@ -97,6 +106,9 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
     s->legacy_until_ms = -1;
     s->cluster = t->cluster;
     s->match = o->match;
+    if (s->now_ms <= 0 && (s->now_ms = lb__cli_server_ms(c)) < 0)
+        return snprintf(err, cap, "the server's clock (TIME) cannot be read: the gate judges "
+                        "by no other clock"), -1;
     double t0 = lb__cli_mono_ms();
     int rc = lb__cli_scan_each(t, c, o, on_key, NULL, s, &scanned, &s->servers, err, cap);
     s->scan_ms = lb__cli_mono_ms() - t0;
@@ -106,7 +118,7 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
 }
 
 static int census(lb__cli_survey *s, redisContext *c, const char *ns, char *err, size_t cap) {
-    lb_now now = lb_clock_now(NULL);
+    lb_now now = server_now(s);
     lb_census_entry *e = NULL;
     size_t n = 0;
     int rc = lb_census_list(c, ns, strlen(ns), &now, s->stale_ms, NULL, &e, &n);
@@ -132,7 +144,9 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
                       size_t cap) {
     s->census_legacy_seen_ms = -1;
     s->now_ms = lb__cli_server_ms(c);
-    if (s->now_ms < 0) s->now_ms = lb_clock_now(NULL).wall_us / 1000;
+    if (s->now_ms < 0)
+        return snprintf(err, cap, "the server's clock (TIME) cannot be read: the gate judges "
+                        "by no other clock"), -1;
     s->mode_rc = lb_mode_get(c, ns, strlen(ns), &s->mode, &s->mode_found);
     if (s->mode_rc != LB_OK && s->mode_rc != LB_EFOREIGN && s->mode_rc != LB_EWRONGTYPE)
         return snprintf(err, cap, "reading the mode: %s", lb_strerror(s->mode_rc)), -1;

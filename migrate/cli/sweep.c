@@ -130,6 +130,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
     int64_t at;
     if (lb__cli_is_companion(k)) return 0;
     lb_now now = lb_clock_now(NULL);
+    now.wall_us = s->now_ms * 1000; /* the server's clock judges, as below */
     if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
     if (cl.format != LB_FORMAT_LEGACY || k->pttl_ms != -1 || !k->value) {
         if ((unsigned)cl.format < LB__CLI_FORMATS && cl.format != LB_FORMAT_ABSENT)

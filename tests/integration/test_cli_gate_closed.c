@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -20,6 +21,9 @@
 /* How long ago a test's stage began: past any minimum stage time, ms. */
 #define STAGE_AGO_MS INT64_C(3600000)
 #define TOKEN "0123456789abcdef0123456789abcdef"
+
+/* Debian's libfaketime, preloaded into the tool alone to move its host clock. */
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 static lbt_cli cli;
 
@@ -125,6 +129,46 @@ static void test_a_ttl_less_value_in_no_known_format_is_legacy_evidence(void **s
     ns_drop("f3");
 }
 
+/* ---- Only the server's clock ------------------------------------------------------- */
+/* Runs the tool with its host clock `offset` ahead ("+7200s"). */
+static int run_ahead(const char *offset, const char *const *args) {
+    if (access(FAKETIME_LIB, R_OK) != 0) fail_msg("%s missing: make deps installs faketime",
+                                                  FAKETIME_LIB);
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *saved = asan ? strdup(asan) : NULL, opts[512];
+    snprintf(opts, sizeof opts, "%s%sverify_asan_link_order=0", asan ? asan : "", asan ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+    setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+    setenv("FAKETIME", offset, 1);
+    int rc = lbt_run(&cli.proc, args);
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME");
+    if (saved) setenv("ASAN_OPTIONS", saved, 1);
+    else unsetenv("ASAN_OPTIONS");
+    free(saved);
+    return rc;
+}
+
+/* A live legacy lock with 30 minutes left, seen for the first time by a host
+ * whose clock runs two hours ahead: by that clock it expired past the window. */
+static void test_expiry_and_window_are_judged_by_the_servers_clock(void **st) {
+    (void)st;
+    ns_at("f5", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f5:tok %s PX 600000", TOKEN);
+    lbt_cmd_ok(cli.conn, "SET f5:l1 %lld", (long long)(lbt_wall_ms() + 1800000));
+    const char *set[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "f5", NULL};
+    expect_exit(run_ahead("+7200s", set), 6);
+    assert_string_equal(mode_of("f5"), "compat");
+    expect_out("[legacy-writers]");
+    ns_drop("f5");
+    ns_at("f5", "modern", STAGE_AGO_MS);
+    const char *status[] = {"-p", cli.port, "status", "--ns", "f5", NULL};
+    expect_exit(run_ahead("+7200s", status), 7);
+    expect_out("ALARM");
+    lbt_cmd_ok(cli.conn, "DEL f5:tok f5:l1");
+    ns_drop("f5");
+}
+
 /* ---- Stepping toward safety --------------------------------------------------------- */
 /* A moment into a modern stage whose validity is 30 minutes, a legacy writer
  * shows up: the alarm's advice goes through as printed, with no stage time. */
@@ -157,6 +201,7 @@ int main(void) {
         cmocka_unit_test(test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be_in),
         cmocka_unit_test(test_a_change_between_check_and_write_refuses_the_write),
         cmocka_unit_test(test_a_ttl_less_value_in_no_known_format_is_legacy_evidence),
+        cmocka_unit_test(test_expiry_and_window_are_judged_by_the_servers_clock),
         cmocka_unit_test(test_the_alarms_advice_is_accepted_as_printed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -9,8 +9,6 @@
 
 #define COUNT_DEFAULT 1000
 #define COUNT_MAX 100000
-#define WINDOW_MS_DEFAULT INT64_C(3600000) /* an hour, milliseconds */
-#define STALE_MS_DEFAULT INT64_C(30000)    /* milliseconds */
 #define TEXT_ROWS_DEFAULT 100               /* lock rows in the text table */
 #define LIMIT_MAX INT64_C(1000000000)
 
@@ -173,6 +171,7 @@ static void summary_json(const char *ns, const lb__cli_survey *s, const char *ne
     add_reasons(o, v, 1, "blockers");
     add_checks(o, v);
     add_reasons(o, v, 0, "notes");
+    if (v->judged_by[0]) lb__cli_add_str(o, "judged_by", v->judged_by);
     lb__cli_emit(o);
 }
 
@@ -207,6 +206,7 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
                    v->reason[i].text);
         else printf("  note:    %s\n", v->reason[i].text);
     }
+    if (v->judged_by[0]) printf("  %s\n", v->judged_by);
 }
 
 /* Token values or live modern clients seen by this survey. */
@@ -338,28 +338,31 @@ int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const cha
     return 0;
 }
 
-static int read_opts(const lb__cli_args *a, lb__cli_survey *s, rows *r) {
+static int read_opts(const lb__cli_args *a, lb__cli_gateconf *gc, rows *r) {
     const char *v;
-    if (((v = lb__cli_opt(a, opts, "--ttl-ms")) &&
-         lb__cli_int(a, "--ttl-ms", v, 1, LB__CLI_MS_MAX, &r->ttl_ms) != 0) ||
-        ((v = lb__cli_opt(a, opts, "--window-ms")) &&
-         lb__cli_int(a, "--window-ms", v, 0, LB__CLI_MS_MAX, &s->window_ms) != 0) ||
-        ((v = lb__cli_opt(a, opts, "--stale-ms")) &&
-         lb__cli_int(a, "--stale-ms", v, 1, LB__CLI_MS_MAX, &s->stale_ms) != 0) ||
+    if (lb__cli_gateconf_given(a, opts, gc) != 0 ||
         ((v = lb__cli_opt(a, opts, "--limit")) &&
          lb__cli_int(a, "--limit", v, 0, LIMIT_MAX, &r->limit) != 0))
         return -1;
+    r->ttl_ms = gc->given[LB__CLI_VAL_TTL] ? gc->cmdline[LB__CLI_VAL_TTL] : 0;
     return 0;
 }
 
-/* The namespace's stored pattern and codecs stand in for options not given. */
-static int use_stored(const lb__cli_args *a, const lb__cli_survey *s, lb__cli_codecs *cs,
-                      lb__cli_scanopts *so) {
-    if (!lb__cli_opt(a, opts, "--match") && s->gate.have_match) so->match = s->gate.match;
-    if (!lb__cli_opt(a, opts, "--codec") && s->gate.have_codecs &&
-        lb__cli_codecs_parse_list(cs, s->gate.codecs) != 0)
-        return lb__cli_usage(a, "the namespace's stored codecs do not parse: '%s'",
-                             s->gate.codecs);
+/* The values `mode set` would judge by, from the same gate record and options:
+ * stored ones stand in for those not given, given ones may only tighten. */
+static int judge_by(const lb__cli_args *a, redisContext *nc, const char *ns,
+                    lb__cli_gateconf *gc, lb__cli_survey *s, lb__cli_codecs *cs,
+                    lb__cli_scanopts *so, char *err, size_t cap) {
+    lb__cli_gate g;
+    if (lb__cli_gate_read(nc, ns, &g, err, cap) != 0) {
+        if (!strstr(err, "WRONGTYPE")) return -1;
+        lb__cli_gate_empty(&g); /* the survey reads it again, and the verdict names it */
+    }
+    if (lb__cli_gateconf_scan(a, opts, ns, &g, cs, so) != 0 ||
+        lb__cli_gateconf_resolve(a, ns, &g, gc) != 0)
+        return 1;
+    s->window_ms = gc->v[LB__CLI_VAL_WINDOW];
+    s->stale_ms = gc->v[LB__CLI_VAL_STALE];
     return 0;
 }
 
@@ -380,15 +383,14 @@ static int run(const lb__cli_args *a) {
     lb__cli_scanopts so;
     lb__cli_survey s;
     rows r;
+    lb__cli_gateconf gc;
     const char *ns;
     memset(&s, 0, sizeof s);
     memset(&r, 0, sizeof r);
-    s.window_ms = WINDOW_MS_DEFAULT;
-    s.stale_ms = STALE_MS_DEFAULT;
     r.limit = lb__cli_is_json() ? -1 : TEXT_ROWS_DEFAULT;
     if (a->npos != 0) return lb__cli_usage(a, "takes no arguments (the keys are --match)");
     if (lb__cli_ns_read(a, opts, &ns) != 0 || lb__cli_codecs_read(&cs, a, opts) != 0 ||
-        lb__cli_scanopts_read(&so, a, opts) != 0 || read_opts(a, &s, &r) != 0)
+        lb__cli_scanopts_read(&so, a, opts) != 0 || read_opts(a, &gc, &r) != 0)
         return LB__CLI_EXIT_USAGE;
     s.cs = r.cs = &cs;
     s.row = on_row;
@@ -404,13 +406,19 @@ static int run(const lb__cli_args *a) {
         redisFree(c);
         return lb__cli_error(a, NULL, LB_EREDIS, err);
     }
-    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
-        lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0)
-        code = lb__cli_error(a, NULL, LB_EREDIS, err);
-    else if (use_stored(a, &s, &cs, &so) != 0) code = LB__CLI_EXIT_USAGE;
+    int rc = (nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) != NULL
+                 ? judge_by(a, nc, ns, &gc, &s, &cs, &so, err, sizeof err)
+                 : -1;
+    if (rc == 0 && lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0) rc = -1;
+    if (rc < 0) code = lb__cli_error(a, NULL, LB_EREDIS, err);
+    else if (rc > 0) code = LB__CLI_EXIT_USAGE;
     else if (lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
     else {
+        s.gate.val[LB__CLI_VAL_TTL] = gc.v[LB__CLI_VAL_TTL];
+        s.gate.val[LB__CLI_VAL_REFRESH] = gc.v[LB__CLI_VAL_REFRESH];
+        lb__cli_gateconf_say(&gc, so.match, &cs, LB__CLI_VAL_OBSERVE, s.judged_by,
+                             sizeof s.judged_by);
         /* A read-only operator still gets the report; the evidence this scan
          * saw is then not kept, which the note says. */
         if (remember(a, &t, &s, ns, err, sizeof err) != 0)

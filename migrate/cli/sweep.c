@@ -288,19 +288,14 @@ static void sweep_free(sweep *s) {
 }
 
 /* The namespace's gate record: the stored pattern and codecs stand in for
- * options not given, and the server's clock is read from the same connection. */
+ * options not given (given ones must be those), and the server's clock is
+ * read from the same connection. 0, 1 usage, or -1 with `err`. */
 static int prepare(const lb__cli_args *a, redisContext *nc, const char *ns, sweep *s,
                    lb__cli_codecs *cs, lb__cli_scanopts *so, lb__cli_gate *g, char *err,
                    size_t cap) {
     if (lb__cli_gate_read(nc, ns, g, err, cap) != 0) return -1;
-    if (!lb__cli_opt(a, opts, "--match") && g->have_match) so->match = g->match;
-    if (!lb__cli_opt(a, opts, "--codec") && g->have_codecs &&
-        lb__cli_codecs_parse_list(cs, g->codecs) != 0)
-        return snprintf(err, cap, "the namespace's stored codecs do not parse: '%.200s'",
-                        g->codecs), -1;
-    if (g->have_match && strcmp(so->match, g->match) != 0)
-        fprintf(stderr, "%s: note: --match '%s' is not the namespace's stored pattern '%s'\n",
-                a->prog, so->match, g->match);
+    /* Another pattern would file other keys' evidence under this namespace. */
+    if (lb__cli_gateconf_scan(a, opts, ns, g, cs, so) != 0) return 1;
     s->now_ms = lb__cli_server_ms(nc);
     if (s->now_ms < 0) return snprintf(err, cap, "reading the server's TIME: %s", nc->errstr), -1;
     return 0;
@@ -347,9 +342,14 @@ static int execute(const lb__cli_args *a, const char *ns, sweep *s, lb__cli_code
     s->dry = dry;
     int rc = lb__cli_topo_read(&t, c, &a->conn, err, sizeof err);
     s->cluster = t.cluster;
-    if (rc == 0 && (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
-                    prepare(a, nc, ns, s, cs, so, &g, err, sizeof err) != 0))
-        rc = -1;
+    if (rc == 0 && !(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err))) rc = -1;
+    if (rc == 0) rc = prepare(a, nc, ns, s, cs, so, &g, err, sizeof err);
+    if (rc > 0) {
+        lb__cli_ns_done(nc, c);
+        lb__cli_topo_clear(&t);
+        redisFree(c);
+        return LB__CLI_EXIT_USAGE;
+    }
     run_ctx r = {s, a, &t, ns};
     if (rc == 0)
         rc = lb__cli_scan_each(&t, c, so, on_key_ctx, act_after_noting, &r, &scanned,

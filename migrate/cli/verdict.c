@@ -147,9 +147,8 @@ static void stage_time(const lb__cli_survey *s, lb_mode to, const lb__cli_gateop
                "follower has seen it and its earlier locks have lapsed only after %lld ms "
                "(refresh %lld ms + validity %lld ms)", lb_mode_name(s->mode),
                (long long)(s->now_ms - since), (long long)need,
-               (long long)(need - (s->gate.ttl_ms >= 0 ? s->gate.ttl_ms
-                                                       : LB__CLI_GATE_TTL_MS_DEFAULT)),
-               (long long)(s->gate.ttl_ms >= 0 ? s->gate.ttl_ms : LB__CLI_GATE_TTL_MS_DEFAULT));
+               (long long)lb__cli_gate_value(&s->gate, LB__CLI_VAL_REFRESH),
+               (long long)lb__cli_gate_value(&s->gate, LB__CLI_VAL_TTL));
 }
 
 /* A scan that matched nothing proves nothing, unless this very pattern has
@@ -226,11 +225,12 @@ static void notes(const lb__cli_survey *s, lb_mode from, lb_mode to, lb__cli_ver
     /* A timestamp further ahead than the fleet's stored validity: some client
      * writes a longer one, and a wire takeover that loses the race to it would
      * shorten it unless lockbridge's wire clients know (docs/legacy-protocol.md). */
-    if (s->gate.ttl_ms > 0 && s->ahead_max_ms > s->gate.ttl_ms + 1000)
+    int64_t ttl = s->gate.val[LB__CLI_VAL_TTL];
+    if (ttl > 0 && s->ahead_max_ms > ttl + 1000)
         reason(v, NULL, -1, "a timestamp runs %lld ms ahead, more than the namespace's "
                "validity %lld ms: a client writes a longer one; give lockbridge's wire "
                "clients --fleet-max-ttl-ms %lld and `mode config --ttl-ms` that value",
-               (long long)s->ahead_max_ms, (long long)s->gate.ttl_ms, (long long)s->ahead_max_ms);
+               (long long)s->ahead_max_ms, (long long)ttl, (long long)s->ahead_max_ms);
     if (s->census_invalid)
         reason(v, NULL, -1, "%llu census field(s) that are not census entries",
                (unsigned long long)s->census_invalid);
@@ -240,6 +240,7 @@ void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
                             const lb__cli_gateopts *o, lb__cli_verdict *v) {
     memset(v, 0, sizeof *v);
     v->ready = 1;
+    snprintf(v->judged_by, sizeof v->judged_by, "%s", s->judged_by);
     if (from == to && !from_unknown(s)) return;
     blockers(s, from, to, o, v);
     notes(s, from, to, v);

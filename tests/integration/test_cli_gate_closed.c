@@ -49,6 +49,16 @@ static const char *mode_of(const char *ns) {
     return lbt_get(cli.conn, key);
 }
 
+/* A field of the namespace's gate record, as stored. */
+static long long gate_field(const char *ns, const char *field) {
+    redisReply *r = redisCommand(cli.conn, "HGET {%s}:lb-gate %s", ns, field);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    long long v = atoll(r->str);
+    freeReplyObject(r);
+    return v;
+}
+
 static void expect_exit(int got, int want) {
     if (got != want) fail_msg("exit %d, expected %d:\n%s%s", got, want, cli.proc.out, cli.proc.err);
 }
@@ -83,9 +93,11 @@ static int other_done;
 
 /* Another operator steps back to legacy and forward to compat while the first
  * one watches before modern: a new compat stage that followers have not all
- * seen. */
+ * seen. Called every 500 ms while the first one runs. */
 static void another_operator(void) {
-    if (other_done++) return;
+    static int calls;
+    if (++calls != 2) return; /* the first call may come before the tool read the stage */
+    other_done++;
     const char *back[] = {"-p", cli.port, "mode", "set", "legacy", "--ns", "f2", NULL};
     const char *fwd[] = {"-p", cli.port, "mode", "set", "compat", "--ns", "f2", "--override",
                          "stage-time", NULL};
@@ -129,6 +141,41 @@ static void test_a_ttl_less_value_in_no_known_format_is_legacy_evidence(void **s
     ns_drop("f3");
 }
 
+/* ---- The command line only tightens ------------------------------------------------- */
+static void test_command_line_values_cannot_loosen_the_stored_configuration(void **st) {
+    (void)st;
+    ns_at("f4", "legacy", 0);
+    lbt_cmd_ok(cli.conn, "HSET {f4}:lb-gate ttl_ms 600000 refresh_ms 1000");
+    lbt_cmd_ok(cli.conn, "SET f4:a %lld", (long long)(lbt_wall_ms() - 600000));
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "f4", "--ttl-ms", "0",
+                            "--refresh-ms", "0", NULL), 1);
+    assert_string_equal(mode_of("f4"), "legacy");
+    expect_out("--override ttl-ms");
+    expect_exit(lbt_cli_run(&cli, "mode", "config", "--ns", "f4", "--ttl-ms", "0", NULL), 1);
+    assert_int_equal(gate_field("f4", "ttl_ms"), 600000);
+    /* A stricter value is taken, and the verdict says what it judged by. */
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "f4", "--ttl-ms", "900000",
+                            NULL), 6);
+    assert_string_equal(mode_of("f4"), "legacy");
+    expect_out("validity 900000 ms");
+    /* The window: a legacy lock expired 10 minutes ago is within the stored one. */
+    ns_at("f4", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "HSET {f4}:lb-gate ttl_ms 30000");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "f4", "--window-ms", "1000",
+                            NULL), 1);
+    assert_string_equal(mode_of("f4"), "compat");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "f4", "--stale-ms", "1",
+                            NULL), 1);
+    assert_string_equal(mode_of("f4"), "compat");
+    /* Loosening is a named override of mode config, and said so. */
+    expect_exit(lbt_cli_run(&cli, "mode", "config", "--ns", "f4", "--ttl-ms", "0", "--override",
+                            "ttl-ms", NULL), 0);
+    assert_int_equal(gate_field("f4", "ttl_ms"), 0);
+    expect_out("override");
+    lbt_cmd_ok(cli.conn, "DEL f4:a");
+    ns_drop("f4");
+}
+
 /* ---- Only the server's clock ------------------------------------------------------- */
 /* Runs the tool with its host clock `offset` ahead ("+7200s"). */
 static int run_ahead(const char *offset, const char *const *args) {
@@ -169,6 +216,20 @@ static void test_expiry_and_window_are_judged_by_the_servers_clock(void **st) {
     ns_drop("f5");
 }
 
+/* ---- Sweep files evidence where it belongs ------------------------------------------ */
+static void test_sweep_refuses_a_pattern_outside_its_namespace(void **st) {
+    (void)st;
+    ns_at("f6a", "compat", STAGE_AGO_MS);
+    ns_at("f6b", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f6a:old %lld", (long long)(lbt_wall_ms() - 600000));
+    expect_exit(lbt_cli_run(&cli, "sweep", "--ns", "f6b", "--match", "f6a:*", NULL), 1);
+    assert_int_equal(lbt_int(cli.conn, "EXISTS %s", "f6a:old"), 1);
+    expect_out("mode config");
+    lbt_cmd_ok(cli.conn, "DEL f6a:old");
+    ns_drop("f6a");
+    ns_drop("f6b");
+}
+
 /* ---- Stepping toward safety --------------------------------------------------------- */
 /* A moment into a modern stage whose validity is 30 minutes, a legacy writer
  * shows up: the alarm's advice goes through as printed, with no stage time. */
@@ -201,7 +262,9 @@ int main(void) {
         cmocka_unit_test(test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be_in),
         cmocka_unit_test(test_a_change_between_check_and_write_refuses_the_write),
         cmocka_unit_test(test_a_ttl_less_value_in_no_known_format_is_legacy_evidence),
+        cmocka_unit_test(test_command_line_values_cannot_loosen_the_stored_configuration),
         cmocka_unit_test(test_expiry_and_window_are_judged_by_the_servers_clock),
+        cmocka_unit_test(test_sweep_refuses_a_pattern_outside_its_namespace),
         cmocka_unit_test(test_the_alarms_advice_is_accepted_as_printed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

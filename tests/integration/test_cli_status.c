@@ -68,7 +68,11 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
                 lbt_num_of(o, "token_max_pttl_ms") <= 45000);
     assert_string_equal(lbt_str_of(o, "next"), "legacy -> compat");
     assert_string_equal(lbt_str_of(o, "verdict"), "ready");
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 2);
+    /* The expired lock, the value in no known format, and the timestamps
+     * running 60 s ahead of the validity judged by (the default 30 s, as
+     * mode set judges). */
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 3);
+    assert_non_null(strstr(lbt_str_of(o, "judged_by"), "window 3600000 ms (default)"));
     lbt_lines_free(&l);
 
     /* In compat, the live TTL-less values are a legacy writer's (the one no
@@ -157,6 +161,7 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     census_add("j2", LB_MODE_COMPAT, 0);
     census_add("j3", LB_MODE_LEGACY, 120000); /* stale, but within the window */
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:cns}:lb-mode", "compat");
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 100", "{cli:cns}:lb-gate");
     const char *args[] = {"-p", cli.port, "status", "--ns", "cli:cns", "--match", "cli:nothing:*",
                           "--json", NULL};
     cJSON *o = lbt_run_json(&cli.proc, args, 6);
@@ -172,7 +177,9 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     assert_string_equal(lbt_str_of(o, "outcome"), "refused");
     assert_string_equal(lbt_get(cli.conn, "{cli:cns}:lb-mode"), "compat");
     cJSON_Delete(o);
-    /* Outside a window shorter than its age, the legacy entry no longer counts. */
+    /* Outside a window shorter than its age (stored: a command may only widen
+     * it), the legacy entry no longer counts. */
+    lbt_cmd_ok(cli.conn, "HSET %s window_ms 60000", "{cli:cns}:lb-gate");
     /* (The control key was written by hand, so when the stage began is not
      * known, and the pattern matches nothing: both checks skipped by name.) */
     const char *narrow[] = {"-p", cli.port, "mode", "set", "modern", "--observe-ms", "100", "--ns",

@@ -398,6 +398,30 @@ uint64_t lb__cli_fingerprint(const char *key, size_t keylen, const char *value, 
 int lb__cli_seen_add(lb__cli_seen *s, uint64_t fp);
 void lb__cli_seen_clear(lb__cli_seen *s);
 
+/* ---- Patterns and watching (glob.c, watch.c) ----------------------------------------- */
+/* 1 when `s` matches the Redis glob `pattern` (SCAN MATCH's rules). */
+int lb__cli_glob(const char *pattern, size_t plen, const char *s, size_t slen);
+
+#define LB__CLI_WATCH_KEY_MAX 1024 /* longest key a watch judges, bytes */
+/* SETNX and GETSET seen by MONITOR: on keys `match` matches, and on others. */
+typedef struct lb__cli_watch {
+    redisContext *c; /* the MONITOR connection; NULL when refused */
+    const char *match;
+    int64_t inside, outside;
+    char marker[64]; /* the ECHO that ends the watch */
+    int marked;      /* it came through */
+} lb__cli_watch;
+/* 0 watching, 1 MONITOR refused (nothing to watch with), -1 with `err`. */
+int lb__cli_watch_start(lb__cli_watch *w, const lb__cli_conn *conn, const char *match,
+                        char *err, size_t cap);
+/* Counts what the server has sent so far, without waiting; 0, or -1 when the
+ * connection failed (what was missed is unknown). */
+int lb__cli_watch_drain(lb__cli_watch *w);
+/* Waits until every command the server ran before this call has been
+ * counted; 0, or -1 (the counts are then incomplete). */
+int lb__cli_watch_finish(lb__cli_watch *w, const lb__cli_conn *conn, char *err, size_t cap);
+void lb__cli_watch_stop(lb__cli_watch *w);
+
 /* ---- The gate record ({ns}:lb-gate, migrate/cli/gate.c) ---------------------------- */
 /* The values a gate judges by (gateconf.c keeps their options, fields and
  * defaults: validity 30000, refresh 1000, window 3600000, stale 30000,
@@ -528,6 +552,8 @@ typedef struct lb__cli_survey {
     uint64_t observe_changed;  /* TTL-less timestamps that appeared or changed meanwhile */
     uint64_t observe_static;   /* TTL-less timestamps seen again unchanged */
     int64_t legacy_calls;      /* SETNX + GETSET calls the server ran meanwhile; -1 unknown */
+    int64_t scoped_calls;      /* of those, on the namespace's keys (MONITOR); -1 not scoped */
+    int64_t other_calls;       /* on other keys (MONITOR); -1 not scoped */
     int calls_backwards;       /* the server's counts went down (reset, restart, failover) */
 } lb__cli_survey;
 
@@ -543,6 +569,7 @@ enum {
     LB__CLI_CHECK_STAGE_TIME,  /* the current stage is younger than its minimum */
     LB__CLI_CHECK_EMPTY_SCAN,  /* the scan matched no key */
     LB__CLI_CHECK_CENSUS,      /* the census is unreadable */
+    LB__CLI_CHECK_SERVER_CALLS, /* SETNX/GETSET on the server, keys unknown */
     LB__CLI_CHECKS
 };
 /* The check's name for --override, or NULL. */

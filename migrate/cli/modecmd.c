@@ -383,7 +383,8 @@ static int checks_read(const lb__cli_args *a, checks *k) {
  * or changed since the first scan; then the growth of the server's SETNX and
  * GETSET counts since `calls0` (on a cluster, summed over every primary). */
 static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k,
-                   lb__cli_survey *s, double t0, int64_t calls0, char *err, size_t cap) {
+                   lb__cli_survey *s, lb__cli_watch *w, double t0, int64_t calls0, char *err,
+                   size_t cap) {
     int64_t observe_ms = k->f.gc.v[LB__CLI_VAL_OBSERVE];
     s->observe_ms = observe_ms;
     for (;;) {
@@ -405,6 +406,7 @@ static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k
         s->observe_passes++;
         s->observe_changed += pass.observe_changed;
         s->observe_static += pass.observe_static;
+        if (lb__cli_watch_drain(w) != 0) lb__cli_watch_stop(w);
     }
     int64_t calls1;
     redisContext *c = lb__cli_connect(&a->conn, err, cap);
@@ -414,19 +416,36 @@ static int observe(const lb__cli_args *a, const lb__cli_topo *t, const checks *k
     if (rc != 0) return -1;
     s->calls_backwards = calls0 >= 0 && calls1 >= 0 && calls1 < calls0;
     s->legacy_calls = calls0 >= 0 && calls1 >= calls0 ? calls1 - calls0 : -1;
+    /* A watch that cannot show it saw every call up to the count above is
+     * not used: the server-wide count stands. */
+    char werr[256];
+    if (w->c && lb__cli_watch_finish(w, &a->conn, werr, sizeof werr) == 0) {
+        s->scoped_calls = w->inside;
+        s->other_calls = w->outside;
+    }
     return 0;
+}
+
+/* On one server, the observation is scoped to the namespace's keys when the
+ * server allows MONITOR; on a cluster (commands spread over primaries) and
+ * when it is refused, the server-wide count stands, under its own check. */
+static int watch_start(const lb__cli_args *a, const lb__cli_topo *t, const checks *k,
+                       lb__cli_watch *w, char *err, size_t cap) {
+    memset(w, 0, sizeof *w);
+    if (t->cluster) return 0;
+    return lb__cli_watch_start(w, &a->conn, k->f.so.match, err, cap) < 0 ? -1 : 0;
 }
 
 /* Every change is checked on the evidence of a scan, the census and the gate
  * record (and, to modern, of an observation); what it saw of legacy and modern
  * writers is recorded in the gate record whatever the verdict. */
-static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
-                 redisContext *nc, const checks *k, change *ch, lb__cli_survey *s, char *err,
-                 size_t cap) {
+static int check_watched(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                         redisContext *nc, const checks *k, change *ch, lb__cli_survey *s,
+                         lb__cli_watch *w, char *err, size_t cap) {
     s->window_ms = k->f.gc.v[LB__CLI_VAL_WINDOW];
     s->stale_ms = k->f.gc.v[LB__CLI_VAL_STALE];
     s->cs = &k->f.cs;
-    s->legacy_calls = -1;
+    s->legacy_calls = s->scoped_calls = s->other_calls = -1;
     int watch = ch->to == LB_MODE_MODERN && k->f.gc.v[LB__CLI_VAL_OBSERVE] > 0;
     double t0 = lb__cli_mono_ms();
     int64_t calls0 = -1;
@@ -443,10 +462,25 @@ static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
                          s->judged_by, sizeof s->judged_by);
     s->track = watch;
     if (lb__cli_survey_keys(s, t, c, &k->f.so, err, cap) != 0) return -1;
-    if (watch && observe(a, t, k, s, t0, calls0, err, cap) != 0) return -1;
+    if (watch && observe(a, t, k, s, w, t0, calls0, err, cap) != 0) return -1;
     ch->checked = 1;
     lb__cli_survey_verdict(s, ch->from, ch->to, &k->go, &ch->v);
     return 0;
+}
+
+/* The watch of the server's commands runs from before the first count of
+ * SETNX/GETSET to after the last. */
+static int check(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
+                 redisContext *nc, const checks *k, change *ch, lb__cli_survey *s, char *err,
+                 size_t cap) {
+    lb__cli_watch w;
+    memset(&w, 0, sizeof w);
+    if (ch->to == LB_MODE_MODERN && k->f.gc.v[LB__CLI_VAL_OBSERVE] > 0 &&
+        watch_start(a, t, k, &w, err, cap) != 0)
+        return -1;
+    int rc = check_watched(a, t, c, nc, k, ch, s, &w, err, cap);
+    lb__cli_watch_stop(&w);
+    return rc;
 }
 
 static redisContext *writer(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,

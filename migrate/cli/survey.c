@@ -162,7 +162,7 @@ int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char
     if (s->gate_unreadable) return 0;
     int64_t legacy = s->legacy_until_ms > s->census_legacy_seen_ms ? s->legacy_until_ms
                                                                    : s->census_legacy_seen_ms;
-    if (s->observe_changed && s->now_ms > legacy) legacy = s->now_ms;
+    if ((s->observe_changed || s->scoped_calls > 0) && s->now_ms > legacy) legacy = s->now_ms;
     int64_t modern = -1;
     if (s->token_max_pttl_ms >= 0) modern = s->now_ms + s->token_max_pttl_ms;
     if (s->census_live[LB_MODE_MODERN] && s->now_ms > modern) modern = s->now_ms;

@@ -9,7 +9,7 @@
 
 static const char *const check_names[LB__CLI_CHECKS] = {
     "adjacency", "control-key", "incr", "legacy-writers", "observation",
-    "modern-clients", "stage-time", "empty-scan", "census"};
+    "modern-clients", "stage-time", "empty-scan", "census", "server-calls"};
 
 const char *lb__cli_check_name(int check) {
     return check >= 0 && check < LB__CLI_CHECKS ? check_names[check] : NULL;
@@ -86,10 +86,20 @@ static void legacy_writers(const lb__cli_survey *s, const lb__cli_gateopts *o,
         reason(v, NULL, -1, "the TTL-less timestamps stayed unchanged over %llu more scan(s): "
                "no legacy client wrote meanwhile (a crashed holder's lock is static)",
                (unsigned long long)s->observe_passes);
-    if (s->legacy_calls > 0)
-        reason(v, o, c, "%lld SETNX/GETSET call(s) on the server during %lld ms: a client of "
-               "the legacy protocol is active (compat and modern clients send neither)",
-               (long long)s->legacy_calls, (long long)s->observe_ms);
+    if (s->scoped_calls > 0)
+        reason(v, o, c, "%lld SETNX/GETSET call(s) on keys matching '%s' during %lld ms "
+               "(MONITOR): a client of the legacy protocol writes this namespace's keys",
+               (long long)s->scoped_calls, s->match ? s->match : "*", (long long)s->observe_ms);
+    if (s->other_calls > 0)
+        reason(v, NULL, -1, "%lld SETNX/GETSET call(s) on other keys during %lld ms (another "
+               "namespace or application): not this namespace's evidence",
+               (long long)s->other_calls, (long long)s->observe_ms);
+    if (s->scoped_calls < 0 && s->legacy_calls > 0)
+        reason(v, o, LB__CLI_CHECK_SERVER_CALLS, "%lld SETNX/GETSET call(s) on the server during "
+               "%lld ms, on keys that could not be told (MONITOR refused, or a cluster): a "
+               "client of the legacy protocol is active (compat and modern clients send "
+               "neither); --override server-calls if it is another namespace's, the per-key "
+               "evidence is still checked", (long long)s->legacy_calls, (long long)s->observe_ms);
 }
 
 /* The observation must have been made; a count that cannot be read or went

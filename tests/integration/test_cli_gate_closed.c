@@ -230,6 +230,43 @@ static void test_sweep_refuses_a_pattern_outside_its_namespace(void **st) {
     ns_drop("f6b");
 }
 
+/* ---- A server-wide signal is not one namespace's evidence --------------------------- */
+static int setnx_calls;
+static const char *setnx_prefix = "f7a";
+/* A legacy locker's acquire and release, on a fresh key each time. */
+static void a_legacy_locker(void) {
+    char key[32];
+    snprintf(key, sizeof key, "%s:k%d", setnx_prefix, setnx_calls++);
+    lbt_cmd_ok(cli.conn, "SETNX %s 1", key);
+    lbt_cmd_ok(cli.conn, "DEL %s", key);
+}
+
+static void test_another_namespaces_legacy_calls_do_not_block_modern(void **st) {
+    (void)st;
+    ns_at("f7", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "HSET {f7}:lb-gate observe_ms 1500");
+    lbt_cmd_ok(cli.conn, "SET f7:tok %s PX 600000", TOKEN);
+    const char *args[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "f7", NULL};
+    /* The namespace's own keys: refused, by the per-key check. */
+    setnx_prefix = "f7";
+    lbt_spawn(&cli.proc, args);
+    expect_exit(lbt_finish_with(&cli.proc, a_legacy_locker, 200), 6);
+    assert_true(setnx_calls > 0);
+    assert_string_equal(mode_of("f7"), "compat");
+    expect_out("[legacy-writers]");
+    lbt_cmd_ok(cli.conn, "HDEL {f7}:lb-gate legacy_until_ms");
+    /* Another namespace's keys: noted, not counted. */
+    setnx_prefix = "f7a";
+    setnx_calls = 0;
+    lbt_spawn(&cli.proc, args);
+    expect_exit(lbt_finish_with(&cli.proc, a_legacy_locker, 200), 0);
+    assert_true(setnx_calls > 0);
+    assert_string_equal(mode_of("f7"), "modern");
+    expect_out("on other keys");
+    lbt_cmd_ok(cli.conn, "DEL f7:tok");
+    ns_drop("f7");
+}
+
 /* ---- Stepping toward safety --------------------------------------------------------- */
 /* A moment into a modern stage whose validity is 30 minutes, a legacy writer
  * shows up: the alarm's advice goes through as printed, with no stage time. */
@@ -265,6 +302,7 @@ int main(void) {
         cmocka_unit_test(test_command_line_values_cannot_loosen_the_stored_configuration),
         cmocka_unit_test(test_expiry_and_window_are_judged_by_the_servers_clock),
         cmocka_unit_test(test_sweep_refuses_a_pattern_outside_its_namespace),
+        cmocka_unit_test(test_another_namespaces_legacy_calls_do_not_block_modern),
         cmocka_unit_test(test_the_alarms_advice_is_accepted_as_printed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -465,6 +465,21 @@ int64_t lb__cli_server_ms(redisContext *c);
 /* How long a stage must last before the next change, ms. */
 int64_t lb__cli_gate_stage_ms(const lb__cli_gate *g);
 
+/* ---- The namespaces on a server (nslist.c) ------------------------------------------ */
+typedef struct lb__cli_nsmatch {
+    char ns[LB_NS_KEY_MAX];
+    char match[LB__CLI_PATTERN_MAX + 1]; /* its stored pattern, or * */
+} lb__cli_nsmatch;
+typedef struct lb__cli_nslist {
+    lb__cli_nsmatch *v;
+    size_t n, cap;
+} lb__cli_nslist;
+/* Every namespace with a gate record on the server (every primary of a
+ * cluster), with its pattern; 0, or -1 with `err`. */
+int lb__cli_nslist_read(const lb__cli_args *a, const lb__cli_topo *t, lb__cli_nslist *l,
+                        char *err, size_t cap);
+void lb__cli_nslist_free(lb__cli_nslist *l);
+
 /* ---- What a gate judges by (gateconf.c) --------------------------------------------- */
 typedef struct lb__cli_gateconf {
     int64_t v[LB__CLI_VALS];       /* the values judged by, ms */

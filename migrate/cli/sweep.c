@@ -92,7 +92,33 @@ typedef struct sweep {
     int dry;
     size_t from;  /* items before this one were acted on by an earlier server */
     int cluster, servers;
+    /* Every TTL-less legacy lock found (acted on or not): evidence for every
+     * namespace whose pattern matches its key, not only this one. */
+    struct evidence {
+        char *key;
+        size_t keylen;
+        int64_t at;
+    } *ev;
+    size_t nev, capev;
+    lb__cli_nslist others; /* the namespaces on the server and their patterns */
 } sweep;
+
+static int witness(sweep *s, const lb__cli_key *k, int64_t at) {
+    if (s->nev == s->capev) {
+        size_t cap = s->capev ? s->capev * 2 : 64;
+        struct evidence *grown = realloc(s->ev, cap * sizeof *grown);
+        if (!grown) return s->oom = 1, -1;
+        s->ev = grown;
+        s->capev = cap;
+    }
+    char *key = malloc(k->keylen ? k->keylen : 1);
+    if (!key) return s->oom = 1, -1;
+    memcpy(key, k->key, k->keylen);
+    s->ev[s->nev].key = key;
+    s->ev[s->nev].keylen = k->keylen;
+    s->ev[s->nev++].at = at;
+    return 0;
+}
 
 static int push(sweep *s, const lb__cli_key *k, const lb_class *cl, int64_t deadline,
                 int del) {
@@ -142,6 +168,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
         return 0;
     }
     if (at > s->legacy_until_ms) s->legacy_until_ms = at;
+    if (!s->dry && witness(s, k, at) != 0) return -1;
     if (at > s->now_ms && !s->expire_live) {
         s->live++;
         return 0;
@@ -285,6 +312,9 @@ static void sweep_free(sweep *s) {
         free(s->items[i].value);
     }
     free(s->items);
+    for (size_t i = 0; i < s->nev; i++) free(s->ev[i].key);
+    free(s->ev);
+    lb__cli_nslist_free(&s->others);
 }
 
 /* The namespace's gate record: the stored pattern and codecs stand in for
@@ -301,17 +331,34 @@ static int prepare(const lb__cli_args *a, redisContext *nc, const char *ns, swee
     return 0;
 }
 
-/* Recorded before any key is touched: the gate keeps counting these legacy
- * writers after their locks got a TTL or were removed. */
-static int remember(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
-                    const sweep *s, char *err, size_t cap) {
-    if (s->dry || s->legacy_until_ms < 0) return 0;
+static int note(const lb__cli_args *a, const lb__cli_topo *t, const char *ns, int64_t at,
+                char *err, size_t cap) {
     redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, cap)
                                  : lb__cli_connect(&a->conn, err, cap);
     if (!w) return -1;
-    int rc = lb__cli_gate_note(w, ns, "legacy_until_ms", s->legacy_until_ms, err, cap);
+    int rc = lb__cli_gate_note(w, ns, "legacy_until_ms", at, err, cap);
     redisFree(w);
     return rc;
+}
+
+/* Recorded before any key is touched: the gate keeps counting these legacy
+ * writers after their locks got a TTL or were removed, in this namespace and
+ * in every other whose pattern matches one of their keys. */
+static int remember(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
+                    const sweep *s, char *err, size_t cap) {
+    if (s->dry || s->legacy_until_ms < 0) return 0;
+    if (note(a, t, ns, s->legacy_until_ms, err, cap) != 0) return -1;
+    for (size_t i = 0; i < s->others.n; i++) {
+        const lb__cli_nsmatch *m = &s->others.v[i];
+        int64_t until = -1;
+        if (strcmp(m->ns, ns) == 0) continue;
+        for (size_t j = 0; j < s->nev; j++)
+            if (s->ev[j].at > until &&
+                lb__cli_glob(m->match, strlen(m->match), s->ev[j].key, s->ev[j].keylen))
+                until = s->ev[j].at;
+        if (until >= 0 && note(a, t, m->ns, until, err, cap) != 0) return -1;
+    }
+    return 0;
 }
 
 /* The scan collects; each server's scripts run when its scan ends, after the
@@ -344,6 +391,7 @@ static int execute(const lb__cli_args *a, const char *ns, sweep *s, lb__cli_code
     s->cluster = t.cluster;
     if (rc == 0 && !(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err))) rc = -1;
     if (rc == 0) rc = prepare(a, nc, ns, s, cs, so, &g, err, sizeof err);
+    if (rc == 0 && !dry && lb__cli_nslist_read(a, &t, &s->others, err, sizeof err) != 0) rc = -1;
     if (rc > 0) {
         lb__cli_ns_done(nc, c);
         lb__cli_topo_clear(&t);

@@ -230,6 +230,25 @@ static void test_sweep_refuses_a_pattern_outside_its_namespace(void **st) {
     ns_drop("f6b");
 }
 
+static void test_sweep_files_evidence_under_every_namespace_whose_keys_it_finds(void **st) {
+    (void)st;
+    ns_at("f6a", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f6a:old %lld", (long long)(lbt_wall_ms() - 600000));
+    /* A namespace whose stored pattern covers another's keys files the
+     * evidence under both. */
+    ns_at("f6", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "HSET {f6}:lb-gate match f6*");
+    expect_exit(lbt_cli_run(&cli, "sweep", "--ns", "f6", NULL), 0);
+    assert_int_equal(lbt_int(cli.conn, "EXISTS %s", "f6a:old"), 0);
+    lbt_cmd_ok(cli.conn, "SET f6a:tok %s PX 600000", TOKEN);
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "f6a", NULL), 6);
+    assert_string_equal(mode_of("f6a"), "compat");
+    expect_out("[legacy-writers]");
+    lbt_cmd_ok(cli.conn, "DEL f6a:tok");
+    ns_drop("f6a");
+    ns_drop("f6");
+}
+
 /* ---- A server-wide signal is not one namespace's evidence --------------------------- */
 static int setnx_calls;
 static const char *setnx_prefix = "f7a";
@@ -302,6 +321,7 @@ int main(void) {
         cmocka_unit_test(test_command_line_values_cannot_loosen_the_stored_configuration),
         cmocka_unit_test(test_expiry_and_window_are_judged_by_the_servers_clock),
         cmocka_unit_test(test_sweep_refuses_a_pattern_outside_its_namespace),
+        cmocka_unit_test(test_sweep_files_evidence_under_every_namespace_whose_keys_it_finds),
         cmocka_unit_test(test_another_namespaces_legacy_calls_do_not_block_modern),
         cmocka_unit_test(test_the_alarms_advice_is_accepted_as_printed),
     };

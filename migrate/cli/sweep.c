@@ -42,8 +42,10 @@ static const char help[] =
     "Every action is one script that first checks the key still holds the value\n"
     "judged, as a string without TTL: a lock taken over meanwhile is left alone.\n"
     "Before acting, the latest timestamp found is recorded in the namespace's gate\n"
-    "record ({NS}:lb-gate), so the gate still counts these legacy writers after\n"
-    "their locks got a TTL or were removed.\n"
+    "record ({NS}:lb-gate), and in that of every other namespace on the server\n"
+    "whose stored pattern matches one of the keys, so the gate still counts these\n"
+    "legacy writers after their locks got a TTL or were removed. A --match or\n"
+    "--codec other than the namespace's stored ones is refused.\n"
     "Values in no known format, INCR counters, tokens, compat values, keys of other\n"
     "types, timestamps on a monotonic clock and ambiguous values (read only as an\n"
     "instant before 2000 or more than 10 years ahead, or as two different instants\n"
@@ -65,7 +67,8 @@ static const char help[] =
     "  --dry-run        say what would be done; write nothing\n"
     "  --json           one \"sweep\" JSON line per lock, then a \"sweep_summary\"\n"
     "\n"
-    "Exit: 0 done (or dry run); 1 usage; 4 connection or Redis error.\n"
+    "Exit: 0 done (or dry run); 1 usage (also a --match or --codec other than the\n"
+    "stored ones); 4 connection or Redis error.\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 typedef struct item {

@@ -445,6 +445,7 @@ typedef struct lb__cli_gate {
     int64_t modern_until_ms; /* a token value or modern client lived until, ms; -1 */
     char matched[LB__CLI_PATTERN_MAX + 1]; /* the last pattern a scan found keys with */
     int64_t matched_ms;      /* when, epoch ms; -1 never */
+    char corrupt[32];        /* the first numeric field that did not parse; "" none */
 } lb__cli_gate;
 /* A record with nothing in it (every field -1 or empty). */
 void lb__cli_gate_empty(lb__cli_gate *g);

@@ -20,8 +20,8 @@ static int gate_key(const char *ns, char *out, size_t cap) {
     return n < 0 ? -1 : n;
 }
 
-/* A decimal field; -1 when absent or not a number (the record is advisory input
- * like any other: a field that does not parse is treated as missing). */
+/* A decimal field; -1 when not a number (the caller marks the record corrupt:
+ * a field that does not parse could have held anything). */
 static int64_t field_ms(const redisReply *v) {
     if (!v || v->type != REDIS_REPLY_STRING || v->len == 0 || v->len > 19) return -1;
     char buf[24], *end;
@@ -50,18 +50,25 @@ static void matched(lb__cli_gate *g, const redisReply *v) {
     g->matched_ms = ms;
 }
 
+/* A numeric field that does not parse leaves the record corrupt, named. */
+static int64_t number(lb__cli_gate *g, const char *f, const redisReply *v) {
+    int64_t ms = field_ms(v);
+    if (ms < 0 && !g->corrupt[0]) snprintf(g->corrupt, sizeof g->corrupt, "%s", f);
+    return ms;
+}
+
 static void take(lb__cli_gate *g, const redisReply *k, const redisReply *v) {
     if (k->type != REDIS_REPLY_STRING) return;
     const char *f = k->str;
     if (strcmp(f, "match") == 0) copy_field(g->match, sizeof g->match, &g->have_match, v);
     else if (strcmp(f, "codecs") == 0)
         copy_field(g->codecs, sizeof g->codecs, &g->have_codecs, v);
-    else if (strcmp(f, "since_ms") == 0) g->since_ms = field_ms(v);
-    else if (strcmp(f, "legacy_until_ms") == 0) g->legacy_until_ms = field_ms(v);
-    else if (strcmp(f, "modern_until_ms") == 0) g->modern_until_ms = field_ms(v);
+    else if (strcmp(f, "since_ms") == 0) g->since_ms = number(g, f, v);
+    else if (strcmp(f, "legacy_until_ms") == 0) g->legacy_until_ms = number(g, f, v);
+    else if (strcmp(f, "modern_until_ms") == 0) g->modern_until_ms = number(g, f, v);
     else if (strcmp(f, "matched") == 0) matched(g, v);
     for (int i = 0; i < LB__CLI_VALS; i++)
-        if (strcmp(f, lb__cli_val_field(i)) == 0) g->val[i] = field_ms(v);
+        if (strcmp(f, lb__cli_val_field(i)) == 0) g->val[i] = number(g, f, v);
 }
 
 void lb__cli_gate_empty(lb__cli_gate *g) {

@@ -202,6 +202,10 @@ static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
                "after checking what wrote it");
     if (s->gate_unreadable)
         reason(v, o, LB__CLI_CHECK_CONTROL_KEY, "the gate record ({ns}:lb-gate) is not a hash");
+    else if (s->gate.corrupt[0])
+        reason(v, o, LB__CLI_CHECK_CONTROL_KEY, "the gate record's field %s holds no number: "
+               "what it recorded (evidence, a stage's start, a stored value) is unknown; "
+               "check what wrote it", s->gate.corrupt);
     if (s->census_unreadable) reason(v, o, LB__CLI_CHECK_CENSUS, "the census key is not a hash");
     if ((to > from || (any && to != LB_MODE_LEGACY)) && s->per_format[LB_FORMAT_INCR])
         reason(v, o, LB__CLI_CHECK_INCR, "%llu INCR counter(s): INCR lockers can share keys "

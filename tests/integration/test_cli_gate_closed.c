@@ -87,6 +87,21 @@ static void test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be
     ns_drop("f1");
 }
 
+/* ---- A corrupt gate record ------------------------------------------------------------ */
+/* Evidence that does not parse could have been any instant: it refuses, named. */
+static void test_a_gate_record_field_that_does_not_parse_refuses(void **st) {
+    (void)st;
+    ns_at("f1c", "compat", STAGE_AGO_MS);
+    lbt_cmd_ok(cli.conn, "SET f1c:tok %s PX 600000", TOKEN);
+    lbt_cmd_ok(cli.conn, "HSET {f1c}:lb-gate legacy_until_ms soon");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "f1c", NULL), 6);
+    assert_string_equal(mode_of("f1c"), "compat");
+    expect_out("legacy_until_ms");
+    expect_exit(lbt_cli_run(&cli, "status", "--ns", "f1c", NULL), 6);
+    lbt_cmd_ok(cli.conn, "DEL f1c:tok");
+    ns_drop("f1c");
+}
+
 /* ---- A second operator ---------------------------------------------------------------- */
 static lbt_proc other;
 static int other_done;
@@ -316,6 +331,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_an_absent_control_key_is_judged_as_every_mode_a_follower_may_be_in),
+        cmocka_unit_test(test_a_gate_record_field_that_does_not_parse_refuses),
         cmocka_unit_test(test_a_change_between_check_and_write_refuses_the_write),
         cmocka_unit_test(test_a_ttl_less_value_in_no_known_format_is_legacy_evidence),
         cmocka_unit_test(test_command_line_values_cannot_loosen_the_stored_configuration),

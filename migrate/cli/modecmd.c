@@ -207,7 +207,7 @@ static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
     if (!lb__cli_is_json()) {
         printf("%s%s\n", lb_mode_name(m),
                found ? "" : " (no control key: clients that read a mode keep it, others use "
-                            "their configured mode; changes are checked as from legacy)");
+                            "their configured mode; a change is checked as from every mode)");
         config_show(ns, &g, NULL);
         return LB__CLI_EXIT_OK;
     }

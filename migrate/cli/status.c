@@ -120,7 +120,7 @@ static int alarm(const lb__cli_survey *s);
 /* ---- The summary ---------------------------------------------------------------------- */
 static const char *mode_shown(const lb__cli_survey *s) {
     if (s->mode_rc != LB_OK) return "unreadable";
-    return lb_mode_name(s->mode);
+    return s->mode_found ? lb_mode_name(s->mode) : "none";
 }
 
 static void add_census(cJSON *o, const lb__cli_survey *s) {
@@ -252,7 +252,7 @@ static int report(const char *ns, const lb__cli_survey *s, uint64_t more) {
     lb_mode from = s->mode_rc == LB_OK ? s->mode : LB_MODE_LEGACY;
     lb_mode to = from == LB_MODE_MODERN ? from : (lb_mode)(from + 1);
     char next[40];
-    snprintf(next, sizeof next, "%s -> %s", lb_mode_name(from), lb_mode_name(to));
+    snprintf(next, sizeof next, "%s -> %s", mode_shown(s), lb_mode_name(to));
     lb__cli_survey_verdict(s, from, to, &go, &v);
     int alarmed = alarm(s);
     const char *verdict = alarmed ? (s->mode_found ? "ALARM: legacy writer in a modern namespace"

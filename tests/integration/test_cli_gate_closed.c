@@ -191,6 +191,25 @@ static void test_command_line_values_cannot_loosen_the_stored_configuration(void
     ns_drop("f4");
 }
 
+/* ---- One verdict ------------------------------------------------------------------- */
+/* status and mode set judge by the same values from the same inputs: a
+ * validity given to both lengthens the stage time for both. */
+static void test_status_and_mode_set_reach_one_verdict_from_the_same_values(void **st) {
+    (void)st;
+    ns_at("fv", "legacy", 60000);
+    lbt_cmd_ok(cli.conn, "SET fv:a %lld", (long long)(lbt_wall_ms() + 60000));
+    expect_exit(lbt_cli_run(&cli, "status", "--ns", "fv", "--ttl-ms", "600000", NULL), 6);
+    expect_out("[stage-time]");
+    expect_out("validity 600000 ms (given), refresh 1000 ms (default)");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "fv", "--ttl-ms", "600000",
+                            NULL), 6);
+    assert_string_equal(mode_of("fv"), "legacy");
+    expect_out("[stage-time]");
+    expect_out("validity 600000 ms (given), refresh 1000 ms (default)");
+    lbt_cmd_ok(cli.conn, "DEL fv:a");
+    ns_drop("fv");
+}
+
 /* ---- Only the server's clock ------------------------------------------------------- */
 /* Runs the tool with its host clock `offset` ahead ("+7200s"). */
 static int run_ahead(const char *offset, const char *const *args) {
@@ -335,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_a_change_between_check_and_write_refuses_the_write),
         cmocka_unit_test(test_a_ttl_less_value_in_no_known_format_is_legacy_evidence),
         cmocka_unit_test(test_command_line_values_cannot_loosen_the_stored_configuration),
+        cmocka_unit_test(test_status_and_mode_set_reach_one_verdict_from_the_same_values),
         cmocka_unit_test(test_expiry_and_window_are_judged_by_the_servers_clock),
         cmocka_unit_test(test_sweep_refuses_a_pattern_outside_its_namespace),
         cmocka_unit_test(test_sweep_files_evidence_under_every_namespace_whose_keys_it_finds),

@@ -17,6 +17,12 @@ extern const lb_script lb__script_mode_set;
 extern const lb_script lb__script_migrate_touch;
 extern const lb_script lb__script_census_prune;
 
+/* lb_mode_set as a compare-and-set on the stage the caller judged: the mode
+ * `expect` (NULL: the control key absent) and the stage's start since_ms (-1:
+ * none recorded) must both still hold; otherwise LB_ESTATE, nothing written. */
+int lb__mode_set_stage(struct redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+                       const lb_mode *expect, int64_t since_ms, long long *receivers);
+
 /* Longest census JSON an entry can produce (every field escaped), NUL included. */
 #define LB__CENSUS_JSON_MAX 2048
 

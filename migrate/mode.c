@@ -1,5 +1,6 @@
 /* Modes of a namespace: names, the namespace's key names, and reading and
  * setting the control key (a set is published on the namespace's channel). */
+#include <stdio.h>
 #include <string.h>
 
 #include <hiredis/hiredis.h>
@@ -72,17 +73,22 @@ int lb_mode_get(redisContext *c, const char *ns, size_t nslen, lb_mode *out, int
     return rc;
 }
 
-int lb_mode_set(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
-                const lb_mode *expect, long long *receivers) {
+/* since: "" no stage check; else the expected since_ms ("-" none recorded);
+ * absent: the control key must still be absent. */
+static int mode_write(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+                      const lb_mode *expect, const char *since, int absent,
+                      long long *receivers) {
     lb_ns_keys k;
     if (receivers) *receivers = 0;
     if (!c || (int)mode < 0 || mode > LB_MODE_MODERN || lb_ns_keys_init(&k, ns, nslen) != LB_OK)
         return LB_EINVAL;
     if (expect && ((int)*expect < 0 || *expect > LB_MODE_MODERN)) return LB_EINVAL;
     const char *name = lb_mode_name(mode), *want = expect ? lb_mode_name(*expect) : "";
-    const char *argv[6] = {"2", k.mode, k.gate, name, want, k.channel};
-    size_t lens[6] = {1, k.modelen, k.gatelen, strlen(name), strlen(want), k.channellen};
-    redisReply *r = lb__eval(c, &lb__script_mode_set, 6, argv, lens);
+    const char *key = absent ? "absent" : "";
+    const char *argv[8] = {"2", k.mode, k.gate, name, want, k.channel, since, key};
+    size_t lens[8] = {1, k.modelen, k.gatelen, strlen(name), strlen(want), k.channellen,
+                      strlen(since), strlen(key)};
+    redisReply *r = lb__eval(c, &lb__script_mode_set, 8, argv, lens);
     int rc = reply_status(c, r);
     if (rc == LB_OK) {
         if (r->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;
@@ -93,6 +99,18 @@ int lb_mode_set(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
     }
     if (r) freeReplyObject(r);
     return rc;
+}
+
+int lb_mode_set(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+                const lb_mode *expect, long long *receivers) {
+    return mode_write(c, ns, nslen, mode, expect, "", 0, receivers);
+}
+
+int lb__mode_set_stage(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+                       const lb_mode *expect, int64_t since_ms, long long *receivers) {
+    char since[24] = "-";
+    if (since_ms >= 0) snprintf(since, sizeof since, "%lld", (long long)since_ms);
+    return mode_write(c, ns, nslen, mode, expect, since, expect == NULL, receivers);
 }
 
 int lb_mode_message(const redisReply *r, lb_mode *out) {

@@ -398,29 +398,64 @@ uint64_t lb__cli_fingerprint(const char *key, size_t keylen, const char *value, 
 int lb__cli_seen_add(lb__cli_seen *s, uint64_t fp);
 void lb__cli_seen_clear(lb__cli_seen *s);
 
+/* ---- Patterns and watching (glob.c, watch.c) ----------------------------------------- */
+/* 1 when `s` matches the Redis glob `pattern` (SCAN MATCH's rules). */
+int lb__cli_glob(const char *pattern, size_t plen, const char *s, size_t slen);
+
+#define LB__CLI_WATCH_KEY_MAX 1024 /* longest key a watch judges, bytes */
+/* SETNX and GETSET seen by MONITOR: on keys `match` matches, and on others. */
+typedef struct lb__cli_watch {
+    redisContext *c; /* the MONITOR connection; NULL when refused */
+    const char *match;
+    int64_t inside, outside;
+    char marker[64]; /* the ECHO that ends the watch */
+    int marked;      /* it came through */
+} lb__cli_watch;
+/* 0 watching, 1 MONITOR refused (nothing to watch with), -1 with `err`. */
+int lb__cli_watch_start(lb__cli_watch *w, const lb__cli_conn *conn, const char *match,
+                        char *err, size_t cap);
+/* Counts what the server has sent so far, without waiting; 0, or -1 when the
+ * connection failed (what was missed is unknown). */
+int lb__cli_watch_drain(lb__cli_watch *w);
+/* Waits until every command the server ran before this call has been
+ * counted; 0, or -1 (the counts are then incomplete). */
+int lb__cli_watch_finish(lb__cli_watch *w, const lb__cli_conn *conn, char *err, size_t cap);
+void lb__cli_watch_stop(lb__cli_watch *w);
+
 /* ---- The gate record ({ns}:lb-gate, migrate/cli/gate.c) ---------------------------- */
-#define LB__CLI_GATE_TTL_MS_DEFAULT INT64_C(30000)   /* the library's lock validity, ms */
-#define LB__CLI_GATE_REFRESH_MS_DEFAULT INT64_C(1000) /* the followers' mode refresh, ms */
+/* The values a gate judges by (gateconf.c keeps their options, fields and
+ * defaults: validity 30000, refresh 1000, window 3600000, stale 30000,
+ * observe 5000, all ms). */
+enum {
+    LB__CLI_VAL_TTL,     /* the fleet's longest lock validity */
+    LB__CLI_VAL_REFRESH, /* how often followers re-read the mode */
+    LB__CLI_VAL_WINDOW,  /* how long a legacy writer counts after its last sign */
+    LB__CLI_VAL_STALE,   /* how long a census entry counts as live unrefreshed */
+    LB__CLI_VAL_OBSERVE, /* how long mode set watches before modern */
+    LB__CLI_VALS
+};
 typedef struct lb__cli_gate {
     int found;               /* the record exists */
     char match[LB__CLI_PATTERN_MAX + 1];
     char codecs[512];        /* codec specs, space-separated */
     int have_match, have_codecs;
-    int64_t ttl_ms;          /* the fleet's longest validity, ms; -1 unset */
-    int64_t refresh_ms;      /* the followers' mode refresh interval, ms; -1 unset */
+    int64_t val[LB__CLI_VALS]; /* stored values, ms; -1 unset */
     int64_t since_ms;        /* when the current mode was set (server clock), ms; -1 unknown */
     int64_t legacy_until_ms; /* a legacy writer's lock or census entry lived until, ms; -1 */
     int64_t modern_until_ms; /* a token value or modern client lived until, ms; -1 */
     char matched[LB__CLI_PATTERN_MAX + 1]; /* the last pattern a scan found keys with */
     int64_t matched_ms;      /* when, epoch ms; -1 never */
+    char corrupt[32];        /* the first numeric field that did not parse; "" none */
 } lb__cli_gate;
+/* A record with nothing in it (every field -1 or empty). */
+void lb__cli_gate_empty(lb__cli_gate *g);
 /* Reads the record (all fields -1/empty when absent); 0, or -1 with `err`. */
 int lb__cli_gate_read(redisContext *c, const char *ns, lb__cli_gate *g, char *err, size_t cap);
 /* Raises `field` to at_ms (epoch ms) unless it holds a later instant; 0 or -1. */
 int lb__cli_gate_note(redisContext *c, const char *ns, const char *field, int64_t at_ms,
                       char *err, size_t cap);
-/* Writes the configuration fields `g` has (have_match, have_codecs, ttl_ms and
- * refresh_ms >= 0); 0 or -1. */
+/* Writes the configuration fields `g` has (have_match, have_codecs, values
+ * >= 0); 0 or -1. */
 int lb__cli_gate_configure(redisContext *c, const char *ns, const lb__cli_gate *g, char *err,
                            size_t cap);
 /* Records that a scan of `pattern` found lock keys at at_ms; 0 or -1. */
@@ -430,6 +465,49 @@ int lb__cli_gate_matched(redisContext *c, const char *ns, const char *pattern, i
 int64_t lb__cli_server_ms(redisContext *c);
 /* How long a stage must last before the next change, ms. */
 int64_t lb__cli_gate_stage_ms(const lb__cli_gate *g);
+
+/* ---- The namespaces on a server (nslist.c) ------------------------------------------ */
+typedef struct lb__cli_nsmatch {
+    char ns[LB_NS_KEY_MAX];
+    char match[LB__CLI_PATTERN_MAX + 1]; /* its stored pattern, or * */
+} lb__cli_nsmatch;
+typedef struct lb__cli_nslist {
+    lb__cli_nsmatch *v;
+    size_t n, cap;
+} lb__cli_nslist;
+/* Every namespace with a gate record on the server (every primary of a
+ * cluster), with its pattern; 0, or -1 with `err`. */
+int lb__cli_nslist_read(const lb__cli_args *a, const lb__cli_topo *t, lb__cli_nslist *l,
+                        char *err, size_t cap);
+void lb__cli_nslist_free(lb__cli_nslist *l);
+
+/* ---- What a gate judges by (gateconf.c) --------------------------------------------- */
+typedef struct lb__cli_gateconf {
+    int64_t v[LB__CLI_VALS];       /* the values judged by, ms */
+    int given[LB__CLI_VALS];       /* given on the command line */
+    int stored[LB__CLI_VALS];      /* stored in the gate record (else the default) */
+    int64_t cmdline[LB__CLI_VALS]; /* as given */
+} lb__cli_gateconf;
+/* "ttl-ms": the value's name for mode config --override; its record field. */
+const char *lb__cli_val_name(int i);
+const char *lb__cli_val_field(int i);
+/* The stored value, else the default, ms. */
+int64_t lb__cli_gate_value(const lb__cli_gate *g, int i);
+/* Reads the values given among `opts` (before connecting); 0 or -1 (usage). */
+int lb__cli_gateconf_given(const lb__cli_args *a, const lb__cli_optdef *opts,
+                           lb__cli_gateconf *c);
+/* The values judged by: stored or default, or a given stricter one. A given
+ * looser one is a usage error naming the override that would allow it. */
+int lb__cli_gateconf_resolve(const lb__cli_args *a, const char *ns, const lb__cli_gate *g,
+                             lb__cli_gateconf *c);
+/* The stored pattern and codecs stand in for those not given; given ones must
+ * be the stored ones. 0, or -1 (usage). */
+int lb__cli_gateconf_scan(const lb__cli_args *a, const lb__cli_optdef *opts, const char *ns,
+                          const lb__cli_gate *g, lb__cli_codecs *cs, lb__cli_scanopts *so);
+/* "judged by validity N ms (stored), ... --match 'P', --codec 'C'" for the
+ * first `upto` values. */
+void lb__cli_gateconf_say(const lb__cli_gateconf *c, const char *match,
+                          const lb__cli_codecs *cs, int upto, char *buf, size_t cap);
 
 /* ---- The survey behind status and mode set (survey.c) ----------------------------- */
 #define LB__CLI_FORMATS 8 /* lb_format values */
@@ -481,6 +559,7 @@ typedef struct lb__cli_survey {
     int64_t census_legacy_seen_ms; /* the last refresh of a legacy-mode entry, epoch ms; -1 */
     int census_unreadable;
     lb__cli_gate gate;       /* the namespace's gate record */
+    char judged_by[400];     /* the values the verdict judged by, for people */
     int gate_unreadable;     /* the record is not a hash */
     int64_t now_ms;          /* the server's clock when the namespace was read, epoch ms */
     /* Observation before setting modern (mode set --observe-ms). */
@@ -489,6 +568,8 @@ typedef struct lb__cli_survey {
     uint64_t observe_changed;  /* TTL-less timestamps that appeared or changed meanwhile */
     uint64_t observe_static;   /* TTL-less timestamps seen again unchanged */
     int64_t legacy_calls;      /* SETNX + GETSET calls the server ran meanwhile; -1 unknown */
+    int64_t scoped_calls;      /* of those, on the namespace's keys (MONITOR); -1 not scoped */
+    int64_t other_calls;       /* on other keys (MONITOR); -1 not scoped */
     int calls_backwards;       /* the server's counts went down (reset, restart, failover) */
 } lb__cli_survey;
 
@@ -504,6 +585,7 @@ enum {
     LB__CLI_CHECK_STAGE_TIME,  /* the current stage is younger than its minimum */
     LB__CLI_CHECK_EMPTY_SCAN,  /* the scan matched no key */
     LB__CLI_CHECK_CENSUS,      /* the census is unreadable */
+    LB__CLI_CHECK_SERVER_CALLS, /* SETNX/GETSET on the server, keys unknown */
     LB__CLI_CHECKS
 };
 /* The check's name for --override, or NULL. */
@@ -513,6 +595,7 @@ int lb__cli_check_parse(const char *name);
 
 typedef struct lb__cli_verdict {
     int ready; /* no blocker */
+    char judged_by[400]; /* the values judged by (the survey's), for people */
     int n;
     struct {
         int blocker; /* 1: a reason not to go on; 0: worth knowing */
@@ -534,6 +617,9 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
 int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char *ns,
                             char *err, size_t cap);
 void lb__cli_survey_clear(lb__cli_survey *s);
+/* 1 when the key is a legacy writer's by its look: a TTL-less string that is
+ * a timestamp, or that the codecs read differently or not at all. */
+int lb__cli_legacy_written(const lb__cli_key *k, const lb_class *cl);
 /* Reads --match (default *, checked) and --count into `o`; 0 or -1 (usage). */
 int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
                           const lb__cli_optdef *defs);

@@ -20,8 +20,8 @@ static int gate_key(const char *ns, char *out, size_t cap) {
     return n < 0 ? -1 : n;
 }
 
-/* A decimal field; -1 when absent or not a number (the record is advisory input
- * like any other: a field that does not parse is treated as missing). */
+/* A decimal field; -1 when not a number (the caller marks the record corrupt:
+ * a field that does not parse could have held anything). */
 static int64_t field_ms(const redisReply *v) {
     if (!v || v->type != REDIS_REPLY_STRING || v->len == 0 || v->len > 19) return -1;
     char buf[24], *end;
@@ -50,26 +50,38 @@ static void matched(lb__cli_gate *g, const redisReply *v) {
     g->matched_ms = ms;
 }
 
+/* A numeric field that does not parse leaves the record corrupt, named. */
+static int64_t number(lb__cli_gate *g, const char *f, const redisReply *v) {
+    int64_t ms = field_ms(v);
+    if (ms < 0 && !g->corrupt[0]) snprintf(g->corrupt, sizeof g->corrupt, "%s", f);
+    return ms;
+}
+
 static void take(lb__cli_gate *g, const redisReply *k, const redisReply *v) {
     if (k->type != REDIS_REPLY_STRING) return;
     const char *f = k->str;
     if (strcmp(f, "match") == 0) copy_field(g->match, sizeof g->match, &g->have_match, v);
     else if (strcmp(f, "codecs") == 0)
         copy_field(g->codecs, sizeof g->codecs, &g->have_codecs, v);
-    else if (strcmp(f, "ttl_ms") == 0) g->ttl_ms = field_ms(v);
-    else if (strcmp(f, "refresh_ms") == 0) g->refresh_ms = field_ms(v);
-    else if (strcmp(f, "since_ms") == 0) g->since_ms = field_ms(v);
-    else if (strcmp(f, "legacy_until_ms") == 0) g->legacy_until_ms = field_ms(v);
-    else if (strcmp(f, "modern_until_ms") == 0) g->modern_until_ms = field_ms(v);
+    else if (strcmp(f, "since_ms") == 0) g->since_ms = number(g, f, v);
+    else if (strcmp(f, "legacy_until_ms") == 0) g->legacy_until_ms = number(g, f, v);
+    else if (strcmp(f, "modern_until_ms") == 0) g->modern_until_ms = number(g, f, v);
     else if (strcmp(f, "matched") == 0) matched(g, v);
+    for (int i = 0; i < LB__CLI_VALS; i++)
+        if (strcmp(f, lb__cli_val_field(i)) == 0) g->val[i] = number(g, f, v);
+}
+
+void lb__cli_gate_empty(lb__cli_gate *g) {
+    memset(g, 0, sizeof *g);
+    g->since_ms = g->legacy_until_ms = g->modern_until_ms = -1;
+    for (int i = 0; i < LB__CLI_VALS; i++) g->val[i] = -1;
+    g->matched_ms = -1;
 }
 
 int lb__cli_gate_read(redisContext *c, const char *ns, lb__cli_gate *g, char *err,
                       size_t cap) {
     char key[LB_NS_KEY_MAX];
-    memset(g, 0, sizeof *g);
-    g->ttl_ms = g->refresh_ms = g->since_ms = g->legacy_until_ms = g->modern_until_ms = -1;
-    g->matched_ms = -1;
+    lb__cli_gate_empty(g);
     if (gate_key(ns, key, sizeof key) < 0) return snprintf(err, cap, "bad namespace"), -1;
     redisReply *r = redisCommand(c, "HGETALL %s", key);
     if (!r) return snprintf(err, cap, "reading the gate record: %s", c->errstr), -1;
@@ -101,16 +113,18 @@ int lb__cli_gate_note(redisContext *c, const char *ns, const char *field, int64_
 
 int lb__cli_gate_configure(redisContext *c, const char *ns, const lb__cli_gate *g, char *err,
                            size_t cap) {
-    char key[LB_NS_KEY_MAX], ttl[24], refresh[24];
-    const char *argv[10] = {"HSET", key};
+    char key[LB_NS_KEY_MAX], num[LB__CLI_VALS][24];
+    const char *argv[6 + 2 * LB__CLI_VALS] = {"HSET", key};
     int n = 2;
     if (gate_key(ns, key, sizeof key) < 0) return snprintf(err, cap, "bad namespace"), -1;
-    snprintf(ttl, sizeof ttl, "%lld", (long long)g->ttl_ms);
-    snprintf(refresh, sizeof refresh, "%lld", (long long)g->refresh_ms);
     if (g->have_match) argv[n++] = "match", argv[n++] = g->match;
     if (g->have_codecs) argv[n++] = "codecs", argv[n++] = g->codecs;
-    if (g->ttl_ms >= 0) argv[n++] = "ttl_ms", argv[n++] = ttl;
-    if (g->refresh_ms >= 0) argv[n++] = "refresh_ms", argv[n++] = refresh;
+    for (int i = 0; i < LB__CLI_VALS; i++) {
+        if (g->val[i] < 0) continue;
+        snprintf(num[i], sizeof num[i], "%lld", (long long)g->val[i]);
+        argv[n++] = lb__cli_val_field(i);
+        argv[n++] = num[i];
+    }
     if (n == 2) return 0;
     redisReply *r = redisCommandArgv(c, n, argv, NULL);
     int rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
@@ -134,9 +148,7 @@ int64_t lb__cli_server_ms(redisContext *c) {
  * refresh interval, and a lock it took in the previous mode lapses within the
  * fleet's validity. */
 int64_t lb__cli_gate_stage_ms(const lb__cli_gate *g) {
-    int64_t ttl = g->ttl_ms >= 0 ? g->ttl_ms : LB__CLI_GATE_TTL_MS_DEFAULT;
-    int64_t refresh = g->refresh_ms >= 0 ? g->refresh_ms : LB__CLI_GATE_REFRESH_MS_DEFAULT;
-    return ttl + refresh;
+    return lb__cli_gate_value(g, LB__CLI_VAL_TTL) + lb__cli_gate_value(g, LB__CLI_VAL_REFRESH);
 }
 
 int lb__cli_gate_matched(redisContext *c, const char *ns, const char *pattern, int64_t at_ms,

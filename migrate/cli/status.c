@@ -9,8 +9,6 @@
 
 #define COUNT_DEFAULT 1000
 #define COUNT_MAX 100000
-#define WINDOW_MS_DEFAULT INT64_C(3600000) /* an hour, milliseconds */
-#define STALE_MS_DEFAULT INT64_C(30000)    /* milliseconds */
 #define TEXT_ROWS_DEFAULT 100               /* lock rows in the text table */
 #define LIMIT_MAX INT64_C(1000000000)
 
@@ -33,6 +31,10 @@ static const char help[] =
     "observation, which only `mode set` makes (the verdict says so). The only write\n"
     "is to the namespace's gate record ({NS}:lb-gate): the legacy and modern\n"
     "writers this scan saw, so that the evidence outlives sweep and pruning.\n"
+    "The verdict judges by the namespace's stored configuration (`mode config`):\n"
+    "a value given here may only tighten it (a longer --ttl-ms, --window-ms or\n"
+    "--stale-ms; the stored --match and --codec), and the verdict prints the\n"
+    "values it judged by. Expiry and windows are judged by the server's clock.\n"
     "lockbridge's companion keys (a lock's fence, queue and fair state, the\n"
     "namespace's lb-mode, lb-census and lb-gate) are left out, by name and type.\n"
     "On a Redis Cluster node, every primary of the slot map is scanned and the\n"
@@ -45,18 +47,20 @@ static const char help[] =
     "  --codec SPEC     a codec the fleet writes; repeat for several (default: the\n"
     "                   namespace's stored codecs, else ms)\n"
     "  --ttl-ms N       the fleet's lock validity, ms: gives holder ages\n"
+    "                   (default: stored, else 30000, for the stage time)\n"
     "  --window-ms N    a legacy writer seen this recently blocks modern, ms\n"
-    "                   (default 3600000)\n"
+    "                   (default: stored, else 3600000)\n"
     "  --stale-ms N     census entries not refreshed for this long are stale, ms\n"
-    "                   (default 30000)\n"
+    "                   (default: stored, else 30000)\n"
     "  --limit N        lock rows shown, 0..10^9 (default: 100 in text, all in JSON)\n"
     "  --json           \"lock\" JSON lines, then one \"status\" line\n"
     "\n"
     "A scan longer than a second prints its progress on stderr.\n"
     "Exit: 0 the next stage is safe (or modern is reached and no legacy writer is\n"
     "seen); 6 it is not (see the blockers); 7 ALARM: the namespace is modern and a\n"
-    "legacy writer is live in it (step back: mode set compat); 1 usage; 4\n"
-    "connection or Redis error.\n"
+    "legacy writer is live in it, or it has no control key and token values or\n"
+    "modern clients are live in it (either way: mode set compat, as printed); 1\n"
+    "usage (also a value looser than the stored one); 4 connection or Redis error.\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 typedef struct rows {
@@ -116,7 +120,7 @@ static int alarm(const lb__cli_survey *s);
 /* ---- The summary ---------------------------------------------------------------------- */
 static const char *mode_shown(const lb__cli_survey *s) {
     if (s->mode_rc != LB_OK) return "unreadable";
-    return lb_mode_name(s->mode);
+    return s->mode_found ? lb_mode_name(s->mode) : "none";
 }
 
 static void add_census(cJSON *o, const lb__cli_survey *s) {
@@ -173,6 +177,7 @@ static void summary_json(const char *ns, const lb__cli_survey *s, const char *ne
     add_reasons(o, v, 1, "blockers");
     add_checks(o, v);
     add_reasons(o, v, 0, "notes");
+    if (v->judged_by[0]) lb__cli_add_str(o, "judged_by", v->judged_by);
     lb__cli_emit(o);
 }
 
@@ -182,7 +187,8 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
     lb__cli_printable(shown, sizeof shown, ns, strlen(ns));
     if (more) printf("... %llu more (--limit)\n", (unsigned long long)more);
     printf("\nnamespace %s: mode %s%s\n", shown, mode_shown(s),
-           s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: legacy)");
+           s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: followers may be in "
+           "any mode; changes are checked as from each)");
     char on[48] = "";
     if (s->cluster) snprintf(on, sizeof on, " on %d cluster primaries", s->servers);
     printf("scanned %llu keys%s in %.2f s (%.0f keys/s); %llu companion keys left out\n",
@@ -206,18 +212,34 @@ static void summary_text(const char *ns, const lb__cli_survey *s, const char *ne
                    v->reason[i].text);
         else printf("  note:    %s\n", v->reason[i].text);
     }
+    if (v->judged_by[0]) printf("  %s\n", v->judged_by);
+}
+
+/* Token values or live modern clients seen by this survey. */
+static int modern_live(const lb__cli_survey *s) {
+    return s->per_format[LB_FORMAT_TOKEN] || s->census_live[LB_MODE_MODERN];
 }
 
 /* In modern, a live TTL-less timestamp or a live legacy census entry is a
- * legacy client writing beside token holders: the runbook's cue to step back. */
+ * legacy client writing beside token holders: the runbook's cue to step back.
+ * Without a control key, followers may be in any mode: token holders beside
+ * followers that may be legacy are the same danger. */
 static int alarm(const lb__cli_survey *s) {
-    return s->mode_rc == LB_OK && s->mode == LB_MODE_MODERN &&
-           (s->legacy_live || s->census_live[LB_MODE_LEGACY]);
+    if (s->mode_rc != LB_OK) return 0;
+    if (!s->mode_found) return modern_live(s);
+    return s->mode == LB_MODE_MODERN && (s->legacy_live || s->census_live[LB_MODE_LEGACY]);
 }
 
 static void alarm_text(const char *ns, const lb__cli_survey *s) {
+    if (!s->mode_found) {
+        fprintf(stderr, "ALARM: namespace %s has no control key, and token values or modern "
+                "clients are live in it: followers may be in any mode, and a legacy one "
+                "cannot read tokens. Set the mode every follower can share keys with: "
+                "`lockbridge mode set compat --ns %s`.\n", ns, ns);
+        return;
+    }
     fprintf(stderr, "ALARM: namespace %s is modern and a legacy writer is live in it: %llu "
-            "TTL-less timestamp(s) running, %llu live legacy census entr(ies). Legacy clients "
+            "TTL-less value(s) running, %llu live legacy census entr(ies). Legacy clients "
             "cannot read tokens: step back now with `lockbridge mode set compat --ns %s`.\n",
             ns, (unsigned long long)s->legacy_live,
             (unsigned long long)s->census_live[LB_MODE_LEGACY], ns);
@@ -230,10 +252,11 @@ static int report(const char *ns, const lb__cli_survey *s, uint64_t more) {
     lb_mode from = s->mode_rc == LB_OK ? s->mode : LB_MODE_LEGACY;
     lb_mode to = from == LB_MODE_MODERN ? from : (lb_mode)(from + 1);
     char next[40];
-    snprintf(next, sizeof next, "%s -> %s", lb_mode_name(from), lb_mode_name(to));
+    snprintf(next, sizeof next, "%s -> %s", mode_shown(s), lb_mode_name(to));
     lb__cli_survey_verdict(s, from, to, &go, &v);
     int alarmed = alarm(s);
-    const char *verdict = alarmed ? "ALARM: legacy writer in a modern namespace"
+    const char *verdict = alarmed ? (s->mode_found ? "ALARM: legacy writer in a modern namespace"
+                                                   : "ALARM: no control key beside modern clients")
                           : v.ready ? (from == to ? "final" : "ready") : "not ready";
     if (lb__cli_is_json()) summary_json(ns, s, from == to ? NULL : next, &v, verdict);
     else summary_text(ns, s, from == to ? NULL : next, &v, verdict, more);
@@ -321,28 +344,31 @@ int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const cha
     return 0;
 }
 
-static int read_opts(const lb__cli_args *a, lb__cli_survey *s, rows *r) {
+static int read_opts(const lb__cli_args *a, lb__cli_gateconf *gc, rows *r) {
     const char *v;
-    if (((v = lb__cli_opt(a, opts, "--ttl-ms")) &&
-         lb__cli_int(a, "--ttl-ms", v, 1, LB__CLI_MS_MAX, &r->ttl_ms) != 0) ||
-        ((v = lb__cli_opt(a, opts, "--window-ms")) &&
-         lb__cli_int(a, "--window-ms", v, 0, LB__CLI_MS_MAX, &s->window_ms) != 0) ||
-        ((v = lb__cli_opt(a, opts, "--stale-ms")) &&
-         lb__cli_int(a, "--stale-ms", v, 1, LB__CLI_MS_MAX, &s->stale_ms) != 0) ||
+    if (lb__cli_gateconf_given(a, opts, gc) != 0 ||
         ((v = lb__cli_opt(a, opts, "--limit")) &&
          lb__cli_int(a, "--limit", v, 0, LIMIT_MAX, &r->limit) != 0))
         return -1;
+    r->ttl_ms = gc->given[LB__CLI_VAL_TTL] ? gc->cmdline[LB__CLI_VAL_TTL] : 0;
     return 0;
 }
 
-/* The namespace's stored pattern and codecs stand in for options not given. */
-static int use_stored(const lb__cli_args *a, const lb__cli_survey *s, lb__cli_codecs *cs,
-                      lb__cli_scanopts *so) {
-    if (!lb__cli_opt(a, opts, "--match") && s->gate.have_match) so->match = s->gate.match;
-    if (!lb__cli_opt(a, opts, "--codec") && s->gate.have_codecs &&
-        lb__cli_codecs_parse_list(cs, s->gate.codecs) != 0)
-        return lb__cli_usage(a, "the namespace's stored codecs do not parse: '%s'",
-                             s->gate.codecs);
+/* The values `mode set` would judge by, from the same gate record and options:
+ * stored ones stand in for those not given, given ones may only tighten. */
+static int judge_by(const lb__cli_args *a, redisContext *nc, const char *ns,
+                    lb__cli_gateconf *gc, lb__cli_survey *s, lb__cli_codecs *cs,
+                    lb__cli_scanopts *so, char *err, size_t cap) {
+    lb__cli_gate g;
+    if (lb__cli_gate_read(nc, ns, &g, err, cap) != 0) {
+        if (!strstr(err, "WRONGTYPE")) return -1;
+        lb__cli_gate_empty(&g); /* the survey reads it again, and the verdict names it */
+    }
+    if (lb__cli_gateconf_scan(a, opts, ns, &g, cs, so) != 0 ||
+        lb__cli_gateconf_resolve(a, ns, &g, gc) != 0)
+        return 1;
+    s->window_ms = gc->v[LB__CLI_VAL_WINDOW];
+    s->stale_ms = gc->v[LB__CLI_VAL_STALE];
     return 0;
 }
 
@@ -363,15 +389,14 @@ static int run(const lb__cli_args *a) {
     lb__cli_scanopts so;
     lb__cli_survey s;
     rows r;
+    lb__cli_gateconf gc;
     const char *ns;
     memset(&s, 0, sizeof s);
     memset(&r, 0, sizeof r);
-    s.window_ms = WINDOW_MS_DEFAULT;
-    s.stale_ms = STALE_MS_DEFAULT;
     r.limit = lb__cli_is_json() ? -1 : TEXT_ROWS_DEFAULT;
     if (a->npos != 0) return lb__cli_usage(a, "takes no arguments (the keys are --match)");
     if (lb__cli_ns_read(a, opts, &ns) != 0 || lb__cli_codecs_read(&cs, a, opts) != 0 ||
-        lb__cli_scanopts_read(&so, a, opts) != 0 || read_opts(a, &s, &r) != 0)
+        lb__cli_scanopts_read(&so, a, opts) != 0 || read_opts(a, &gc, &r) != 0)
         return LB__CLI_EXIT_USAGE;
     s.cs = r.cs = &cs;
     s.row = on_row;
@@ -387,13 +412,19 @@ static int run(const lb__cli_args *a) {
         redisFree(c);
         return lb__cli_error(a, NULL, LB_EREDIS, err);
     }
-    if (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
-        lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0)
-        code = lb__cli_error(a, NULL, LB_EREDIS, err);
-    else if (use_stored(a, &s, &cs, &so) != 0) code = LB__CLI_EXIT_USAGE;
+    int rc = (nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) != NULL
+                 ? judge_by(a, nc, ns, &gc, &s, &cs, &so, err, sizeof err)
+                 : -1;
+    if (rc == 0 && lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0) rc = -1;
+    if (rc < 0) code = lb__cli_error(a, NULL, LB_EREDIS, err);
+    else if (rc > 0) code = LB__CLI_EXIT_USAGE;
     else if (lb__cli_survey_keys(&s, &t, c, &so, err, sizeof err) != 0)
         code = lb__cli_error(a, NULL, LB_EREDIS, err);
     else {
+        s.gate.val[LB__CLI_VAL_TTL] = gc.v[LB__CLI_VAL_TTL];
+        s.gate.val[LB__CLI_VAL_REFRESH] = gc.v[LB__CLI_VAL_REFRESH];
+        lb__cli_gateconf_say(&gc, so.match, &cs, LB__CLI_VAL_OBSERVE, s.judged_by,
+                             sizeof s.judged_by);
         /* A read-only operator still gets the report; the evidence this scan
          * saw is then not kept, which the note says. */
         if (remember(a, &t, &s, ns, err, sizeof err) != 0)

@@ -23,15 +23,23 @@ static void example(lb__cli_examples *e, const lb__cli_key *k, int64_t remaining
     e->key[e->n++].remaining_ms = remaining_ms;
 }
 
-/* A TTL-less timestamp is a legacy client's write (compat clients always set a
- * TTL, and GETSET clears it). It counts as recent while it runs and for
- * window_ms after it expired; one whose clock cannot be judged (a monotonic
- * clock, or a value the codecs read differently) counts as running. */
+/* Only legacy clients write without a TTL (compat clients always set one,
+ * and GETSET clears it): a TTL-less string that is a timestamp, or that no
+ * codec reads (a format the codec list leaves out), or reads differently, is
+ * a legacy writer's. */
+int lb__cli_legacy_written(const lb__cli_key *k, const lb_class *cl) {
+    if (k->pttl_ms != -1 || strcmp(k->type, "string") != 0) return 0;
+    return cl->format == LB_FORMAT_LEGACY || cl->format == LB_FORMAT_AMBIGUOUS ||
+           cl->format == LB_FORMAT_UNKNOWN;
+}
+
+/* A legacy writer's value counts as recent while it runs and for window_ms
+ * after it expired; one whose clock cannot be judged (a monotonic clock, a
+ * value the codecs read differently or not at all) counts as running. */
 static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl,
                             int64_t now_ms) {
-    int ambiguous = cl->format == LB_FORMAT_AMBIGUOUS;
-    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && !ambiguous)) return;
-    int64_t at = ambiguous ? -1 : expiry_ms(s, cl);
+    if (k->pttl_ms != -1 || !lb__cli_legacy_written(k, cl)) return;
+    int64_t at = cl->format == LB_FORMAT_LEGACY ? expiry_ms(s, cl) : -1;
     if (cl->format == LB_FORMAT_LEGACY && cl->expired) s->legacy_expired++;
     if (cl->format == LB_FORMAT_LEGACY && lb__cli_is_mono(s->cs, cl)) s->mono++;
     int live = at < 0 ? 1 : at > now_ms;
@@ -49,8 +57,7 @@ static void count_timestamp(lb__cli_survey *s, const lb__cli_key *k, const lb_cl
  * not seen before appeared or changed, so a legacy client wrote it meanwhile;
  * one seen again unchanged proves nothing (a crashed holder's lock is static). */
 static int track(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl) {
-    if (k->pttl_ms != -1 || (cl->format != LB_FORMAT_LEGACY && cl->format != LB_FORMAT_AMBIGUOUS))
-        return 0;
+    if (!lb__cli_legacy_written(k, cl)) return 0;
     int added = lb__cli_seen_add(&s->seen, lb__cli_fingerprint(k->key, k->keylen, k->value,
                                                                k->valuelen));
     if (added < 0) return -1;
@@ -61,6 +68,15 @@ static int track(lb__cli_survey *s, const lb__cli_key *k, const lb_class *cl) {
     return 0;
 }
 
+/* Expiry and windows are judged by the server's clock (read once per survey,
+ * so a long scan judges later keys a little early: stricter, never looser);
+ * only a monotonic-clock value is judged by this host's, the one it means. */
+static lb_now server_now(const lb__cli_survey *s) {
+    lb_now now = lb_clock_now(NULL);
+    now.wall_us = s->now_ms * 1000;
+    return now;
+}
+
 static int on_key(const lb__cli_key *k, void *ud) {
     lb__cli_survey *s = ud;
     lb_class cl;
@@ -68,7 +84,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
         s->companions++;
         return 0;
     }
-    lb_now now = lb_clock_now(NULL);
+    lb_now now = server_now(s);
     if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
     s->keys++;
     if ((unsigned)cl.format < LB__CLI_FORMATS) s->per_format[cl.format]++;
@@ -90,6 +106,9 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
     s->legacy_until_ms = -1;
     s->cluster = t->cluster;
     s->match = o->match;
+    if (s->now_ms <= 0 && (s->now_ms = lb__cli_server_ms(c)) < 0)
+        return snprintf(err, cap, "the server's clock (TIME) cannot be read: the gate judges "
+                        "by no other clock"), -1;
     double t0 = lb__cli_mono_ms();
     int rc = lb__cli_scan_each(t, c, o, on_key, NULL, s, &scanned, &s->servers, err, cap);
     s->scan_ms = lb__cli_mono_ms() - t0;
@@ -99,7 +118,7 @@ int lb__cli_survey_keys(lb__cli_survey *s, const lb__cli_topo *t, redisContext *
 }
 
 static int census(lb__cli_survey *s, redisContext *c, const char *ns, char *err, size_t cap) {
-    lb_now now = lb_clock_now(NULL);
+    lb_now now = server_now(s);
     lb_census_entry *e = NULL;
     size_t n = 0;
     int rc = lb_census_list(c, ns, strlen(ns), &now, s->stale_ms, NULL, &e, &n);
@@ -125,7 +144,9 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
                       size_t cap) {
     s->census_legacy_seen_ms = -1;
     s->now_ms = lb__cli_server_ms(c);
-    if (s->now_ms < 0) s->now_ms = lb_clock_now(NULL).wall_us / 1000;
+    if (s->now_ms < 0)
+        return snprintf(err, cap, "the server's clock (TIME) cannot be read: the gate judges "
+                        "by no other clock"), -1;
     s->mode_rc = lb_mode_get(c, ns, strlen(ns), &s->mode, &s->mode_found);
     if (s->mode_rc != LB_OK && s->mode_rc != LB_EFOREIGN && s->mode_rc != LB_EWRONGTYPE)
         return snprintf(err, cap, "reading the mode: %s", lb_strerror(s->mode_rc)), -1;
@@ -141,7 +162,7 @@ int lb__cli_survey_remember(const lb__cli_survey *s, redisContext *c, const char
     if (s->gate_unreadable) return 0;
     int64_t legacy = s->legacy_until_ms > s->census_legacy_seen_ms ? s->legacy_until_ms
                                                                    : s->census_legacy_seen_ms;
-    if (s->observe_changed && s->now_ms > legacy) legacy = s->now_ms;
+    if ((s->observe_changed || s->scoped_calls > 0) && s->now_ms > legacy) legacy = s->now_ms;
     int64_t modern = -1;
     if (s->token_max_pttl_ms >= 0) modern = s->now_ms + s->token_max_pttl_ms;
     if (s->census_live[LB_MODE_MODERN] && s->now_ms > modern) modern = s->now_ms;

@@ -42,8 +42,10 @@ static const char help[] =
     "Every action is one script that first checks the key still holds the value\n"
     "judged, as a string without TTL: a lock taken over meanwhile is left alone.\n"
     "Before acting, the latest timestamp found is recorded in the namespace's gate\n"
-    "record ({NS}:lb-gate), so the gate still counts these legacy writers after\n"
-    "their locks got a TTL or were removed.\n"
+    "record ({NS}:lb-gate), and in that of every other namespace on the server\n"
+    "whose stored pattern matches one of the keys, so the gate still counts these\n"
+    "legacy writers after their locks got a TTL or were removed. A --match or\n"
+    "--codec other than the namespace's stored ones is refused.\n"
     "Values in no known format, INCR counters, tokens, compat values, keys of other\n"
     "types, timestamps on a monotonic clock and ambiguous values (read only as an\n"
     "instant before 2000 or more than 10 years ahead, or as two different instants\n"
@@ -65,7 +67,8 @@ static const char help[] =
     "  --dry-run        say what would be done; write nothing\n"
     "  --json           one \"sweep\" JSON line per lock, then a \"sweep_summary\"\n"
     "\n"
-    "Exit: 0 done (or dry run); 1 usage; 4 connection or Redis error.\n"
+    "Exit: 0 done (or dry run); 1 usage (also a --match or --codec other than the\n"
+    "stored ones); 4 connection or Redis error.\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 typedef struct item {
@@ -92,7 +95,33 @@ typedef struct sweep {
     int dry;
     size_t from;  /* items before this one were acted on by an earlier server */
     int cluster, servers;
+    /* Every TTL-less legacy lock found (acted on or not): evidence for every
+     * namespace whose pattern matches its key, not only this one. */
+    struct evidence {
+        char *key;
+        size_t keylen;
+        int64_t at;
+    } *ev;
+    size_t nev, capev;
+    lb__cli_nslist others; /* the namespaces on the server and their patterns */
 } sweep;
+
+static int witness(sweep *s, const lb__cli_key *k, int64_t at) {
+    if (s->nev == s->capev) {
+        size_t cap = s->capev ? s->capev * 2 : 64;
+        struct evidence *grown = realloc(s->ev, cap * sizeof *grown);
+        if (!grown) return s->oom = 1, -1;
+        s->ev = grown;
+        s->capev = cap;
+    }
+    char *key = malloc(k->keylen ? k->keylen : 1);
+    if (!key) return s->oom = 1, -1;
+    memcpy(key, k->key, k->keylen);
+    s->ev[s->nev].key = key;
+    s->ev[s->nev].keylen = k->keylen;
+    s->ev[s->nev++].at = at;
+    return 0;
+}
 
 static int push(sweep *s, const lb__cli_key *k, const lb_class *cl, int64_t deadline,
                 int del) {
@@ -130,6 +159,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
     int64_t at;
     if (lb__cli_is_companion(k)) return 0;
     lb_now now = lb_clock_now(NULL);
+    now.wall_us = s->now_ms * 1000; /* the server's clock judges, as below */
     if (lb__cli_classify(s->cs, k, &now, &cl) != LB_OK) return -1;
     if (cl.format != LB_FORMAT_LEGACY || k->pttl_ms != -1 || !k->value) {
         if ((unsigned)cl.format < LB__CLI_FORMATS && cl.format != LB_FORMAT_ABSENT)
@@ -141,6 +171,7 @@ static int on_key(const lb__cli_key *k, void *ud) {
         return 0;
     }
     if (at > s->legacy_until_ms) s->legacy_until_ms = at;
+    if (!s->dry && witness(s, k, at) != 0) return -1;
     if (at > s->now_ms && !s->expire_live) {
         s->live++;
         return 0;
@@ -284,38 +315,53 @@ static void sweep_free(sweep *s) {
         free(s->items[i].value);
     }
     free(s->items);
+    for (size_t i = 0; i < s->nev; i++) free(s->ev[i].key);
+    free(s->ev);
+    lb__cli_nslist_free(&s->others);
 }
 
 /* The namespace's gate record: the stored pattern and codecs stand in for
- * options not given, and the server's clock is read from the same connection. */
+ * options not given (given ones must be those), and the server's clock is
+ * read from the same connection. 0, 1 usage, or -1 with `err`. */
 static int prepare(const lb__cli_args *a, redisContext *nc, const char *ns, sweep *s,
                    lb__cli_codecs *cs, lb__cli_scanopts *so, lb__cli_gate *g, char *err,
                    size_t cap) {
     if (lb__cli_gate_read(nc, ns, g, err, cap) != 0) return -1;
-    if (!lb__cli_opt(a, opts, "--match") && g->have_match) so->match = g->match;
-    if (!lb__cli_opt(a, opts, "--codec") && g->have_codecs &&
-        lb__cli_codecs_parse_list(cs, g->codecs) != 0)
-        return snprintf(err, cap, "the namespace's stored codecs do not parse: '%.200s'",
-                        g->codecs), -1;
-    if (g->have_match && strcmp(so->match, g->match) != 0)
-        fprintf(stderr, "%s: note: --match '%s' is not the namespace's stored pattern '%s'\n",
-                a->prog, so->match, g->match);
+    /* Another pattern would file other keys' evidence under this namespace. */
+    if (lb__cli_gateconf_scan(a, opts, ns, g, cs, so) != 0) return 1;
     s->now_ms = lb__cli_server_ms(nc);
     if (s->now_ms < 0) return snprintf(err, cap, "reading the server's TIME: %s", nc->errstr), -1;
     return 0;
 }
 
-/* Recorded before any key is touched: the gate keeps counting these legacy
- * writers after their locks got a TTL or were removed. */
-static int remember(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
-                    const sweep *s, char *err, size_t cap) {
-    if (s->dry || s->legacy_until_ms < 0) return 0;
+static int note(const lb__cli_args *a, const lb__cli_topo *t, const char *ns, int64_t at,
+                char *err, size_t cap) {
     redisContext *w = t->cluster ? lb__cli_connect_ns(t, NULL, ns, err, cap)
                                  : lb__cli_connect(&a->conn, err, cap);
     if (!w) return -1;
-    int rc = lb__cli_gate_note(w, ns, "legacy_until_ms", s->legacy_until_ms, err, cap);
+    int rc = lb__cli_gate_note(w, ns, "legacy_until_ms", at, err, cap);
     redisFree(w);
     return rc;
+}
+
+/* Recorded before any key is touched: the gate keeps counting these legacy
+ * writers after their locks got a TTL or were removed, in this namespace and
+ * in every other whose pattern matches one of their keys. */
+static int remember(const lb__cli_args *a, const lb__cli_topo *t, const char *ns,
+                    const sweep *s, char *err, size_t cap) {
+    if (s->dry || s->legacy_until_ms < 0) return 0;
+    if (note(a, t, ns, s->legacy_until_ms, err, cap) != 0) return -1;
+    for (size_t i = 0; i < s->others.n; i++) {
+        const lb__cli_nsmatch *m = &s->others.v[i];
+        int64_t until = -1;
+        if (strcmp(m->ns, ns) == 0) continue;
+        for (size_t j = 0; j < s->nev; j++)
+            if (s->ev[j].at > until &&
+                lb__cli_glob(m->match, strlen(m->match), s->ev[j].key, s->ev[j].keylen))
+                until = s->ev[j].at;
+        if (until >= 0 && note(a, t, m->ns, until, err, cap) != 0) return -1;
+    }
+    return 0;
 }
 
 /* The scan collects; each server's scripts run when its scan ends, after the
@@ -346,9 +392,15 @@ static int execute(const lb__cli_args *a, const char *ns, sweep *s, lb__cli_code
     s->dry = dry;
     int rc = lb__cli_topo_read(&t, c, &a->conn, err, sizeof err);
     s->cluster = t.cluster;
-    if (rc == 0 && (!(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) ||
-                    prepare(a, nc, ns, s, cs, so, &g, err, sizeof err) != 0))
-        rc = -1;
+    if (rc == 0 && !(nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err))) rc = -1;
+    if (rc == 0) rc = prepare(a, nc, ns, s, cs, so, &g, err, sizeof err);
+    if (rc == 0 && !dry && lb__cli_nslist_read(a, &t, &s->others, err, sizeof err) != 0) rc = -1;
+    if (rc > 0) {
+        lb__cli_ns_done(nc, c);
+        lb__cli_topo_clear(&t);
+        redisFree(c);
+        return LB__CLI_EXIT_USAGE;
+    }
     run_ctx r = {s, a, &t, ns};
     if (rc == 0)
         rc = lb__cli_scan_each(&t, c, so, on_key_ctx, act_after_noting, &r, &scanned,

@@ -9,7 +9,7 @@
 
 static const char *const check_names[LB__CLI_CHECKS] = {
     "adjacency", "control-key", "incr", "legacy-writers", "observation",
-    "modern-clients", "stage-time", "empty-scan", "census"};
+    "modern-clients", "stage-time", "empty-scan", "census", "server-calls"};
 
 const char *lb__cli_check_name(int check) {
     return check >= 0 && check < LB__CLI_CHECKS ? check_names[check] : NULL;
@@ -62,8 +62,9 @@ static void legacy_writers(const lb__cli_survey *s, const lb__cli_gateopts *o,
     char keys[300];
     const int c = LB__CLI_CHECK_LEGACY;
     if (s->legacy_recent)
-        reason(v, o, c, "%llu TTL-less timestamp(s) running or expired within the window, "
-               "written by a legacy client: %s", (unsigned long long)s->legacy_recent,
+        reason(v, o, c, "%llu TTL-less value(s) running or expired within the window (only "
+               "legacy clients write without a TTL; a value no codec reads counts as "
+               "running): %s", (unsigned long long)s->legacy_recent,
                named(&s->ex[LB__CLI_EX_LEGACY], s->legacy_recent, keys, sizeof keys));
     if (s->census_legacy_recent)
         reason(v, o, c, "%llu census entr(ies) in legacy mode seen within the window "
@@ -85,10 +86,20 @@ static void legacy_writers(const lb__cli_survey *s, const lb__cli_gateopts *o,
         reason(v, NULL, -1, "the TTL-less timestamps stayed unchanged over %llu more scan(s): "
                "no legacy client wrote meanwhile (a crashed holder's lock is static)",
                (unsigned long long)s->observe_passes);
-    if (s->legacy_calls > 0)
-        reason(v, o, c, "%lld SETNX/GETSET call(s) on the server during %lld ms: a client of "
-               "the legacy protocol is active (compat and modern clients send neither)",
-               (long long)s->legacy_calls, (long long)s->observe_ms);
+    if (s->scoped_calls > 0)
+        reason(v, o, c, "%lld SETNX/GETSET call(s) on keys matching '%s' during %lld ms "
+               "(MONITOR): a client of the legacy protocol writes this namespace's keys",
+               (long long)s->scoped_calls, s->match ? s->match : "*", (long long)s->observe_ms);
+    if (s->other_calls > 0)
+        reason(v, NULL, -1, "%lld SETNX/GETSET call(s) on other keys during %lld ms (another "
+               "namespace or application): not this namespace's evidence",
+               (long long)s->other_calls, (long long)s->observe_ms);
+    if (s->scoped_calls < 0 && s->legacy_calls > 0)
+        reason(v, o, LB__CLI_CHECK_SERVER_CALLS, "%lld SETNX/GETSET call(s) on the server during "
+               "%lld ms, on keys that could not be told (MONITOR refused, or a cluster): a "
+               "client of the legacy protocol is active (compat and modern clients send "
+               "neither); --override server-calls if it is another namespace's, the per-key "
+               "evidence is still checked", (long long)s->legacy_calls, (long long)s->observe_ms);
 }
 
 /* The observation must have been made; a count that cannot be read or went
@@ -130,9 +141,13 @@ static void modern_clients(const lb__cli_survey *s, const lb__cli_gateopts *o,
                (long long)(until - s->now_ms));
 }
 
-static void stage_time(const lb__cli_survey *s, const lb__cli_gateopts *o,
+/* A stage lasts until every follower has seen it and its earlier locks have
+ * lapsed. Stepping back to compat is exempt: it is the step toward safety a
+ * legacy writer in modern calls for, and every mode shares keys with compat. */
+static void stage_time(const lb__cli_survey *s, lb_mode to, const lb__cli_gateopts *o,
                        lb__cli_verdict *v) {
-    if (!s->mode_found) return; /* no stage has been set yet */
+    if (to == LB_MODE_COMPAT && (s->mode == LB_MODE_MODERN || !s->mode_found)) return;
+    if (!s->mode_found && s->gate.since_ms < 0) return; /* no stage has ever been set */
     int64_t need = lb__cli_gate_stage_ms(&s->gate), since = s->gate.since_ms;
     if (since < 0)
         reason(v, o, LB__CLI_CHECK_STAGE_TIME, "when the %s stage began is not recorded: "
@@ -142,9 +157,8 @@ static void stage_time(const lb__cli_survey *s, const lb__cli_gateopts *o,
                "follower has seen it and its earlier locks have lapsed only after %lld ms "
                "(refresh %lld ms + validity %lld ms)", lb_mode_name(s->mode),
                (long long)(s->now_ms - since), (long long)need,
-               (long long)(need - (s->gate.ttl_ms >= 0 ? s->gate.ttl_ms
-                                                       : LB__CLI_GATE_TTL_MS_DEFAULT)),
-               (long long)(s->gate.ttl_ms >= 0 ? s->gate.ttl_ms : LB__CLI_GATE_TTL_MS_DEFAULT));
+               (long long)lb__cli_gate_value(&s->gate, LB__CLI_VAL_REFRESH),
+               (long long)lb__cli_gate_value(&s->gate, LB__CLI_VAL_TTL));
 }
 
 /* A scan that matched nothing proves nothing, unless this very pattern has
@@ -159,11 +173,27 @@ static void empty_scan(const lb__cli_survey *s, const lb__cli_gateopts *o, lb__c
            "pattern ever has: a pattern that matches nothing proves nothing (check --match)");
 }
 
+/* No control key: a follower that read a mode keeps it, others use their
+ * configured one, so the change is judged as from every mode: only compat is
+ * adjacent to all of them. */
+static int from_unknown(const lb__cli_survey *s) {
+    return s->mode_rc == LB_OK && !s->mode_found;
+}
+
 static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
                      const lb__cli_gateopts *o, lb__cli_verdict *v) {
     char keys[300];
-    if ((from == LB_MODE_LEGACY && to == LB_MODE_MODERN) ||
-        (from == LB_MODE_MODERN && to == LB_MODE_LEGACY))
+    int any = from_unknown(s);
+    if (any)
+        reason(v, NULL, -1, "no control key: followers may be in any mode, so this change is "
+               "checked as from each of them");
+    if (any && to != LB_MODE_COMPAT)
+        reason(v, o, LB__CLI_CHECK_ADJACENCY, "followers may still be in %s, which is not "
+               "adjacent to %s: set compat first (every mode shares keys with it)",
+               lb_mode_name(to == LB_MODE_LEGACY ? LB_MODE_MODERN : LB_MODE_LEGACY),
+               lb_mode_name(to));
+    else if (!any && ((from == LB_MODE_LEGACY && to == LB_MODE_MODERN) ||
+                      (from == LB_MODE_MODERN && to == LB_MODE_LEGACY)))
         reason(v, o, LB__CLI_CHECK_ADJACENCY, "%s and %s are not adjacent: go through compat",
                lb_mode_name(from), lb_mode_name(to));
     if (s->mode_rc == LB_EFOREIGN || s->mode_rc == LB_EWRONGTYPE)
@@ -172,8 +202,12 @@ static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
                "after checking what wrote it");
     if (s->gate_unreadable)
         reason(v, o, LB__CLI_CHECK_CONTROL_KEY, "the gate record ({ns}:lb-gate) is not a hash");
+    else if (s->gate.corrupt[0])
+        reason(v, o, LB__CLI_CHECK_CONTROL_KEY, "the gate record's field %s holds no number: "
+               "what it recorded (evidence, a stage's start, a stored value) is unknown; "
+               "check what wrote it", s->gate.corrupt);
     if (s->census_unreadable) reason(v, o, LB__CLI_CHECK_CENSUS, "the census key is not a hash");
-    if (to > from && s->per_format[LB_FORMAT_INCR])
+    if ((to > from || (any && to != LB_MODE_LEGACY)) && s->per_format[LB_FORMAT_INCR])
         reason(v, o, LB__CLI_CHECK_INCR, "%llu INCR counter(s): INCR lockers can share keys "
                "with no other protocol: %s", (unsigned long long)s->per_format[LB_FORMAT_INCR],
                named(&s->ex[LB__CLI_EX_INCR], s->per_format[LB_FORMAT_INCR], keys, sizeof keys));
@@ -183,7 +217,7 @@ static void blockers(const lb__cli_survey *s, lb_mode from, lb_mode to,
         if (s->keys == 0) empty_scan(s, o, v);
     }
     if (to == LB_MODE_LEGACY) modern_clients(s, o, v);
-    stage_time(s, o, v);
+    stage_time(s, to, o, v);
 }
 
 static void notes(const lb__cli_survey *s, lb_mode from, lb_mode to, lb__cli_verdict *v) {
@@ -205,11 +239,12 @@ static void notes(const lb__cli_survey *s, lb_mode from, lb_mode to, lb__cli_ver
     /* A timestamp further ahead than the fleet's stored validity: some client
      * writes a longer one, and a wire takeover that loses the race to it would
      * shorten it unless lockbridge's wire clients know (docs/legacy-protocol.md). */
-    if (s->gate.ttl_ms > 0 && s->ahead_max_ms > s->gate.ttl_ms + 1000)
+    int64_t ttl = s->gate.val[LB__CLI_VAL_TTL];
+    if (ttl > 0 && s->ahead_max_ms > ttl + 1000)
         reason(v, NULL, -1, "a timestamp runs %lld ms ahead, more than the namespace's "
                "validity %lld ms: a client writes a longer one; give lockbridge's wire "
                "clients --fleet-max-ttl-ms %lld and `mode config --ttl-ms` that value",
-               (long long)s->ahead_max_ms, (long long)s->gate.ttl_ms, (long long)s->ahead_max_ms);
+               (long long)s->ahead_max_ms, (long long)ttl, (long long)s->ahead_max_ms);
     if (s->census_invalid)
         reason(v, NULL, -1, "%llu census field(s) that are not census entries",
                (unsigned long long)s->census_invalid);
@@ -219,7 +254,8 @@ void lb__cli_survey_verdict(const lb__cli_survey *s, lb_mode from, lb_mode to,
                             const lb__cli_gateopts *o, lb__cli_verdict *v) {
     memset(v, 0, sizeof *v);
     v->ready = 1;
-    if (from == to) return;
+    snprintf(v->judged_by, sizeof v->judged_by, "%s", s->judged_by);
+    if (from == to && !from_unknown(s)) return;
     blockers(s, from, to, o, v);
     notes(s, from, to, v);
 }

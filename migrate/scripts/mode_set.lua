@@ -2,7 +2,10 @@
 -- namespace's gate record (a hash: since_ms gets the server's time, so the
 -- gate knows how long the stage has lasted); ARGV[1] new mode name, ARGV[2]
 -- expected current mode ("" any; an absent key is "legacy"), ARGV[3] channel.
--- Returns the PUBLISH receiver count, -1 when the current mode is not the
+-- A compare-and-set on the whole stage when ARGV[4] is given: the stage's
+-- start (since_ms) must still be ARGV[4] ("-" for none recorded), and with
+-- ARGV[5] "absent" the control key must still be absent.
+-- Returns the PUBLISH receiver count, -1 when the current stage is not the
 -- expected one, -2 when the control key is not a string or the record not a
 -- hash.
 local t = redis.call('TYPE', KEYS[1])['ok']
@@ -16,6 +19,15 @@ end
 if ARGV[2] ~= '' then
   local cur = redis.call('GET', KEYS[1]) or 'legacy'
   if cur ~= ARGV[2] then
+    return -1
+  end
+end
+if ARGV[5] == 'absent' and t ~= 'none' then
+  return -1
+end
+if ARGV[4] and ARGV[4] ~= '' then
+  local since = redis.call('HGET', KEYS[2], 'since_ms') or '-'
+  if since ~= ARGV[4] then
     return -1
   end
 end

@@ -28,13 +28,23 @@
 
 static lbt_cli cli;
 
-/* Namespace `ns` in `mode`, its stage begun an hour ago, as if set long since. */
+/* The namespace's stored watch before modern: 100 ms (a command may only
+ * lengthen it). */
+static void watch_briefly(const char *ns) {
+    char key[128];
+    snprintf(key, sizeof key, "{%s}:lb-gate", ns);
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 100", key);
+}
+
+/* Namespace `ns` in `mode`, its stage begun an hour ago, as if set long since,
+ * watching 100 ms before modern. */
 static void ns_in(const char *ns, const char *mode) {
     char key[128];
     snprintf(key, sizeof key, "{%s}:lb-mode", ns);
     lbt_cmd_ok(cli.conn, "SET %s %s", key, mode);
     snprintf(key, sizeof key, "{%s}:lb-gate", ns);
     lbt_cmd_ok(cli.conn, "HSET %s since_ms %lld", key, (long long)(lbt_wall_ms() - STAGE_AGO_MS));
+    watch_briefly(ns);
 }
 
 static void set_ts(const char *key, int64_t at_ms) {
@@ -181,17 +191,28 @@ static void test_modern_is_refused_when_the_counts_go_backwards(void **state) {
 static void test_the_namespace_keeps_its_pattern_and_an_empty_scan_proves_nothing(void **state) {
     (void)state;
     lbt_cmd_ok(cli.conn, "SET %s %s PX 60000", "billing:a", "0123456789abcdef0123456789abcdef");
+    /* A command may only tighten the stored values: shorter ones are stored
+     * by name, and said. */
     expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "g13", "--match", "billing:*",
-                            "--ttl-ms", "0", "--refresh-ms", "0", NULL), 0);
+                            "--ttl-ms", "0", "--refresh-ms", "0", NULL), 1);
+    expect_exit(lbt_cli_run(&cli, "mode", "config", "--ns", "g13", "--ttl-ms", "0",
+                            "--refresh-ms", "0", "--override", "ttl-ms", "--override",
+                            "refresh-ms", NULL), 0);
+    expect_out("override: ttl-ms loosened from 30000 to 0 ms");
+    watch_briefly("g13");
+    expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "g13", "--match", "billing:*",
+                            NULL), 0);
     expect_exit(lbt_cli_run(&cli, "mode", "get", "--ns", "g13", "--json", NULL), 0);
     expect_out("\"match\":\"billing:*\"");
     /* A mistyped pattern is refused, not scanned. */
     expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "g13", "--match", "biling2:*",
                             NULL), 1);
     expect_out("mode config");
-    /* A pattern that matches nothing, stored on purpose, proves nothing. */
+    /* A pattern that matches nothing, stored on purpose (by name), proves nothing. */
     expect_exit(lbt_cli_run(&cli, "mode", "config", "--ns", "g13", "--match", "biling2:*", NULL),
-                0);
+                1);
+    expect_exit(lbt_cli_run(&cli, "mode", "config", "--ns", "g13", "--match", "biling2:*",
+                            "--override", "match", NULL), 0);
     expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "g13", "--observe-ms", "100",
                             NULL), 6);
     expect_out("empty-scan");
@@ -205,6 +226,7 @@ static void test_no_override_skips_adjacency(void **state) {
     expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "g14", "--override", "adjacency",
                             NULL), 1);
     lbt_cmd_ok(cli.conn, "SET %s %s PX 60000", "g14:a", "0123456789abcdef0123456789abcdef");
+    watch_briefly("g14");
     static const char *const all[] = {"control-key", "incr", "legacy-writers", "observation",
                                       "modern-clients", "stage-time", "empty-scan", "census"};
     const char *args[40] = {"-p", cli.port, "mode", "set", "modern", "--ns", "g14", "--match",
@@ -235,6 +257,7 @@ static void test_compat_is_refused_beside_an_incr_counter(void **state) {
 static void test_a_stage_lasts_refresh_plus_validity(void **state) {
     (void)state;
     lbt_cmd_ok(cli.conn, "SET %s %s PX 60000", "g15s:a", "0123456789abcdef0123456789abcdef");
+    watch_briefly("g15s");
     expect_exit(lbt_cli_run(&cli, "mode", "set", "compat", "--ns", "g15s", "--match", "g15s:*",
                             "--ttl-ms", "600000", "--refresh-ms", "1000", NULL), 0);
     expect_exit(lbt_cli_run(&cli, "mode", "set", "modern", "--ns", "g15s", "--observe-ms", "100",
@@ -310,6 +333,7 @@ static void write_new_timestamp(void) {
 static void test_a_timestamp_that_appears_while_watching_is_a_writer(void **state) {
     (void)state;
     ns_in("gw2", "compat");
+    lbt_cmd_ok(cli.conn, "HSET %s window_ms 0", "{gw2}:lb-gate");
     lbt_cmd_ok(cli.conn, "SET %s %s PX 60000", "gw2:tok", "0123456789abcdef0123456789abcdef");
     const char *args[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "gw2", "--match",
                           "gw2:*", "--observe-ms", "1500", "--window-ms", "0", NULL};

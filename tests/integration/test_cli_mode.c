@@ -28,22 +28,26 @@ static void test_mode_set_refuses_modern_while_legacy_writes_unless_overridden(v
     assert_string_equal(lbt_str_of(o, "mode"), "legacy");
     assert_false(lbt_bool_of(o, "control_key_present"));
     cJSON_Delete(o);
+    /* The namespace's stored watch before modern: 100 ms. */
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 100", "{cli:m}:lb-gate");
     /* legacy -> modern skips a stage: refused even with no evidence at all. */
     const char *jump[] = {"-p", cli.port, "mode", "set", "modern", "--observe-ms", "100", "--ns",
                           "cli:m", "--match", "cli:m:*", "--json", NULL};
     o = lbt_run_json(&cli.proc, jump, 6);
     assert_int_equal(lbt_int(cli.conn, "EXISTS %s", "{cli:m}:lb-mode"), 0);
     cJSON_Delete(o);
-    /* The first set stores the pattern; a stage here lasts no time at all. */
+    /* The first set stores the pattern; a stage here lasts no time at all (as
+     * stored: a command may only lengthen it). */
+    lbt_cmd_ok(cli.conn, "HSET %s ttl_ms 0 refresh_ms 0", "{cli:m}:lb-gate");
     const char *compat[] = {"-p", cli.port, "mode", "set", "compat", "--ns", "cli:m", "--match",
-                            "cli:m:*", "--ttl-ms", "0", "--refresh-ms", "0", NULL};
+                            "cli:m:*", NULL};
     assert_int_equal(lbt_run(&cli.proc, compat), 0);
     assert_string_equal(lbt_get(cli.conn, "{cli:m}:lb-mode"), "compat");
     /* A TTL-less timestamp: a legacy client is still writing. */
     lb_legacy_lock *legacy = lbt_legacy_holder(cli.conn, "cli:m:lock");
     assert_int_equal(lbt_run(&cli.proc, jump), 6);
     assert_string_equal(lbt_get(cli.conn, "{cli:m}:lb-mode"), "compat");
-    assert_non_null(strstr(cli.proc.out, "TTL-less timestamp"));
+    assert_non_null(strstr(cli.proc.out, "TTL-less value"));
     const char *forced[] = {"-p", cli.port, "mode", "set", "modern", "--observe-ms", "100", "--ns",
                             "cli:m", "--match", "cli:m:*", "--override", "legacy-writers", "--json",
                             NULL};
@@ -79,6 +83,7 @@ static lbt_proc legacy_client;
 static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void **state) {
     (void)state;
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:obs}:lb-mode", "compat");
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 100", "{cli:obs}:lb-gate");
     const char *contend[] = {"-p", cli.port, "contend", "cli:obs:k", "--clients", "1", "--seconds",
                              "2", "--counter-key", "cli:obs:count", "--cs-sleep-ms", "5",
                              "--ttl-ms", "300", "--release-margin-ms", "50", NULL};
@@ -98,7 +103,11 @@ static void test_mode_set_modern_observes_a_legacy_client_between_its_locks(void
     /* Stopped: nothing is written meanwhile, and modern is set once the window
      * (here 0: the last lock's expiry) has passed. The control key was written
      * by hand, so the stage's start is unknown, and the released lock left no
-     * key to scan: those two checks are skipped by name. */
+     * key to scan: those two checks are skipped by name. A window of 0 is
+     * stored first (mode config's named override): a command may only widen it. */
+    const char *zero[] = {"-p", cli.port, "mode", "config", "--ns", "cli:obs", "--window-ms", "0",
+                          "--override", "window-ms", NULL};
+    assert_int_equal(lbt_run(&cli.proc, zero), 0);
     const char *quiet[] = {"-p", cli.port, "mode", "set", "modern", "--ns", "cli:obs", "--match",
                            "cli:obs:k*", "--observe-ms", "300", "--window-ms", "0", "--override",
                            "stage-time", "--override", "empty-scan", NULL};

@@ -37,6 +37,11 @@ static void fill_fleet(void) {
 static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     (void)state;
     fill_fleet();
+    /* Set: without a control key, a token beside followers that may be legacy
+     * is an alarm. */
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:ns}:lb-mode", "legacy");
+    lbt_cmd_ok(cli.conn, "HSET %s since_ms %lld", "{cli:ns}:lb-gate",
+               (long long)(lbt_wall_ms() - 3600000));
     const char *args[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "*cli:s:*",
                           "--count", "2", "--json", NULL};
     assert_int_equal(lbt_run(&cli.proc, args), 0); /* legacy -> compat: no blocker */
@@ -47,7 +52,7 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
     cJSON *o = l.line[7];
     assert_string_equal(lbt_str_of(o, "event"), "status");
     assert_string_equal(lbt_str_of(o, "mode"), "legacy");
-    assert_false(lbt_bool_of(o, "mode_key_present"));
+    assert_true(lbt_bool_of(o, "mode_key_present"));
     assert_true(lbt_num_of(o, "keys") == 7);
     assert_true(lbt_num_of(o, "companion_keys") == 1);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "formats");
@@ -63,17 +68,22 @@ static void test_status_counts_formats_and_judges_the_next_stage(void **state) {
                 lbt_num_of(o, "token_max_pttl_ms") <= 45000);
     assert_string_equal(lbt_str_of(o, "next"), "legacy -> compat");
     assert_string_equal(lbt_str_of(o, "verdict"), "ready");
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 2);
+    /* The expired lock, the value in no known format, and the timestamps
+     * running 60 s ahead of the validity judged by (the default 30 s, as
+     * mode set judges). */
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "notes")), 3);
+    assert_non_null(strstr(lbt_str_of(o, "judged_by"), "window 3600000 ms (default)"));
     lbt_lines_free(&l);
 
-    /* In compat, the live TTL-less timestamps are a legacy writer's: modern
-     * is not safe yet. Text output names the blocker; --limit cuts the rows. */
+    /* In compat, the live TTL-less values are a legacy writer's (the one no
+     * codec reads too): modern is not safe yet. Text output names the
+     * blocker; --limit cuts the rows. */
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:ns}:lb-mode", "compat");
     const char *text[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "cli:s:*",
                           "--limit", "2", NULL};
     assert_int_equal(lbt_run(&cli.proc, text), 6);
     assert_non_null(strstr(cli.proc.out, "compat -> modern: not ready"));
-    assert_non_null(strstr(cli.proc.out, "blocker: [legacy-writers] 2 TTL-less timestamp(s)"));
+    assert_non_null(strstr(cli.proc.out, "blocker: [legacy-writers] 3 TTL-less value(s)"));
     assert_non_null(strstr(cli.proc.out, "... 5 more"));
     lbt_cmd_ok(cli.conn, "DEL %s", "{cli:ns}:lb-mode");
     lbt_del_matching(cli.conn, "cli:s:*");
@@ -89,7 +99,8 @@ static void test_status_counts_the_baton_and_its_mark_as_companions(void **state
     lbt_cmd_ok(cli.conn, "SET %s %s PX 45000", "{cli:b:t}:bwait", "fedcba9876543210fedcba9876543210");
     assert_int_equal(lbt_int(cli.conn, "RPUSH %s %s", "{cli:b:t}:baton",
                              "00112233445566778899aabbccddeeff 30000 100"), 1);
-    const char *args[] = {"-p", cli.port, "status", "--ns", "cli:ns", "--match", "*cli:b:*",
+    lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:nsb}:lb-mode", "modern");
+    const char *args[] = {"-p", cli.port, "status", "--ns", "cli:nsb", "--match", "*cli:b:*",
                           "--json", NULL};
     assert_int_equal(lbt_run(&cli.proc, args), 0);
     lbt_lines l;
@@ -100,7 +111,8 @@ static void test_status_counts_the_baton_and_its_mark_as_companions(void **state
     assert_true(lbt_num_of(o, "companion_keys") == 2);
     assert_true(lbt_num_of(cJSON_GetObjectItemCaseSensitive(o, "formats"), "token") == 1);
     lbt_lines_free(&l);
-    lbt_cmd_ok(cli.conn, "DEL %s %s %s", "cli:b:t", "{cli:b:t}:bwait", "{cli:b:t}:baton");
+    lbt_cmd_ok(cli.conn, "DEL %s %s %s %s %s", "cli:b:t", "{cli:b:t}:bwait", "{cli:b:t}:baton",
+               "{cli:nsb}:lb-mode", "{cli:nsb}:lb-gate");
 }
 
 /* More keys than one SCAN step and than one read batch: every key is read
@@ -149,6 +161,7 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     census_add("j2", LB_MODE_COMPAT, 0);
     census_add("j3", LB_MODE_LEGACY, 120000); /* stale, but within the window */
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cli:cns}:lb-mode", "compat");
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 100", "{cli:cns}:lb-gate");
     const char *args[] = {"-p", cli.port, "status", "--ns", "cli:cns", "--match", "cli:nothing:*",
                           "--json", NULL};
     cJSON *o = lbt_run_json(&cli.proc, args, 6);
@@ -164,7 +177,9 @@ static void test_status_and_mode_set_read_the_census(void **state) {
     assert_string_equal(lbt_str_of(o, "outcome"), "refused");
     assert_string_equal(lbt_get(cli.conn, "{cli:cns}:lb-mode"), "compat");
     cJSON_Delete(o);
-    /* Outside a window shorter than its age, the legacy entry no longer counts. */
+    /* Outside a window shorter than its age (stored: a command may only widen
+     * it), the legacy entry no longer counts. */
+    lbt_cmd_ok(cli.conn, "HSET %s window_ms 60000", "{cli:cns}:lb-gate");
     /* (The control key was written by hand, so when the stage began is not
      * known, and the pattern matches nothing: both checks skipped by name.) */
     const char *narrow[] = {"-p", cli.port, "mode", "set", "modern", "--observe-ms", "100", "--ns",

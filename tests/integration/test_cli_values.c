@@ -223,6 +223,7 @@ static void test_an_ambiguous_value_is_legacy_evidence_for_the_gate(void **state
     snprintf(secs, sizeof secs, "%lld", (long long)(lbt_wall_ms() / 1000 + 600));
     lbt_cmd_ok(cli.conn, "SET %s %s", "cv:g", secs);
     lbt_cmd_ok(cli.conn, "SET %s %s", "{cv:gns}:lb-mode", "compat");
+    lbt_cmd_ok(cli.conn, "HSET %s observe_ms 0", "{cv:gns}:lb-gate");
     const char *status[] = {"-p", cli.port, "status", "--ns", "cv:gns", "--match", "cv:g", "--json",
                             NULL};
     cJSON *o = lbt_run_json(&cli.proc, status, 6);
@@ -235,7 +236,7 @@ static void test_an_ambiguous_value_is_legacy_evidence_for_the_gate(void **state
     assert_int_equal(lbt_run(&cli.proc, set), 6);
     assert_string_equal(lbt_get(cli.conn, "{cv:gns}:lb-mode"), "compat");
     assert_untouched("cv:g", secs);
-    lbt_cmd_ok(cli.conn, "DEL %s %s", "cv:g", "{cv:gns}:lb-mode");
+    lbt_cmd_ok(cli.conn, "DEL %s %s %s", "cv:g", "{cv:gns}:lb-mode", "{cv:gns}:lb-gate");
 }
 
 /* ---- Fixture -------------------------------------------------------------------------- */

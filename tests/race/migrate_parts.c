@@ -1,7 +1,8 @@
 /* The migration shim's clients as race participants: the mode-following lock
  * fixed in compat or modern, followers of a namespace's control key (the lock
  * key names the namespace), and a pseudo-client whose every step switches the
- * namespace's mode, so a switch lands at every point of an exploration. */
+ * namespace's mode, so a switch lands at every point of an exploration (the
+ * operator, who runs the real tool, is in operator_part.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "race/race.h"
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_operator_part_new(const char *kind, const lbr_part_config *cfg);
 
 typedef struct mpart {
     lbr_part part;
@@ -85,10 +87,6 @@ typedef struct switcher {
     lb_mode modes[2]; /* set in turn: modes[0], modes[1], modes[0], ... */
     int sets;
     int state;
-    char key[128]; /* the operator's: the lock key, which names the namespace */
-    int port;
-    int last_rc;
-    int back; /* the operator steps forward then back */
 } switcher;
 
 #define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
@@ -169,62 +167,13 @@ static lb_machine *vanish_acq(lbr_part *p) {
     return &s->m;
 }
 
-/* The operator: each step runs the real tool against the world's server, in
- * turn `mode set compat`, `sweep`, `mode set modern` (a refused gate changes
- * nothing), then sends a PING so that the step is a command like any other. */
-static int operator_step(lb_machine *m, const redisReply *r, const lb_now *now) {
-    switcher *s = (switcher *)(void *)m;
-    (void)now;
-    (void)r;
-    if (s->state != 0) return LB_OK;
-    char args[512], cmd[1024];
-    const char *tool = getenv("LB_RACE_TOOL") ? getenv("LB_RACE_TOOL") : "build/lockbridge";
-    /* "operator-back": compat, modern, then back: compat, legacy. */
-    static const char *const back[] = {"compat", "modern", "compat", "legacy"};
-    /* Each command passes only the check its step is about: no stage time (the
-     * world's clients re-read the mode before every acquire), and no watching
-     * of the server's counts (the world's own legacy clients send SETNX). The
-     * sweep is the one that gives live locks a TTL (--expire-live). */
-    static const char gate_opts[] = "--observe-ms 0 --override observation --ttl-ms 0 "
-                                    "--refresh-ms 0";
-    if (s->back)
-        snprintf(args, sizeof args, "mode set %s --ns %s --match %s %s", back[s->sets % 4],
-                 s->key, s->key, gate_opts);
-    else if (s->sets % 3 == 1)
-        snprintf(args, sizeof args, "sweep --ns %s --match %s --expire-live", s->key, s->key);
-    else snprintf(args, sizeof args, "mode set %s --ns %s --match %s %s",
-                  s->sets % 3 ? "modern" : "compat", s->key, s->key, gate_opts);
-    snprintf(cmd, sizeof cmd, "%s -p %d %s >/dev/null 2>&1", tool, s->port, args);
-    s->last_rc = system(cmd);
-    s->sets++;
-    lb__cmd_reset(&m->cmd);
-    lb__cmd_argz(&m->cmd, "PING");
-    s->state = 1;
-    return LB_STEP_SEND;
-}
-
-static lb_machine *operator_acq(lbr_part *p) {
-    switcher *s = SWITCHER(p);
-    lb__machine_begin(&s->m, operator_step);
-    s->state = 0;
-    return &s->m;
-}
-
 /* The mode a follower acts in now, -1 for any other participant. */
 int lbr_part_mode(const lbr_part *p) {
     return p->destroy == m_destroy ? (int)lb_mlock_info_of(MPART(p)->lock).mode : -1;
 }
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
-    if (strcmp(kind, "operator") == 0 || strcmp(kind, "operator-back") == 0) {
-        lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
-        if (!p) return NULL;
-        SWITCHER(p)->back = strcmp(kind, "operator-back") == 0;
-        SWITCHER(p)->port = cfg->port;
-        snprintf(SWITCHER(p)->key, sizeof SWITCHER(p)->key, "%s", cfg->key);
-        p->acquire = p->release = operator_acq;
-        return p;
-    }
+    if (strncmp(kind, "operator", 8) == 0) return lbr_operator_part_new(kind, cfg);
     if (strcmp(kind, "vanish-mode") == 0) {
         lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
         if (p) p->acquire = p->release = vanish_acq;

@@ -12,6 +12,7 @@
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+const char *lbr_operator_broken(const lbr_part *p);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap);
@@ -488,6 +489,16 @@ static int check_lapses(lbr_world *w) {
     return rc ? violate(w, "%s is left without a TTL", bad) : LBR_OK;
 }
 
+/* A step that could not do what it models (the operator's tool did not run
+ * as intended): the world proves nothing from here on. */
+static int check_broken(lbr_world *w, int idx) {
+    const char *why = lbr_operator_broken(w->cl[idx].part); /* operator_part.c */
+    if (!why) return LBR_OK;
+    snprintf(w->violation, sizeof w->violation, "broken: %c's step did not run as intended: "
+             "%s, after: %s", 'A' + idx, why, w->trace);
+    return LBR_BROKEN;
+}
+
 static int do_step(lbr_world *w, int idx, const char *want) {
     client *c = &w->cl[idx];
     if (c->crashed) return LBR_BAD_SCHEDULE;
@@ -506,6 +517,7 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     size_t blen, alen;
     int had = observe(w, before, sizeof before, &blen);
     int rc = send_and_feed(w, c, idx);
+    if (rc == LBR_OK) rc = check_broken(w, idx);
     if (rc != LBR_OK) return rc;
     int has = observe(w, after, sizeof after, &alen);
     rc = check_write(w, idx, before, blen, had, after, alen, has);

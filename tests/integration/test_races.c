@@ -893,6 +893,78 @@ static void test_migration_races(void **state) {
     RUN_TABLE(t);
 }
 
+/* The control key's value as the world's server holds it ("" when absent). */
+static void control_key(const char *key, char *out, size_t cap) {
+    lb_ns_keys nk;
+    assert_int_equal(lb_ns_keys_init(&nk, key, strlen(key)), LB_OK);
+    redisContext *c = lbt_redis_connect(&server);
+    assert_non_null(c);
+    redisReply *r = redisCommand(c, "GET %s", nk.mode);
+    assert_non_null(r);
+    snprintf(out, cap, "%s", r->type == REDIS_REPLY_STRING ? r->str : "");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void assert_mode(const char *key, const char *want) {
+    char got[32];
+    control_key(key, got, sizeof got);
+    if (strcmp(got, want) != 0) fail_msg("control key of %s: '%s', expected '%s'", key, got, want);
+}
+
+/* A list operator's command is two steps, its scan and checks, then its mode
+ * write (held back until then), so that anything may happen between them; a
+ * command the gate refuses ends at its first step. Its stage time runs on
+ * the world's clock: a pause ages the stage the tool stamped. */
+static void test_an_operators_mode_write_is_a_step_of_its_own(void **state) {
+    (void)state;
+    lbr_world_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.port = server.port;
+    cfg.key = "race:ops";
+    cfg.ttl_ms = TTL;
+    lb_codec_parse(&cfg.codec, "ms");
+    cfg.kinds[0] = "operator:compat,legacy,legacy";
+    lbr_world *w = lbr_world_new(&cfg);
+    assert_non_null(w);
+    assert_int_equal(lbr_run(w, "A:PING"), LBR_OK);
+    assert_mode(cfg.key, ""); /* scanned; the write waits */
+    assert_int_equal(lbr_run(w, "A:PING"), LBR_OK);
+    assert_mode(cfg.key, "compat");
+    /* legacy on a compat stage younger than the stage time: refused at once */
+    assert_int_equal(lbr_run(w, "A:PING"), LBR_OK);
+    assert_mode(cfg.key, "compat");
+    char pause[32];
+    snprintf(pause, sizeof pause, "+%d A:PING", LBR_STAGE_MS);
+    assert_int_equal(lbr_run(w, pause), LBR_OK);
+    assert_mode(cfg.key, "compat");
+    assert_int_equal(lbr_run(w, "A:PING"), LBR_OK);
+    assert_mode(cfg.key, "legacy");
+    printf("  %s\n", lbr_trace(w));
+    lbr_world_free(w);
+}
+
+/* Followers that re-read the mode only once their refresh interval has
+ * passed on the world's clock act in the mode they read until then; the
+ * control key must never read a mode two stages from one they may still act
+ * in. */
+static void test_followers_reread_the_mode_every_refresh_interval(void **state) {
+    (void)state;
+    static char later[256], skip[160];
+    snprintf(later, sizeof later,
+             "A:mode_set B:migrate_touch B:migrate_acquire B:migrate_release A:mode_set "
+             "B:migrate_acquire B:migrate_release +%d B:migrate_touch B:SETNX B?", LBR_REFRESH_MS);
+    snprintf(skip, sizeof skip, "A:mode_set A:mode_set B:migrate_touch C:mode_set");
+    const scenario t[] = {
+        {"a follower keeps the mode it read until its refresh interval has passed",
+         {"switch-legacy-compat", "lb-follow-compat-refresh"}, 0, later, LBR_OK, 0, 0},
+        {"modern written while a follower may still act in the legacy it just read",
+         {"switch-legacy-compat", "lb-follow-compat-refresh", "switch-compat-modern"}, 0, skip,
+         LBR_VIOLATION, "the mode reads modern while B may still act in legacy", -1},
+    };
+    RUN_TABLE(t);
+}
+
 static void test_exploration_of_migration_fleets(void **state) {
     (void)state;
     static const struct { const char *a, *b, *c, *codec; int less; } fleets[] = {
@@ -1039,6 +1111,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_exploration_finds_naive_lockers_violations),
         cmocka_unit_test(test_exploration_of_mixed_validities),
         cmocka_unit_test(test_migration_races),
+        cmocka_unit_test(test_an_operators_mode_write_is_a_step_of_its_own),
+        cmocka_unit_test(test_followers_reread_the_mode_every_refresh_interval),
         cmocka_unit_test(test_exploration_of_migration_fleets),
         cmocka_unit_test(test_exploration_finds_open_holes),
     };

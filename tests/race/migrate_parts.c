@@ -14,6 +14,8 @@
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_operator_part_new(const char *kind, const lbr_part_config *cfg);
+int lbr_part_acting(const lbr_part *p, const lb_now *now);
+void lbr_warp_gate(redisContext *c, const char *key, long long ms);
 
 typedef struct mpart {
     lbr_part part;
@@ -54,6 +56,9 @@ static void m_destroy(lbr_part *p) {
     free(p);
 }
 
+/* follow: 0 fixed in `mode`; 1 re-reading the control key before every
+ * acquire; 2 re-reading it only once LBR_REFRESH_MS has passed on the world's
+ * virtual clock since the last read, as deployed followers do. */
 static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mode mode,
                             int follow) {
     lb_mlock_options o;
@@ -65,7 +70,9 @@ static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mod
     if (follow) {
         o.ns = cfg->key;
         o.follow = 1;
-        o.mode_refresh_ms = 0; /* the virtual clock stands still between jumps */
+        /* The virtual clock stands still between jumps: 0 reads before
+         * every acquire. */
+        o.mode_refresh_ms = follow == 2 ? LBR_REFRESH_MS : 0;
         o.census_refresh_ms = 0;
     }
     mpart *mp = calloc(1, sizeof *mp);
@@ -167,6 +174,44 @@ static lb_machine *vanish_acq(lbr_part *p) {
     return &s->m;
 }
 
+/* The modes a follower may act in at `now` (its clock) without reading the
+ * control key again, a bitmask of 1 << lb_mode: the mode of a lock it holds
+ * validly, and the mode it last read while its refresh interval runs. */
+int lbr_part_acting(const lbr_part *p, const lb_now *now) {
+    if (p->destroy != m_destroy) return 0;
+    const lb_mlock *l = MPART(p)->lock;
+    lb_mlock_info i = lb_mlock_info_of(l);
+    int mask = i.held && m_valid(p, NULL, now) ? 1 << i.held_mode : 0;
+    int64_t since = now->mono_ns - l->mode_read_ns;
+    if (l->opts.follow && l->mode_read && l->opts.mode_refresh_ms > 0 &&
+        since < l->opts.mode_refresh_ms * INT64_C(1000000))
+        mask |= 1 << i.mode;
+    return mask;
+}
+
+/* Moves the instants of the namespace's gate record, which the tool stamps
+ * with the server's clock, back by a pause of `ms`: the server's clock does
+ * not move with the world's virtual time, so a stage's age (since_ms), the
+ * evidence (legacy_until_ms, modern_until_ms) and when the pattern last
+ * matched age as they would have. */
+void lbr_warp_gate(redisContext *c, const char *key, long long ms) {
+    static const char script[] =
+        "for _, f in ipairs({'since_ms', 'legacy_until_ms', 'modern_until_ms'}) do\n"
+        "  local v = tonumber(redis.call('HGET', KEYS[1], f) or '')\n"
+        "  if v then redis.call('HSET', KEYS[1], f, string.format('%.0f', v - ARGV[1])) end\n"
+        "end\n"
+        "local m = redis.call('HGET', KEYS[1], 'matched')\n"
+        "local t, rest = string.match(m or '', '^(%d+) (.*)$')\n"
+        "if t then\n"
+        "  redis.call('HSET', KEYS[1], 'matched', string.format('%.0f', t - ARGV[1]) .. ' ' .. rest)\n"
+        "end\n"
+        "return 1\n";
+    lb_ns_keys ns;
+    if (ms <= 0 || lb_ns_keys_init(&ns, key, strlen(key)) != LB_OK) return;
+    redisReply *r = redisCommand(c, "EVAL %s 1 %b %lld", script, ns.gate, ns.gatelen, ms);
+    if (r) freeReplyObject(r);
+}
+
 /* The mode a follower acts in now, -1 for any other participant. */
 int lbr_part_mode(const lbr_part *p) {
     return p->destroy == m_destroy ? (int)lb_mlock_info_of(MPART(p)->lock).mode : -1;
@@ -183,6 +228,12 @@ lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
     if (strcmp(kind, "lb-migrate-modern") == 0) return mlock_part(kind, cfg, LB_MODE_MODERN, 0);
     if (strcmp(kind, "lb-follow-legacy") == 0) return mlock_part(kind, cfg, LB_MODE_LEGACY, 1);
     if (strcmp(kind, "lb-follow-compat") == 0) return mlock_part(kind, cfg, LB_MODE_COMPAT, 1);
+    if (strcmp(kind, "lb-follow-legacy-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_LEGACY, 2);
+    if (strcmp(kind, "lb-follow-compat-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_COMPAT, 2);
+    if (strcmp(kind, "lb-follow-modern-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_MODERN, 2);
     if (strcmp(kind, "switch-legacy-compat") == 0)
         return switch_part(kind, cfg, LB_MODE_COMPAT, LB_MODE_LEGACY);
     if (strcmp(kind, "switch-compat-modern") == 0)

@@ -89,11 +89,26 @@ int lbr_part_read_inbox(lbr_part *p);
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
  * namespace's control key; "lb-follow-modern" follows it from modern. */
 int lbr_part_mode(const lbr_part *p);
+/* "lb-follow-legacy-refresh", "lb-follow-compat-refresh",
+ * "lb-follow-modern-refresh": followers that re-read the control key only
+ * once this interval has passed on the world's virtual clock (the tool's
+ * default --refresh-ms), ms. */
+#define LBR_REFRESH_MS 1000
+/* The stage time the tool judges by with its defaults (validity 30000 ms +
+ * refresh 1000 ms), ms: a pause this long lets an operator's next step pass. */
+#define LBR_STAGE_MS 31000
 /* A pseudo-client's part functions: it never holds the lock and has no value. */
 int lbr_never_holds(const lbr_part *p);
 int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n);
 const char *lbr_no_value(const lbr_part *p, size_t *len);
-/* "operator" runs the lockbridge tool (LB_RACE_TOOL, else $BUILD/lockbridge,
+/* "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
+ * legacy, compat, modern (mode set, with --observe-ms 0 --override
+ * observation, every other check as the tool makes it by default) or sweep
+ * (--expire-live): its scan and checks are one step and its mode write
+ * (held back by a relay of its connections, tests/race/tool.c) the next, so
+ * two operators interleave. Its tool runs under libfaketime with the
+ * operator's clock (the world's virtual time and its offset) as host clock.
+ * "operator" runs the lockbridge tool (LB_RACE_TOOL, else $BUILD/lockbridge,
  * else build/lockbridge) against the world's server, one command a step: mode
  * set compat, sweep, mode set modern, in turn ("operator-back": compat,
  * modern, compat, legacy). A command that did not run as intended (an exit

@@ -13,6 +13,8 @@
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
 const char *lbr_operator_broken(const lbr_part *p);
+int lbr_part_acting(const lbr_part *p, const lb_now *now);
+void lbr_warp_gate(redisContext *c, const char *key, long long ms);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap);
@@ -149,6 +151,8 @@ struct lbr_world {
     int64_t max_fence; /* the highest fencing number a holder has carried */
     int fair; /* a fair client is in the fleet: pauses move its queue's leases too */
     int baton; /* a baton client is in the fleet: pauses move the baton's TTLs too */
+    int follow; /* a follower is in the fleet: its modes are checked against the key */
+    int gate;   /* a mode writer is in the fleet: pauses age the gate record too */
     char violation[4608];
     char trace[4096];
 };
@@ -235,6 +239,11 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
         w->baton |= is_baton(cfg->kinds[i]);
     if (w->baton) lbr_baton_reset(w->c, cfg->key); /* tests/race/baton_parts.c */
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++) {
+        w->follow |= strncmp(cfg->kinds[i], "lb-follow", 9) == 0;
+        w->gate |= strncmp(cfg->kinds[i], "operator", 8) == 0 ||
+                   strncmp(cfg->kinds[i], "switch-", 7) == 0;
+    }
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
@@ -479,6 +488,31 @@ static int check_gate(lbr_world *w, int idx) {
     return LBR_OK;
 }
 
+/* The control key never reads a mode two stages from one a follower may
+ * still act in without reading it again (legacy beside modern): a lock it
+ * holds, or the mode it read while its refresh interval runs. An absent key
+ * writes no stage (followers that read one keep it). */
+static int check_adjacent(lbr_world *w) {
+    lb_ns_keys nk;
+    lb_mode key;
+    if (!w->follow || lb_ns_keys_init(&nk, w->cfg.key, strlen(w->cfg.key)) != LB_OK) return LBR_OK;
+    redisReply *r = redisCommand(w->c, "GET %s", nk.mode);
+    int known = r && r->type == REDIS_REPLY_STRING &&
+                lb_mode_parse(r->str, (size_t)r->len, &key) == LB_OK;
+    if (r) freeReplyObject(r);
+    if (!known || key == LB_MODE_COMPAT) return LBR_OK;
+    lb_mode far = key == LB_MODE_LEGACY ? LB_MODE_MODERN : LB_MODE_LEGACY;
+    for (int i = 0; i < w->n; i++) {
+        client *c = &w->cl[i];
+        lb_now now = lb_clock_now(&c->clock);
+        if (c->crashed || !(lbr_part_acting(c->part, &now) & (1 << far))) continue;
+        return violate(w, "the mode reads %s while %c may still act in %s (a lock it holds, or "
+                       "its last read within its refresh interval)",
+                       lb_mode_name(key), 'A' + i, lb_mode_name(far));
+    }
+    return LBR_OK;
+}
+
 /* In a world of fair clients, no key beside the lock is left without a TTL
  * (a queue whose clients all vanished must go on its own). */
 static int check_lapses(lbr_world *w) {
@@ -523,6 +557,7 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     rc = check_write(w, idx, before, blen, had, after, alen, has);
     if (rc == LBR_OK) rc = check_stages(w, idx);
     if (rc == LBR_OK) rc = check_gate(w, idx);
+    if (rc == LBR_OK) rc = check_adjacent(w);
     if (rc == LBR_OK) rc = check_lapses(w);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
@@ -615,6 +650,7 @@ static int warp_ttl(lbr_world *w, long long ms) {
     char live[128];
     int dropped = w->fair && lbr_fair_warp(w->c, w->cfg.key, ms, live, sizeof live);
     if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
+    if (w->gate) lbr_warp_gate(w->c, w->cfg.key, ms); /* tests/race/migrate_parts.c */
     lbr_warp_key(w->c, w->cfg.key, ms);
     if (!dropped) return LBR_OK;
     trace_add(w, "+%lld", ms);

@@ -1,6 +1,7 @@
 /* The operator as a race participant: it runs the real lockbridge tool against
- * the world's server, and a command that did not run as intended (a tool that
- * is missing, refuses the options, fails to connect) breaks the world. */
+ * the world's server, a list operator's command in two steps (its checks, then
+ * its held mode write), and a command that did not run as intended (a tool
+ * that is missing, refuses the options, fails to connect) breaks the world. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -249,7 +249,8 @@ static void relay_once(lbr_tool *t) {
                 from_server(&t->conns[i]);
         }
     }
-    reap(t, WNOHANG);
+    /* Its output closed: it is exiting, and waiting for it costs no poll. */
+    reap(t, t->out_fd < 0 ? 0 : WNOHANG);
 }
 
 /* Relays until the tool exits or parks at its held write; a tool that does
@@ -267,7 +268,7 @@ static void relay(lbr_tool *t) {
 }
 
 /* The child: output to the pipe, its clock shifted, then the tool. */
-static void child(const lbr_tool *t, const lbr_tool_config *cfg, int out, char **argv) {
+static void child(const lbr_tool_config *cfg, int out, char **argv) {
     char shift[64], asan[512];
     dup2(out, 1);
     dup2(out, 2);
@@ -285,7 +286,6 @@ static void child(const lbr_tool *t, const lbr_tool_config *cfg, int out, char *
     }
     execv(argv[0], argv);
     fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-    (void)t;
     _exit(127);
 }
 
@@ -333,7 +333,7 @@ lbr_tool *lbr_tool_start(const lbr_tool_config *cfg) {
     if (t->pid == 0) {
         close(out[0]);
         close(t->listen_fd);
-        child(t, cfg, out[1], argv);
+        child(cfg, out[1], argv);
     }
     close(out[1]);
     t->out_fd = out[0];

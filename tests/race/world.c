@@ -221,10 +221,12 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     redisReply *r = redisCommand(w->c, "DEL %s", cfg->key);
     if (!r) goto fail;
     freeReplyObject(r);
-    /* Migration followers use the key as their namespace: no mode set yet. */
+    /* Migration followers use the key as their namespace: no mode set yet,
+     * and no gate record or census left by an earlier world (evidence, a
+     * stage's start or a matched pattern would carry over into this one). */
     lb_ns_keys nk;
     if (lb_ns_keys_init(&nk, cfg->key, strlen(cfg->key)) == LB_OK &&
-        (r = redisCommand(w->c, "DEL %s", nk.mode)) != NULL)
+        (r = redisCommand(w->c, "DEL %s %s %s", nk.mode, nk.gate, nk.census)) != NULL)
         freeReplyObject(r);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

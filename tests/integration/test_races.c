@@ -1071,6 +1071,96 @@ static void test_exploration_finds_open_holes(void **state) {
     }
 }
 
+/* ---- Searches of the gate with the real tool --------------------------------------
+ * The operator runs today's tool; followers re-read the mode every refresh
+ * interval; the control key may vanish; the operator's host clock may be
+ * off. Each search expects nothing found: a counterexample is a way past the
+ * gate, printed with the schedule that replays it. Depths grow with
+ * LB_EXPLORE_DEPTH (`make explore`). */
+typedef struct gate_search {
+    const char *name;
+    const char *kinds[LBR_MAX_CLIENTS];
+    int64_t ttl_ms[LBR_MAX_CLIENTS];    /* per client; 0: 1500 */
+    int64_t offset_ms[LBR_MAX_CLIENTS]; /* per client clock offset */
+    const char *prefix;                 /* the state the search starts from */
+    int less;                           /* depth: explore_depth() less this */
+    int max_jumps;                      /* pauses of LBR_STAGE_MS */
+} gate_search;
+
+static void run_gate_search(const gate_search *g) {
+    lbr_explore_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.world.key = "race:gate";
+    cfg.world.ttl_ms = 1500;
+    lb_codec_parse(&cfg.world.codec, "ms");
+    memcpy(cfg.world.kinds, g->kinds, sizeof cfg.world.kinds);
+    memcpy(cfg.world.client_ttl_ms, g->ttl_ms, sizeof cfg.world.client_ttl_ms);
+    memcpy(cfg.world.client_offset_ms, g->offset_ms, sizeof cfg.world.client_offset_ms);
+    cfg.prefix = g->prefix;
+    cfg.depth = explore_depth() - g->less;
+    cfg.max_jumps = g->max_jumps;
+    cfg.jump_ms = LBR_STAGE_MS;
+    lbr_explore_result res = search(&cfg);
+    printf("  %s, depth %d from '%s'", g->name, cfg.depth, g->prefix);
+    print_outcome(&res);
+    if (res.violation) fail_msg("%s: a way past the gate: %s", g->name, res.report);
+    assert_true(res.schedules > 0);
+}
+
+/* The control key vanishes under a modern fleet (B holds a token, read in
+ * modern); an operator then sets legacy. Whatever the order of the deletion,
+ * the operator's scan and its write, legacy must not be written beside the
+ * token. */
+static void test_search_no_legacy_beside_a_token_after_the_control_key_vanished(void **state) {
+    (void)state;
+    static const gate_search g = {
+        "legacy set after the control key vanished under a modern fleet",
+        {"operator:legacy", "lb-follow-compat-refresh", "vanish-mode", "switch-compat-modern"},
+        {0}, {0}, "D:mode_set D! B:migrate_touch B:migrate_acquire", 2, 0};
+    run_gate_search(&g);
+}
+
+/* Two operators: A's `mode set modern` has judged an old compat stage and
+ * waits to write; B's legacy has been written. Whatever follows (a pause, the
+ * follower C re-reading the mode, B's compat, A's write), modern must not land
+ * while C may still act in legacy. */
+static void test_search_no_modern_in_a_fresh_compat_stage_with_two_operators(void **state) {
+    (void)state;
+    static char prefix[128];
+    snprintf(prefix, sizeof prefix, "C C B B C +%d A B B", LBR_STAGE_MS);
+    static const gate_search g0 = {
+        "two operators: modern judged on an old compat stage, written after legacy",
+        {"operator:modern", "operator:compat,legacy,compat", "lb-follow-compat-refresh"},
+        {0}, {0}, NULL, 1, 1};
+    gate_search g = g0;
+    g.prefix = prefix;
+    run_gate_search(&g);
+}
+
+/* The operator's host clock runs `ahead_ms` ahead; L1 holds a 30-minute lock
+ * that no scan has seen before. `mode set modern` must not go through. */
+static void search_past_a_live_legacy_lock(const char *name, int64_t ahead_ms) {
+    static char prefix[64];
+    snprintf(prefix, sizeof prefix, "A A +%d B:SETNX", LBR_STAGE_MS);
+    gate_search g = {name, {"operator:compat,modern", "L1"}, {0, 1800000}, {ahead_ms, 0},
+                     prefix, 2, 0};
+    run_gate_search(&g);
+}
+
+static void test_search_no_modern_past_a_live_legacy_lock_with_the_host_clock_ahead(void **state) {
+    (void)state;
+    search_past_a_live_legacy_lock("operator's host clock 2 h ahead, L1's 30-minute lock live",
+                                   7200000);
+}
+
+/* The same search with the operator's clock right: the world's clock reaches
+ * the tool (a search that found nothing here and something above proves the
+ * offset is what it finds). */
+static void test_search_no_modern_past_a_live_legacy_lock_with_the_host_clock_right(void **state) {
+    (void)state;
+    search_past_a_live_legacy_lock("operator's host clock right, L1's 30-minute lock live", 0);
+}
+
 static int setup(void **state) {
     (void)state;
     return lbt_redis_start(&server, NULL);
@@ -1115,6 +1205,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_followers_reread_the_mode_every_refresh_interval),
         cmocka_unit_test(test_exploration_of_migration_fleets),
         cmocka_unit_test(test_exploration_finds_open_holes),
+        cmocka_unit_test(test_search_no_legacy_beside_a_token_after_the_control_key_vanished),
+        cmocka_unit_test(test_search_no_modern_in_a_fresh_compat_stage_with_two_operators),
+        cmocka_unit_test(test_search_no_modern_past_a_live_legacy_lock_with_the_host_clock_ahead),
+        cmocka_unit_test(test_search_no_modern_past_a_live_legacy_lock_with_the_host_clock_right),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

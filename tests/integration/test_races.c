@@ -1085,7 +1085,31 @@ typedef struct gate_search {
     const char *prefix;                 /* the state the search starts from */
     int less;                           /* depth: explore_depth() less this */
     int max_jumps;                      /* pauses of LBR_STAGE_MS */
+    const char *start_mode;             /* the mode the prefix leaves */
+    int waiting;                        /* 1 + an operator whose write the prefix leaves held */
 } gate_search;
+
+/* The prefix reaches the state the search is meant to start from, with the
+ * tool under test: a search from elsewhere (a setup the tool refused) would
+ * find nothing and prove nothing. */
+static void assert_start_reached(const gate_search *g, const lbr_explore_config *cfg) {
+    char got[32];
+    lbr_world_config wc = cfg->world;
+    wc.port = server.port;
+    lbr_world *w = lbr_world_new(&wc);
+    assert_non_null(w);
+    int rc = lbr_run(w, g->prefix);
+    if (rc != LBR_OK) fail_msg("%s: the start '%s' did not run: %s", g->name, g->prefix,
+                               lbr_violation(w));
+    control_key(wc.key, got, sizeof got);
+    if (strcmp(got, g->start_mode) != 0)
+        fail_msg("%s: the start '%s' leaves the mode '%s', not '%s'", g->name, g->prefix, got,
+                 g->start_mode);
+    if (g->waiting && !lbr_running(w, g->waiting - 1))
+        fail_msg("%s: after '%s', %c's mode write does not wait", g->name, g->prefix,
+                 'A' + g->waiting - 1);
+    lbr_world_free(w);
+}
 
 static void run_gate_search(const gate_search *g) {
     lbr_explore_config cfg;
@@ -1100,6 +1124,7 @@ static void run_gate_search(const gate_search *g) {
     cfg.depth = explore_depth() - g->less;
     cfg.max_jumps = g->max_jumps;
     cfg.jump_ms = LBR_STAGE_MS;
+    assert_start_reached(g, &cfg);
     lbr_explore_result res = search(&cfg);
     printf("  %s, depth %d from '%s'", g->name, cfg.depth, g->prefix);
     print_outcome(&res);
@@ -1116,7 +1141,7 @@ static void test_search_no_legacy_beside_a_token_after_the_control_key_vanished(
     static const gate_search g = {
         "legacy set after the control key vanished under a modern fleet",
         {"operator:legacy", "lb-follow-compat-refresh", "vanish-mode", "switch-compat-modern"},
-        {0}, {0}, "D:mode_set D! B:migrate_touch B:migrate_acquire", 2, 0};
+        {0}, {0}, "D:mode_set D! B:migrate_touch B:migrate_acquire", 2, 0, "modern", 0};
     run_gate_search(&g);
 }
 
@@ -1131,7 +1156,7 @@ static void test_search_no_modern_in_a_fresh_compat_stage_with_two_operators(voi
     static const gate_search g0 = {
         "two operators: modern judged on an old compat stage, written after legacy",
         {"operator:modern", "operator:compat,legacy,compat", "lb-follow-compat-refresh"},
-        {0}, {0}, NULL, 1, 1};
+        {0}, {0}, NULL, 1, 1, "legacy", 1};
     gate_search g = g0;
     g.prefix = prefix;
     run_gate_search(&g);
@@ -1143,7 +1168,7 @@ static void search_past_a_live_legacy_lock(const char *name, int64_t ahead_ms) {
     static char prefix[64];
     snprintf(prefix, sizeof prefix, "A A +%d B:SETNX", LBR_STAGE_MS);
     gate_search g = {name, {"operator:compat,modern", "L1"}, {0, 1800000}, {ahead_ms, 0},
-                     prefix, 2, 0};
+                     prefix, 2, 0, "compat", 0};
     run_gate_search(&g);
 }
 

@@ -184,6 +184,9 @@ int lbr_run(lbr_world *w, const char *schedule);
 int lbr_step(lbr_world *w, int idx);
 int lbr_clients(const lbr_world *w);
 int lbr_crashed(const lbr_world *w, int idx);
+/* Whether client `idx` is in the middle of an operation (an operator: its
+ * mode write waits). */
+int lbr_running(const lbr_world *w, int idx);
 
 const char *lbr_violation(const lbr_world *w); /* "" when none */
 const char *lbr_trace(const lbr_world *w);     /* the steps taken, as a schedule */

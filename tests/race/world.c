@@ -717,6 +717,7 @@ int64_t lbr_max_ttl_ms(const lbr_world_config *cfg) {
 
 int lbr_clients(const lbr_world *w) { return w ? w->n : 0; }
 int lbr_crashed(const lbr_world *w, int idx) { return w->cl[idx].crashed; }
+int lbr_running(const lbr_world *w, int idx) { return w->cl[idx].m != NULL; }
 const char *lbr_violation(const lbr_world *w) { return w->violation; }
 const char *lbr_trace(const lbr_world *w) { return w->trace; }
 int lbr_overwrites(const lbr_world *w) { return w->overwrites; }

@@ -15,7 +15,8 @@ typedef struct lbr_tool_config {
      * control key: the mode write) is held back until lbr_tool_release. */
     const char *hold_key;
     /* The tool's host clock is set this far from the real clock, ms (0: the
-     * real clock). It runs under libfaketime to that end. */
+     * real clock). It runs under libfaketime to that end (LB_RACE_FAKETIME,
+     * else Debian's path of libfaketime.so.1; tools/deps.sh installs it). */
     int64_t shift_ms;
 } lbr_tool_config;
 

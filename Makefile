@@ -211,8 +211,9 @@ tsan: check-deps
 
 # Deeper exhaustive exploration of interleavings than `make test` runs.
 EXPLORE_DEPTH ?= 7
-explore: $(BUILD)/tests/integration/test_races
-	LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
+# The searches' operator runs the tool of this build.
+explore: $(BUILD)/tests/integration/test_races $(TOOL)
+	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).

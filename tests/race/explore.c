@@ -26,7 +26,7 @@ static int is_pseudo(const char *kind) {
 
 /* Runs `full` on a fresh world and counts it (schedules, steps, pruned); a
  * violation is kept as the counterexample. lbr_run's result, or -2 when no
- * world could be made. */
+ * world could be made or the world broke (the reason kept as the report). */
 static int run_counted(explorer *e, const char *full) {
     lbr_world *w = lbr_world_new(&e->cfg->world);
     if (!w) return -2;
@@ -35,6 +35,11 @@ static int run_counted(explorer *e, const char *full) {
     for (const char *p = full; *p; p++) e->out->steps += (*p == ' ');
     e->out->steps++;
     if (rc == LBR_BAD_SCHEDULE) e->out->pruned++;
+    if (rc == LBR_BROKEN) {
+        snprintf(e->out->report, sizeof e->out->report, "%s", lbr_violation(w));
+        lbr_world_free(w);
+        return -2;
+    }
     if (rc == LBR_VIOLATION) {
         e->out->violation = 1;
         snprintf(e->out->counterexample, sizeof e->out->counterexample, "%s", full);

@@ -1,7 +1,8 @@
 /* The migration shim's clients as race participants: the mode-following lock
  * fixed in compat or modern, followers of a namespace's control key (the lock
  * key names the namespace), and a pseudo-client whose every step switches the
- * namespace's mode, so a switch lands at every point of an exploration. */
+ * namespace's mode, so a switch lands at every point of an exploration (the
+ * operator, who runs the real tool, is in operator_part.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,9 @@
 #include "race/race.h"
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+lbr_part *lbr_operator_part_new(const char *kind, const lbr_part_config *cfg);
+int lbr_part_acting(const lbr_part *p, const lb_now *now);
+void lbr_warp_gate(redisContext *c, const char *key, long long ms);
 
 typedef struct mpart {
     lbr_part part;
@@ -52,6 +56,9 @@ static void m_destroy(lbr_part *p) {
     free(p);
 }
 
+/* follow: 0 fixed in `mode`; 1 re-reading the control key before every
+ * acquire; 2 re-reading it only once LBR_REFRESH_MS has passed on the world's
+ * virtual clock since the last read, as deployed followers do. */
 static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mode mode,
                             int follow) {
     lb_mlock_options o;
@@ -63,7 +70,9 @@ static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mod
     if (follow) {
         o.ns = cfg->key;
         o.follow = 1;
-        o.mode_refresh_ms = 0; /* the virtual clock stands still between jumps */
+        /* The virtual clock stands still between jumps: 0 reads before
+         * every acquire. */
+        o.mode_refresh_ms = follow == 2 ? LBR_REFRESH_MS : 0;
         o.census_refresh_ms = 0;
     }
     mpart *mp = calloc(1, sizeof *mp);
@@ -85,10 +94,6 @@ typedef struct switcher {
     lb_mode modes[2]; /* set in turn: modes[0], modes[1], modes[0], ... */
     int sets;
     int state;
-    char key[128]; /* the operator's: the lock key, which names the namespace */
-    int port;
-    int last_rc;
-    int back; /* the operator steps forward then back */
 } switcher;
 
 #define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
@@ -169,45 +174,42 @@ static lb_machine *vanish_acq(lbr_part *p) {
     return &s->m;
 }
 
-/* The operator: each step runs the real tool against the world's server, in
- * turn `mode set compat`, `sweep`, `mode set modern` (a refused gate changes
- * nothing), then sends a PING so that the step is a command like any other. */
-static int operator_step(lb_machine *m, const redisReply *r, const lb_now *now) {
-    switcher *s = (switcher *)(void *)m;
-    (void)now;
-    (void)r;
-    if (s->state != 0) return LB_OK;
-    char args[512], cmd[1024];
-    const char *tool = getenv("LB_RACE_TOOL") ? getenv("LB_RACE_TOOL") : "build/lockbridge";
-    /* "operator-back": compat, modern, then back: compat, legacy. */
-    static const char *const back[] = {"compat", "modern", "compat", "legacy"};
-    /* Each command passes only the check its step is about: no stage time (the
-     * world's clients re-read the mode before every acquire), and no watching
-     * of the server's counts (the world's own legacy clients send SETNX). The
-     * sweep is the one that gives live locks a TTL (--expire-live). */
-    static const char gate_opts[] = "--observe-ms 0 --override observation --ttl-ms 0 "
-                                    "--refresh-ms 0";
-    if (s->back)
-        snprintf(args, sizeof args, "mode set %s --ns %s --match %s %s", back[s->sets % 4],
-                 s->key, s->key, gate_opts);
-    else if (s->sets % 3 == 1)
-        snprintf(args, sizeof args, "sweep --ns %s --match %s --expire-live", s->key, s->key);
-    else snprintf(args, sizeof args, "mode set %s --ns %s --match %s %s",
-                  s->sets % 3 ? "modern" : "compat", s->key, s->key, gate_opts);
-    snprintf(cmd, sizeof cmd, "%s -p %d %s >/dev/null 2>&1", tool, s->port, args);
-    s->last_rc = system(cmd);
-    s->sets++;
-    lb__cmd_reset(&m->cmd);
-    lb__cmd_argz(&m->cmd, "PING");
-    s->state = 1;
-    return LB_STEP_SEND;
+/* The modes a follower may act in at `now` (its clock) without reading the
+ * control key again, a bitmask of 1 << lb_mode: the mode of a lock it holds
+ * validly, and the mode it last read while its refresh interval runs. */
+int lbr_part_acting(const lbr_part *p, const lb_now *now) {
+    if (p->destroy != m_destroy) return 0;
+    const lb_mlock *l = MPART(p)->lock;
+    lb_mlock_info i = lb_mlock_info_of(l);
+    int mask = i.held && m_valid(p, NULL, now) ? 1 << i.held_mode : 0;
+    int64_t since = now->mono_ns - l->mode_read_ns;
+    if (l->opts.follow && l->mode_read && l->opts.mode_refresh_ms > 0 &&
+        since < l->opts.mode_refresh_ms * INT64_C(1000000))
+        mask |= 1 << i.mode;
+    return mask;
 }
 
-static lb_machine *operator_acq(lbr_part *p) {
-    switcher *s = SWITCHER(p);
-    lb__machine_begin(&s->m, operator_step);
-    s->state = 0;
-    return &s->m;
+/* Moves the instants of the namespace's gate record, which the tool stamps
+ * with the server's clock, back by a pause of `ms`: the server's clock does
+ * not move with the world's virtual time, so a stage's age (since_ms), the
+ * evidence (legacy_until_ms, modern_until_ms) and when the pattern last
+ * matched age as they would have. */
+void lbr_warp_gate(redisContext *c, const char *key, long long ms) {
+    static const char script[] =
+        "for _, f in ipairs({'since_ms', 'legacy_until_ms', 'modern_until_ms'}) do\n"
+        "  local v = tonumber(redis.call('HGET', KEYS[1], f) or '')\n"
+        "  if v then redis.call('HSET', KEYS[1], f, string.format('%.0f', v - ARGV[1])) end\n"
+        "end\n"
+        "local m = redis.call('HGET', KEYS[1], 'matched')\n"
+        "local t, rest = string.match(m or '', '^(%d+) (.*)$')\n"
+        "if t then\n"
+        "  redis.call('HSET', KEYS[1], 'matched', string.format('%.0f', t - ARGV[1]) .. ' ' .. rest)\n"
+        "end\n"
+        "return 1\n";
+    lb_ns_keys ns;
+    if (ms <= 0 || lb_ns_keys_init(&ns, key, strlen(key)) != LB_OK) return;
+    redisReply *r = redisCommand(c, "EVAL %s 1 %b %lld", script, ns.gate, ns.gatelen, ms);
+    if (r) freeReplyObject(r);
 }
 
 /* The mode a follower acts in now, -1 for any other participant. */
@@ -216,15 +218,7 @@ int lbr_part_mode(const lbr_part *p) {
 }
 
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
-    if (strcmp(kind, "operator") == 0 || strcmp(kind, "operator-back") == 0) {
-        lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
-        if (!p) return NULL;
-        SWITCHER(p)->back = strcmp(kind, "operator-back") == 0;
-        SWITCHER(p)->port = cfg->port;
-        snprintf(SWITCHER(p)->key, sizeof SWITCHER(p)->key, "%s", cfg->key);
-        p->acquire = p->release = operator_acq;
-        return p;
-    }
+    if (strncmp(kind, "operator", 8) == 0) return lbr_operator_part_new(kind, cfg);
     if (strcmp(kind, "vanish-mode") == 0) {
         lbr_part *p = switch_part(kind, cfg, LB_MODE_LEGACY, LB_MODE_LEGACY);
         if (p) p->acquire = p->release = vanish_acq;
@@ -234,6 +228,12 @@ lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg) {
     if (strcmp(kind, "lb-migrate-modern") == 0) return mlock_part(kind, cfg, LB_MODE_MODERN, 0);
     if (strcmp(kind, "lb-follow-legacy") == 0) return mlock_part(kind, cfg, LB_MODE_LEGACY, 1);
     if (strcmp(kind, "lb-follow-compat") == 0) return mlock_part(kind, cfg, LB_MODE_COMPAT, 1);
+    if (strcmp(kind, "lb-follow-legacy-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_LEGACY, 2);
+    if (strcmp(kind, "lb-follow-compat-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_COMPAT, 2);
+    if (strcmp(kind, "lb-follow-modern-refresh") == 0)
+        return mlock_part(kind, cfg, LB_MODE_MODERN, 2);
     if (strcmp(kind, "switch-legacy-compat") == 0)
         return switch_part(kind, cfg, LB_MODE_COMPAT, LB_MODE_LEGACY);
     if (strcmp(kind, "switch-compat-modern") == 0)

@@ -89,13 +89,31 @@ int lbr_part_read_inbox(lbr_part *p);
  * participant. "vanish-mode" is a pseudo-client whose every step DELs the
  * namespace's control key; "lb-follow-modern" follows it from modern. */
 int lbr_part_mode(const lbr_part *p);
+/* "lb-follow-legacy-refresh", "lb-follow-compat-refresh",
+ * "lb-follow-modern-refresh": followers that re-read the control key only
+ * once this interval has passed on the world's virtual clock (the tool's
+ * default --refresh-ms), ms. */
+#define LBR_REFRESH_MS 1000
+/* The stage time the tool judges by with its defaults (validity 30000 ms +
+ * refresh 1000 ms), ms: a pause this long lets an operator's next step pass. */
+#define LBR_STAGE_MS 31000
 /* A pseudo-client's part functions: it never holds the lock and has no value. */
 int lbr_never_holds(const lbr_part *p);
 int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n);
 const char *lbr_no_value(const lbr_part *p, size_t *len);
-/* "operator" runs the lockbridge tool (LB_RACE_TOOL, default build/lockbridge)
- * against the world's server, one action a step: mode set compat, sweep, mode
- * set modern, in turn. */
+/* "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
+ * legacy, compat, modern (mode set, with --observe-ms 0 --override
+ * observation, every other check as the tool makes it by default) or sweep
+ * (--expire-live): its scan and checks are one step and its mode write
+ * (held back by a relay of its connections, tests/race/tool.c) the next, so
+ * two operators interleave. Its tool runs under libfaketime with the
+ * operator's clock (the world's virtual time and its offset) as host clock.
+ * "operator" runs the lockbridge tool (LB_RACE_TOOL, else $BUILD/lockbridge,
+ * else build/lockbridge) against the world's server, one command a step: mode
+ * set compat, sweep, mode set modern, in turn ("operator-back": compat,
+ * modern, compat, legacy). A command that did not run as intended (an exit
+ * other than success, or than the gate's refusal for a mode set) breaks the
+ * world: the step returns LBR_BROKEN. */
 
 /* ---- The world ------------------------------------------------------------------ */
 #define LBR_MAX_CLIENTS 5
@@ -156,14 +174,19 @@ void lbr_world_free(lbr_world *w);
  *              takes the grant if the library would (a fair client; a
  *              schedule error when nothing waits)
  * Returns LBR_OK, LBR_VIOLATION (lbr_violation() names it with the schedule
- * that led to it) or LBR_BAD_SCHEDULE (a token did not match). */
-enum { LBR_OK = 0, LBR_VIOLATION = 1, LBR_BAD_SCHEDULE = -1 };
+ * that led to it), LBR_BAD_SCHEDULE (a token did not match) or LBR_BROKEN (a
+ * step could not do what it models, e.g. the operator's tool did not run;
+ * lbr_violation() says why): a result that proves nothing either way. */
+enum { LBR_OK = 0, LBR_VIOLATION = 1, LBR_BAD_SCHEDULE = -1, LBR_BROKEN = -2 };
 int lbr_run(lbr_world *w, const char *schedule);
 
 /* One step of client `idx` (0 = A) with no command check; same returns. */
 int lbr_step(lbr_world *w, int idx);
 int lbr_clients(const lbr_world *w);
 int lbr_crashed(const lbr_world *w, int idx);
+/* Whether client `idx` is in the middle of an operation (an operator: its
+ * mode write waits). */
+int lbr_running(const lbr_world *w, int idx);
 
 const char *lbr_violation(const lbr_world *w); /* "" when none */
 const char *lbr_trace(const lbr_world *w);     /* the steps taken, as a schedule */
@@ -177,7 +200,9 @@ int lbr_acquisitions(const lbr_world *w);
  * Every schedule of `depth` client steps over the world's clients, with at most
  * `max_crashes` crashes and `max_jumps` clock jumps of `jump_ms` placed anywhere,
  * each replayed from a fresh world and closed by letting every running client
- * finish its operation, a jump past every expiry and a liveness check. Stops at the first violation and keeps its schedule. */
+ * finish its operation, a jump past every expiry and a liveness check. Stops at the first violation and keeps its schedule.
+ * A broken world (LBR_BROKEN) stops the search: lbr_explore returns -1 with
+ * the reason in the result's report. */
 typedef struct lbr_explore_config {
     lbr_world_config world;
     /* Optional schedule run before every searched one (the state the search

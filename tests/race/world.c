@@ -12,6 +12,9 @@
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_migrate_part_new(const char *kind, const lbr_part_config *cfg);
+const char *lbr_operator_broken(const lbr_part *p);
+int lbr_part_acting(const lbr_part *p, const lb_now *now);
+void lbr_warp_gate(redisContext *c, const char *key, long long ms);
 lbr_part *lbr_fair_part_new(const char *kind, const lbr_part_config *cfg);
 lbr_part *lbr_spoiler_new(const char *kind, const lbr_part_config *cfg);
 int lbr_fair_warp(redisContext *c, const char *key, long long ms, char *live, size_t cap);
@@ -148,6 +151,8 @@ struct lbr_world {
     int64_t max_fence; /* the highest fencing number a holder has carried */
     int fair; /* a fair client is in the fleet: pauses move its queue's leases too */
     int baton; /* a baton client is in the fleet: pauses move the baton's TTLs too */
+    int follow; /* a follower is in the fleet: its modes are checked against the key */
+    int gate;   /* a mode writer is in the fleet: pauses age the gate record too */
     char violation[4608];
     char trace[4096];
 };
@@ -216,10 +221,12 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     redisReply *r = redisCommand(w->c, "DEL %s", cfg->key);
     if (!r) goto fail;
     freeReplyObject(r);
-    /* Migration followers use the key as their namespace: no mode set yet. */
+    /* Migration followers use the key as their namespace: no mode set yet,
+     * and no gate record or census left by an earlier world (evidence, a
+     * stage's start or a matched pattern would carry over into this one). */
     lb_ns_keys nk;
     if (lb_ns_keys_init(&nk, cfg->key, strlen(cfg->key)) == LB_OK &&
-        (r = redisCommand(w->c, "DEL %s", nk.mode)) != NULL)
+        (r = redisCommand(w->c, "DEL %s %s %s", nk.mode, nk.gate, nk.census)) != NULL)
         freeReplyObject(r);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -234,6 +241,11 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++)
         w->baton |= is_baton(cfg->kinds[i]);
     if (w->baton) lbr_baton_reset(w->c, cfg->key); /* tests/race/baton_parts.c */
+    for (int i = 0; i < LBR_MAX_CLIENTS && cfg->kinds[i]; i++) {
+        w->follow |= strncmp(cfg->kinds[i], "lb-follow", 9) == 0;
+        w->gate |= strncmp(cfg->kinds[i], "operator", 8) == 0 ||
+                   strncmp(cfg->kinds[i], "switch-", 7) == 0;
+    }
     for (w->n = 0; w->n < LBR_MAX_CLIENTS && cfg->kinds[w->n]; w->n++) {
         client *c = &w->cl[w->n];
         c->w = w;
@@ -478,6 +490,31 @@ static int check_gate(lbr_world *w, int idx) {
     return LBR_OK;
 }
 
+/* The control key never reads a mode two stages from one a follower may
+ * still act in without reading it again (legacy beside modern): a lock it
+ * holds, or the mode it read while its refresh interval runs. An absent key
+ * writes no stage (followers that read one keep it). */
+static int check_adjacent(lbr_world *w) {
+    lb_ns_keys nk;
+    lb_mode key;
+    if (!w->follow || lb_ns_keys_init(&nk, w->cfg.key, strlen(w->cfg.key)) != LB_OK) return LBR_OK;
+    redisReply *r = redisCommand(w->c, "GET %s", nk.mode);
+    int known = r && r->type == REDIS_REPLY_STRING &&
+                lb_mode_parse(r->str, (size_t)r->len, &key) == LB_OK;
+    if (r) freeReplyObject(r);
+    if (!known || key == LB_MODE_COMPAT) return LBR_OK;
+    lb_mode far = key == LB_MODE_LEGACY ? LB_MODE_MODERN : LB_MODE_LEGACY;
+    for (int i = 0; i < w->n; i++) {
+        client *c = &w->cl[i];
+        lb_now now = lb_clock_now(&c->clock);
+        if (c->crashed || !(lbr_part_acting(c->part, &now) & (1 << far))) continue;
+        return violate(w, "the mode reads %s while %c may still act in %s (a lock it holds, or "
+                       "its last read within its refresh interval)",
+                       lb_mode_name(key), 'A' + i, lb_mode_name(far));
+    }
+    return LBR_OK;
+}
+
 /* In a world of fair clients, no key beside the lock is left without a TTL
  * (a queue whose clients all vanished must go on its own). */
 static int check_lapses(lbr_world *w) {
@@ -486,6 +523,16 @@ static int check_lapses(lbr_world *w) {
     if (rc == 0 && w->baton) rc = lbr_baton_untimed_key(w->c, w->cfg.key, bad, sizeof bad);
     if (rc < 0) return violate(w, "the keys beside the lock could not be read");
     return rc ? violate(w, "%s is left without a TTL", bad) : LBR_OK;
+}
+
+/* A step that could not do what it models (the operator's tool did not run
+ * as intended): the world proves nothing from here on. */
+static int check_broken(lbr_world *w, int idx) {
+    const char *why = lbr_operator_broken(w->cl[idx].part); /* operator_part.c */
+    if (!why) return LBR_OK;
+    snprintf(w->violation, sizeof w->violation, "broken: %c's step did not run as intended: "
+             "%s, after: %s", 'A' + idx, why, w->trace);
+    return LBR_BROKEN;
 }
 
 static int do_step(lbr_world *w, int idx, const char *want) {
@@ -506,11 +553,13 @@ static int do_step(lbr_world *w, int idx, const char *want) {
     size_t blen, alen;
     int had = observe(w, before, sizeof before, &blen);
     int rc = send_and_feed(w, c, idx);
+    if (rc == LBR_OK) rc = check_broken(w, idx);
     if (rc != LBR_OK) return rc;
     int has = observe(w, after, sizeof after, &alen);
     rc = check_write(w, idx, before, blen, had, after, alen, has);
     if (rc == LBR_OK) rc = check_stages(w, idx);
     if (rc == LBR_OK) rc = check_gate(w, idx);
+    if (rc == LBR_OK) rc = check_adjacent(w);
     if (rc == LBR_OK) rc = check_lapses(w);
     return rc != LBR_OK ? rc : check_exclusion(w);
 }
@@ -603,6 +652,7 @@ static int warp_ttl(lbr_world *w, long long ms) {
     char live[128];
     int dropped = w->fair && lbr_fair_warp(w->c, w->cfg.key, ms, live, sizeof live);
     if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
+    if (w->gate) lbr_warp_gate(w->c, w->cfg.key, ms); /* tests/race/migrate_parts.c */
     lbr_warp_key(w->c, w->cfg.key, ms);
     if (!dropped) return LBR_OK;
     trace_add(w, "+%lld", ms);
@@ -667,6 +717,7 @@ int64_t lbr_max_ttl_ms(const lbr_world_config *cfg) {
 
 int lbr_clients(const lbr_world *w) { return w ? w->n : 0; }
 int lbr_crashed(const lbr_world *w, int idx) { return w->cl[idx].crashed; }
+int lbr_running(const lbr_world *w, int idx) { return w->cl[idx].m != NULL; }
 const char *lbr_violation(const lbr_world *w) { return w->violation; }
 const char *lbr_trace(const lbr_world *w) { return w->trace; }
 int lbr_overwrites(const lbr_world *w) { return w->overwrites; }

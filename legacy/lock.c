@@ -40,7 +40,7 @@ int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
     lb_legacy_options defaults;
     if (!out) return LB_EINVAL;
     *out = NULL;
-    if (!key || keylen == 0) return LB_EINVAL;
+    if (!key || keylen == 0 || lb_lock_name_refused(key, keylen)) return LB_EINVAL;
     if (!o) {
         lb_legacy_options_init(&defaults);
         o = &defaults;

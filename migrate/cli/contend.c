@@ -419,6 +419,8 @@ static int run(const lb__cli_args *a) {
     sh.counter = opt(a, "--counter-key");
     if (a->npos != 1) return lb__cli_usage(a, "expects exactly one KEY");
     if (sh.key[0] == '\0') return lb__cli_usage(a, "KEY must not be empty");
+    const char *why = lb_lock_name_refused(sh.key, strlen(sh.key));
+    if (why) return lb__cli_usage(a, "KEY is %s", why);
     if (!sh.counter || sh.counter[0] == '\0')
         return lb__cli_usage(a, "--counter-key is required and must not be empty");
     if (strcmp(sh.counter, sh.key) == 0)

@@ -537,18 +537,22 @@ static void drop_mark(lb_lock *l, redisContext *c) {
  * mark left last is the waiter that blocked last. The mark lapses before the
  * BLPOP ends empty, so a release never passes a baton on the strength of the
  * mark of a wait that has stopped blocking (unless it died while blocked: its
- * baton then lapses, and the key with the releaser's TTL). */
+ * baton then lapses, and the key with the releaser's TTL). The mark is
+ * written by a script that leaves a value of another kind at its name as it
+ * was (see modern_fair_mark.lua), sent whole (EVAL): a script the server
+ * lost would otherwise leave the wait blocked without its mark. */
 static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     lb__fair *f = l->fair;
     char px[24], secs[32];
     ms_args(ms, px, secs);
-    const char *mark[] = {"SET", f->mark, l->token, "PX", px};
-    size_t marklen[] = {3, f->marklen, strlen(l->token), 2, strlen(px)};
+    const char *body = lb__script_modern_fair_mark.body;
+    const char *mark[] = {"EVAL", body, "1", f->mark, l->token, px};
+    size_t marklen[] = {4, strlen(body), 1, f->marklen, strlen(l->token), strlen(px)};
     const char *pop[] = {"BLPOP", f->baton, secs};
     size_t poplen[] = {5, f->batonlen, strlen(secs)};
     int64_t sent = lb_clock_now(l->opts.clock).mono_ns, began_ms = lb__mono_ms();
     l->m.total += 2;
-    if (redisAppendCommandArgv(c, 5, mark, marklen) != REDIS_OK ||
+    if (redisAppendCommandArgv(c, 6, mark, marklen) != REDIS_OK ||
         redisAppendCommandArgv(c, 3, pop, poplen) != REDIS_OK)
         return LB_ENOMEM;
     void *r1 = NULL, *r2 = NULL;

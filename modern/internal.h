@@ -12,6 +12,7 @@ extern const lb_script lb__script_modern_check;
 extern const lb_script lb__script_modern_fair_acquire;
 extern const lb_script lb__script_modern_fair_release;
 extern const lb_script lb__script_modern_fair_push;
+extern const lb_script lb__script_modern_fair_mark;
 extern const lb_script lb__script_modern_note_outsider;
 
 struct lb_lock {

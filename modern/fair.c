@@ -257,25 +257,22 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
     return f->prefixlen + LB_TOKEN_LEN;
 }
 
-/* How long a baton lives in its list, ms (and what its receiver takes off
- * its lease): a quarter of the releaser's TTL at most. */
-static int64_t baton_life_ms(const lb_lock *l) {
-    int64_t ms = l->opts.ttl_ms / 4;
-    return ms < LB__BATON_LIFE_MS ? ms : LB__BATON_LIFE_MS;
-}
-
 /* A release without fencing may pass the lock on as a baton to a waiter
  * blocked on the baton list: it names a fresh token for it (written at the
- * key only then), the mark our own wait left, its TTL and the baton's life.
- * No baton from a lock with fencing (its number would need counting in the
- * release) or too short a TTL to spare a quarter; none either when the
- * random source fails: the release goes on without. */
+ * key only then), the mark our own wait left, its TTL and the baton's life
+ * (LB__BATON_LIFE_MS). No baton from a lock with fencing (its number would
+ * need counting in the release), nor from a TTL under four lives, which a
+ * baton wait needs of its own (a shorter baton could reach its receiver with
+ * no lease left); neither kind of lock ever holds by a baton, so no mark of
+ * its own goes unnamed. None either when the random source fails: the
+ * release goes on without. */
 static int baton_arg(lb_lock *l) {
     lb__fair *f = l->fair;
     char fresh[LB__TOKEN_CAP];
-    if (l->opts.fencing || baton_life_ms(l) < 1 || lb__token(fresh) != LB_OK) return 0;
+    if (l->opts.fencing || l->opts.ttl_ms < 4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
+        return 0;
     snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
-             (long long)l->opts.ttl_ms, (long long)baton_life_ms(l));
+             (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
     return 1;
 }
 
@@ -484,6 +481,11 @@ int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns) 
     memcpy(l->token, tok, LB__TOKEN_CAP);
     l->sent_ns = sent_ns - f * 1000000;
     return acquired(l, 0, t);
+}
+
+int lb__fair_lease_usable(const lb_lock *l) {
+    int64_t now = lb_clock_now(l->opts.clock).mono_ns;
+    return l->deadline_ns - now >= (int64_t)LB__BATON_MARGIN_MS * 1000000;
 }
 
 size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark) {

@@ -34,9 +34,10 @@ typedef struct lb_lock_options {
                                * such windows open only for a client outside
                                * the queue seen since the last, 4 x this apart */
     int64_t fair_baton_ms;    /* a blocking wait on one connection first blocks
-                               * this long on the lock's baton list, which a
-                               * release with nobody queued passes the lock
-                               * down, then queues, ms; 0: it queues at once */
+                               * this long (at most ttl_ms less 100) on the
+                               * lock's baton list, which a release with
+                               * nobody queued passes the lock down, then
+                               * queues, ms; 0: it queues at once */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;

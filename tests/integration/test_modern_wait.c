@@ -1425,6 +1425,81 @@ static void test_a_baton_wait_never_writes_its_mark_over_a_foreign_value(void **
     lbt_del_matching(conn, "*w:clob*");
 }
 
+/* A clock that moves on 100 ms at each reading. */
+static int64_t stepping_ns;
+static int64_t stepping_mono_ns(void *ud) {
+    (void)ud;
+    return __atomic_add_fetch(&stepping_ns, 100000000LL, __ATOMIC_SEQ_CST);
+}
+
+/* A baton whose lease is over by the time its receiver reads it (here a
+ * baton of 4 ms, read on a clock that has moved on 100 ms since the BLPOP's
+ * send) is no acquisition: the receiver gives its token back and goes on
+ * waiting, and the wait returns LB_OK only with a lease still to run. Before,
+ * it returned LB_OK with its lease already over. */
+static void test_a_baton_with_no_lease_left_is_no_acquisition(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:short*");
+    lb_clock stepping = {NULL, stepping_mono_ns, NULL, 0, NULL};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.backoff_min_ms = 2;
+    o.backoff_max_ms = 100;
+    o.fair_baton_ms = 20000;
+    o.clock = &stepping;
+    lb_lock *q = lock_with("w:short", &o);
+    lbt_cmd_ok(conn, "SET w:short aaaa PX 30000");
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(j.client_id));
+    char args[160];
+    snprintf(args, sizeof args, "aaaa 0 200 - ffffffffffffffffffffffffffffffff - 4 1 {w:short}:released");
+    redisReply *r = redisCommand(conn, "EVAL %s 6 w:short {w:short}:queue {w:short}:fair "
+                                       "{w:short}:grant:aaaa {w:short}:baton {w:short}:bwait %s",
+                                 lb__script_modern_fair_release.body, args);
+    assert_true(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
+    assert_int_equal(job_join(&j), LB_OK);
+    lb_lock_info info = lb_lock_info_of(q);
+    assert_true(info.held);
+    assert_true(info.deadline_ns > stepping_mono_ns(NULL));
+    assert_string_equal(lbt_get(conn, "w:short"), info.token);
+    job_end(&j);
+    lb_lock_free(q);
+    lbt_del_matching(conn, "*w:short*");
+}
+
+/* A release by a lock whose TTL is under four baton lives (400 ms) passes no
+ * baton, however many wait on the list: a baton that short (its life a
+ * quarter of the TTL, down to 1 ms) could reach its receiver with no lease
+ * left. The waiter gets the key with its own token once its block ends.
+ * (The key is given a long TTL by hand, so that the holder's 399 ms do not
+ * run out before its release.) */
+static void test_a_release_with_a_ttl_under_four_baton_lives_passes_no_baton(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:brief*");
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 399;
+    lb_lock *h = lock_with("w:brief", &o), *q = baton_lock("w:brief", 2000);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    lbt_cmd_ok(conn, "PEXPIRE w:brief 30000");
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(j.client_id));
+    char own[LB__TOKEN_CAP];
+    snprintf(own, sizeof own, "%s", lbt_get(conn, "{w:brief}:bwait"));
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_string_equal(lb_lock_info_of(q).token, own);
+    job_end(&j);
+    lb_lock_free(q);
+    lb_lock_free(h);
+    lbt_del_matching(conn, "*w:brief*");
+}
+
 /* A wait whose BLPOP on the baton ends early (here CLIENT UNBLOCK, as an
  * operator might send) takes its mark away before it queues: left for its
  * TTL (20 s here), a release in that time would pass the lock to nobody. A
@@ -2800,6 +2875,8 @@ int main(void) {
         cmocka_unit_test(test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx),
         cmocka_unit_test(test_a_holder_by_baton_takes_its_mark_away_when_it_hands_to_the_queue),
         cmocka_unit_test(test_a_baton_wait_never_writes_its_mark_over_a_foreign_value),
+        cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),
+        cmocka_unit_test(test_a_release_with_a_ttl_under_four_baton_lives_passes_no_baton),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),

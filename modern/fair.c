@@ -269,7 +269,7 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
 static int baton_arg(lb_lock *l) {
     lb__fair *f = l->fair;
     char fresh[LB__TOKEN_CAP];
-    if (l->opts.fencing || l->opts.ttl_ms < 4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
+    if (l->opts.fencing || l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
         return 0;
     snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
              (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);

@@ -187,7 +187,7 @@ static lb_machine *fair_acq(lbr_part *p) {
     if (fp->lists) lb__fair_set_inbox(fp->lock, LB__FAIR_LISTS, 1);
     else lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
     /* As baton_wait: a TTL under four baton lives queues at once. */
-    if (fp->baton && !fp->batoned && fp->lock->opts.ttl_ms >= 4 * LB__BATON_LIFE_MS) {
+    if (fp->baton && !fp->batoned && fp->lock->opts.ttl_ms >= (int64_t)4 * LB__BATON_LIFE_MS) {
         fp->batoned = 1;
         lb__machine_begin(&fp->bs.m, baton_step);
         fp->bs.state = BS_START;

@@ -748,13 +748,13 @@ static void test_exploration_of_a_hand_off_on_one_list(void **state) {
  * LB_OK always comes with a lease to run). Each row starts from a state its
  * prefix builds (B holds by the baton; or C, another program's token
  * locker, holds "{race:baton2}:bwait" while B's wait is about to mark) and
- * searches on from there. Before the fixes, row 0 found a holder by baton
- * that handed the lock to the queue leaving its mark, and the queued
- * waiter's release passing the lock to nobody; row 1 found the mark written
- * over C's lock, and D taking that lock while C held it; row 2 found a
- * release taking C's value for a waiter's mark and passing the lock to
- * nobody; row 3 found a baton from a 100 ms TTL bringing B LB_OK with its
- * lease over. */
+ * searches on from there. Before the fixes, rows 0 and 1 found a holder by
+ * baton that handed the lock to the queue leaving its mark, and the queued
+ * waiter's release (on its grant list, or through a subscription) passing
+ * the lock to nobody; row 2 found the mark written over C's lock, and D
+ * taking that lock while C held it; row 3 found a release taking C's value
+ * for a waiter's mark and passing the lock to nobody; row 4 found a baton
+ * from a 100 ms TTL bringing B LB_OK with its lease over. */
 static void test_exploration_of_baton_waits_under_bounded_liveness(void **state) {
     (void)state;
     static const struct {
@@ -767,6 +767,7 @@ static void test_exploration_of_baton_waits_under_bounded_liveness(void **state)
         int bounded; /* bounded liveness judged too */
     } rows[] = {
         {{"lb-fair-baton", "lb-fair-baton", "lb-fair-list"}, {NULL}, {0}, "A B B A B", 5, 0, 0, 1},
+        {{"lb-fair-baton", "lb-fair-baton", "lb-fair"}, {NULL}, {0}, "A B B A B", 5, 0, 0, 1},
         {{"lb-fair-baton", "lb-fair-baton", "M1", "M1"},
          {NULL, NULL, "{race:baton2}:bwait", "{race:baton2}:bwait"}, {0}, "C A B", 3, 1, 200, 0},
         {{"lb-fair-baton", "lb-fair-baton", "M1", "M1"},

@@ -16,6 +16,7 @@ static const char help[] =
     "\n"
     "Acquires the lock at KEY, reports \"acquired\", holds the lock, releases it and\n"
     "reports \"released\". JSON lines when stdout is not a terminal or with --json.\n"
+    "KEY may not be the name of a lockbridge companion key ({k}:bwait, {k}:queue, ...).\n"
     "\n"
     "  --mode MODE             legacy: the SETNX/GETSET timestamp lock (default);\n"
     "                          compat: timestamps with a Redis TTL of ttl + grace,\n"

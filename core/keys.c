@@ -78,3 +78,21 @@ lb_companion lb_companion_of(const char *key, size_t keylen, const char **type) 
     }
     return LB_COMPANION_NONE;
 }
+
+/* A lock at a companion's name would share that key with the companion of
+ * another lock: a fair wait writes its mark there, a release its baton. */
+const char *lb_lock_name_refused(const char *key, size_t keylen) {
+    if (!key || keylen == 0) return "a lock needs a name of at least one byte";
+    switch (lb_companion_of(key, keylen, NULL)) {
+    case LB_COMPANION_NONE: return NULL;
+    case LB_COMPANION_FENCE: return "the name of a lock's companion (its fencing counter); a lock may not take it";
+    case LB_COMPANION_QUEUE: return "the name of a lock's companion (its fair queue); a lock may not take it";
+    case LB_COMPANION_FAIR: return "the name of a lock's companion (its fair state); a lock may not take it";
+    case LB_COMPANION_MODE: return "the name of a namespace's companion (its control key); a lock may not take it";
+    case LB_COMPANION_CENSUS: return "the name of a namespace's companion (its census); a lock may not take it";
+    case LB_COMPANION_GATE: return "the name of a namespace's companion (its gate record); a lock may not take it";
+    case LB_COMPANION_BATON: return "the name of a lock's companion (its baton list); a lock may not take it";
+    case LB_COMPANION_BWAIT: return "the name of a lock's companion (its baton waiters' mark); a lock may not take it";
+    }
+    return "the name of a lockbridge companion; a lock may not take it";
+}

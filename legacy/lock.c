@@ -74,6 +74,8 @@ int lb_legacy_lock_new(lb_legacy_lock **out, const char *key, size_t keylen,
         o = &defaults;
     }
     if (!key || keylen == 0) return refuse(o, LB_EINVAL, "the key is empty");
+    const char *why = lb_lock_name_refused(key, keylen);
+    if (why) return refuse(o, LB_EINVAL, "%s", why);
     int rc = validate(o);
     if (rc != LB_OK) return rc;
     lb_legacy_lock *l = lb__alloc(o->allocator, sizeof *l);

@@ -104,7 +104,7 @@ int lb_mlock_new(lb_mlock **out, const char *key, size_t keylen, const lb_mlock_
     lb_mlock_options defaults;
     if (!out) return LB_EINVAL;
     *out = NULL;
-    if (!key || keylen == 0) return LB_EINVAL;
+    if (!key || keylen == 0 || lb_lock_name_refused(key, keylen)) return LB_EINVAL;
     if (!o) {
         lb_mlock_options_init(&defaults);
         o = &defaults;

@@ -173,6 +173,19 @@ static int grant_wait(wait_state *s, int64_t deadline) {
     return rc;
 }
 
+/* A baton that reached us with less than LB__BATON_MARGIN_MS of lease left
+ * is no acquisition: its token is released (the release deletes our mark,
+ * and may pass the lock on to another waiter) and the wait goes on in the
+ * queue with its own token. A release that fails leaves the token to lapse
+ * with the key's short TTL; the wait reports that failure. */
+static int give_back(wait_state *s) {
+    lb_lock *l = s->l;
+    int rc = lb_lock_release(l, s->t);
+    l->held = 0;
+    memcpy(l->token, s->rec.token, LB__TOKEN_CAP);
+    return rc == LB_OK || rc == LB_ELOST ? LB_ETIMEDOUT : rc;
+}
+
 /* A fair wait on one connection first tries the baton: a free key taken with
  * SET NX, else one block of up to fair_baton_ms on the baton list, which
  * a release with no one queued passes the lock down (one list per lock, so
@@ -196,8 +209,14 @@ static int baton_wait(wait_state *s, int64_t deadline) {
     if (max <= 0) return BLPOP_REFUSED;
     if (clock && clock->sleep_ms && max > LB_CANCEL_SLICE_MS) max = LB_CANCEL_SLICE_MS;
     if (max > l->opts.fair_baton_ms) max = l->opts.fair_baton_ms;
+    /* The mark lapses with the block: kept under our TTL less a baton's
+     * life, it lapses before a key we are passed (with a TTL like ours) can,
+     * so that a receiver that dies holding leaves no mark alive to draw a
+     * baton once its key is gone. */
+    if (max > l->opts.ttl_ms - LB__BATON_LIFE_MS) max = l->opts.ttl_ms - LB__BATON_LIFE_MS;
     int64_t left = deadline - lb__mono_ms();
     int rc = lb__fair_baton_wait(l, c, left < max ? left : max);
+    if (rc == LB_OK && !lb__fair_lease_usable(l)) rc = give_back(s);
     /* Out of time with no baton: the wait never queued, and its mark lapsed
      * before its BLPOP ended, so nothing is left to undo. */
     if (rc == LB_ETIMEDOUT && lb__mono_ms() >= deadline) return LB_ETIMEDOUT;

@@ -257,25 +257,22 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
     return f->prefixlen + LB_TOKEN_LEN;
 }
 
-/* How long a baton lives in its list, ms (and what its receiver takes off
- * its lease): a quarter of the releaser's TTL at most. */
-static int64_t baton_life_ms(const lb_lock *l) {
-    int64_t ms = l->opts.ttl_ms / 4;
-    return ms < LB__BATON_LIFE_MS ? ms : LB__BATON_LIFE_MS;
-}
-
 /* A release without fencing may pass the lock on as a baton to a waiter
  * blocked on the baton list: it names a fresh token for it (written at the
- * key only then), the mark our own wait left, its TTL and the baton's life.
- * No baton from a lock with fencing (its number would need counting in the
- * release) or too short a TTL to spare a quarter; none either when the
- * random source fails: the release goes on without. */
+ * key only then), the mark our own wait left, its TTL and the baton's life
+ * (LB__BATON_LIFE_MS). No baton from a lock with fencing (its number would
+ * need counting in the release), nor from a TTL under four lives, which a
+ * baton wait needs of its own (a shorter baton could reach its receiver with
+ * no lease left); neither kind of lock ever holds by a baton, so no mark of
+ * its own goes unnamed. None either when the random source fails: the
+ * release goes on without. */
 static int baton_arg(lb_lock *l) {
     lb__fair *f = l->fair;
     char fresh[LB__TOKEN_CAP];
-    if (l->opts.fencing || baton_life_ms(l) < 1 || lb__token(fresh) != LB_OK) return 0;
+    if (l->opts.fencing || l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
+        return 0;
     snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
-             (long long)l->opts.ttl_ms, (long long)baton_life_ms(l));
+             (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
     return 1;
 }
 
@@ -486,6 +483,11 @@ int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns) 
     return acquired(l, 0, t);
 }
 
+int lb__fair_lease_usable(const lb_lock *l) {
+    int64_t now = lb_clock_now(l->opts.clock).mono_ns;
+    return l->deadline_ns - now >= (int64_t)LB__BATON_MARGIN_MS * 1000000;
+}
+
 size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark) {
     *list = l->fair->baton;
     *mark = l->fair->mark;
@@ -537,18 +539,22 @@ static void drop_mark(lb_lock *l, redisContext *c) {
  * mark left last is the waiter that blocked last. The mark lapses before the
  * BLPOP ends empty, so a release never passes a baton on the strength of the
  * mark of a wait that has stopped blocking (unless it died while blocked: its
- * baton then lapses, and the key with the releaser's TTL). */
+ * baton then lapses, and the key with the releaser's TTL). The mark is
+ * written by a script that leaves a value of another kind at its name as it
+ * was (see modern_fair_mark.lua), sent whole (EVAL): a script the server
+ * lost would otherwise leave the wait blocked without its mark. */
 static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
     lb__fair *f = l->fair;
     char px[24], secs[32];
     ms_args(ms, px, secs);
-    const char *mark[] = {"SET", f->mark, l->token, "PX", px};
-    size_t marklen[] = {3, f->marklen, strlen(l->token), 2, strlen(px)};
+    const char *body = lb__script_modern_fair_mark.body;
+    const char *mark[] = {"EVAL", body, "1", f->mark, l->token, px};
+    size_t marklen[] = {4, strlen(body), 1, f->marklen, strlen(l->token), strlen(px)};
     const char *pop[] = {"BLPOP", f->baton, secs};
     size_t poplen[] = {5, f->batonlen, strlen(secs)};
     int64_t sent = lb_clock_now(l->opts.clock).mono_ns, began_ms = lb__mono_ms();
     l->m.total += 2;
-    if (redisAppendCommandArgv(c, 5, mark, marklen) != REDIS_OK ||
+    if (redisAppendCommandArgv(c, 6, mark, marklen) != REDIS_OK ||
         redisAppendCommandArgv(c, 3, pop, poplen) != REDIS_OK)
         return LB_ENOMEM;
     void *r1 = NULL, *r2 = NULL;

@@ -12,6 +12,7 @@ extern const lb_script lb__script_modern_check;
 extern const lb_script lb__script_modern_fair_acquire;
 extern const lb_script lb__script_modern_fair_release;
 extern const lb_script lb__script_modern_fair_push;
+extern const lb_script lb__script_modern_fair_mark;
 extern const lb_script lb__script_modern_note_outsider;
 
 struct lb_lock {
@@ -116,10 +117,17 @@ int lb__fair_baton_skip(lb_lock *l, int64_t now_ns);
 #define LB__BATON_SKIP_MS 1
 int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns);
 size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark);
-/* How long a baton lives in its list at most, ms (a quarter of the
- * releaser's TTL when that is shorter): its receiver counts its lease from
- * its BLPOP's send less this. */
+/* How long a baton lives in its list, ms: its receiver counts its lease from
+ * its BLPOP's send less this. A lock passes or waits for a baton only with a
+ * TTL of four lives or more. */
 #define LB__BATON_LIFE_MS 100
+/* A baton receiver whose lease has less than this left, ms, has not
+ * acquired: it gives the token back and goes on waiting in the queue (a
+ * lease that short would lapse before its holder could use it). */
+#define LB__BATON_MARGIN_MS 100
+/* Whether the lease of the lock just taken has LB__BATON_MARGIN_MS or more
+ * left on the lock's clock. */
+int lb__fair_lease_usable(const lb_lock *l);
 /* The last busy attempt found the key held by a token no fair grant wrote
  * (as far as the queue knows): its release hands nothing off. */
 int lb__fair_holder_foreign(const lb_lock *l);

@@ -37,7 +37,7 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
     lb_lock_options defaults;
     if (!out) return LB_EINVAL;
     *out = NULL;
-    if (!key || keylen == 0) return LB_EINVAL;
+    if (!key || keylen == 0 || lb_lock_name_refused(key, keylen)) return LB_EINVAL;
     if (!o) {
         lb_lock_options_init(&defaults);
         o = &defaults;

@@ -47,7 +47,7 @@ int lb_quorum_new(lb_quorum **out, const char *key, size_t keylen, redisContext 
         lb_quorum_options_init(&defaults);
         o = &defaults;
     }
-    if (!key || !keylen || !masters || n < 1 || n > QUORUM_MAX || o->ttl_ms <= 0 ||
+    if (!key || !keylen || lb_lock_name_refused(key, keylen) || !masters || n < 1 || n > QUORUM_MAX || o->ttl_ms <= 0 ||
         o->drift_ppm < 0 || o->drift_extra_ms < 0 || o->timeout_ms <= 0 ||
         o->timeout_ms >= o->ttl_ms || o->retry_min_ms < 0 ||
         o->retry_max_ms < o->retry_min_ms)

@@ -193,6 +193,13 @@ typedef enum lb_companion {
  * key's. LB_COMPANION_NONE (and *type "") when no companion has this name. */
 lb_companion lb_companion_of(const char *key, size_t keylen, const char **type);
 
+/* Why no lock may be named `key`: NULL when any lock kind may take it, else a
+ * message (static text). Every name lb_companion_of recognises is refused:
+ * a lock there would share its key with another lock's companion (a fair
+ * wait writes its mark at "{k}:bwait"), and every constructor (lb_lock_new,
+ * lb_legacy_lock_new, lb_mlock_new, lb_quorum_new) returns LB_EINVAL for it. */
+const char *lb_lock_name_refused(const char *key, size_t keylen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -133,7 +133,8 @@ void lb_legacy_options_init(lb_legacy_options *o);
 
 typedef struct lb_legacy_lock lb_legacy_lock;
 
-/* Creates a handle for `key` (any bytes). *out is reset on entry. LB_EINVAL
+/* Creates a handle for `key` (any bytes but a companion's name, see
+ * lb_lock_name_refused). *out is reset on entry. LB_EINVAL for such a name and
  * for bad options, including a wire variant whose ttl_ms is not longer than
  * its release_margin_ms (every release would be refused); o->errbuf, when
  * given, says which. */

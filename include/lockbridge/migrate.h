@@ -228,8 +228,9 @@ void lb_mlock_options_init(lb_mlock_options *o);
 
 typedef struct lb_mlock lb_mlock;
 
-/* Creates a handle for `key` (any bytes whose companion names exist). *out is
- * reset on entry; LB_EINVAL for bad options. */
+/* Creates a handle for `key` (any bytes whose companion names exist, but not
+ * a companion's name itself, see lb_lock_name_refused). *out is reset on
+ * entry; LB_EINVAL for such a name and for bad options. */
 int lb_mlock_new(lb_mlock **out, const char *key, size_t keylen, const lb_mlock_options *o);
 void lb_mlock_free(lb_mlock *l);
 

@@ -34,9 +34,10 @@ typedef struct lb_lock_options {
                                * such windows open only for a client outside
                                * the queue seen since the last, 4 x this apart */
     int64_t fair_baton_ms;    /* a blocking wait on one connection first blocks
-                               * this long on the lock's baton list, which a
-                               * release with nobody queued passes the lock
-                               * down, then queues, ms; 0: it queues at once */
+                               * this long (at most ttl_ms less 100) on the
+                               * lock's baton list, which a release with
+                               * nobody queued passes the lock down, then
+                               * queues, ms; 0: it queues at once */
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;
@@ -46,9 +47,10 @@ void lb_lock_options_init(lb_lock_options *o);
 
 typedef struct lb_lock lb_lock;
 
-/* Creates a handle for `key` (any bytes; with fencing, a key whose companion
- * name exists, see lb_companion_key; with fair mode, not a hash tag alone,
- * "{K}", whose companions are those of K: LB_EINVAL). *out is reset on entry. */
+/* Creates a handle for `key` (any bytes but a companion's name, see
+ * lb_lock_name_refused; with fencing, a key whose companion name exists, see
+ * lb_companion_key; with fair mode, not a hash tag alone, "{K}", whose
+ * companions are those of K: LB_EINVAL). *out is reset on entry. */
 int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_options *o);
 void lb_lock_free(lb_lock *l);
 
@@ -124,7 +126,8 @@ void lb_quorum_options_init(lb_quorum_options *o);
 
 typedef struct lb_quorum lb_quorum;
 
-/* `masters` (n of them, 1 to 64) stay owned by the caller and must outlive the
+/* `key`: any bytes but a companion's name (lb_lock_name_refused: LB_EINVAL).
+ * `masters` (n of them, 1 to 64) stay owned by the caller and must outlive the
  * handle. The handle sets their command timeout to timeout_ms (redisSetTimeout),
  * so a stalled master costs at most that, and reconnects a context that has
  * failed at the next attempt (with the same timeout). */

@@ -37,7 +37,8 @@ static const char help[] =
     "\n"
     "N clients, each with its own connection and lock, loop for S seconds: acquire\n"
     "KEY, GET C, sleep X ms, SET C to the value read plus one, release. Prints one\n"
-    "summary (a JSON line when stdout is not a terminal, or with --json).\n"
+    "summary (a JSON line when stdout is not a terminal, or with --json). KEY may not\n"
+    "be the name of a lockbridge companion key ({k}:bwait, {k}:queue, ...).\n"
     "lost_updates is meaningful only when this process is alone on the counter;\n"
     "drivers running several processes compare the sum of their acquisitions with\n"
     "counter_end - counter_start themselves. commands counts what the clients sent\n"
@@ -419,6 +420,8 @@ static int run(const lb__cli_args *a) {
     sh.counter = opt(a, "--counter-key");
     if (a->npos != 1) return lb__cli_usage(a, "expects exactly one KEY");
     if (sh.key[0] == '\0') return lb__cli_usage(a, "KEY must not be empty");
+    const char *why = lb_lock_name_refused(sh.key, strlen(sh.key));
+    if (why) return lb__cli_usage(a, "KEY is %s", why);
     if (!sh.counter || sh.counter[0] == '\0')
         return lb__cli_usage(a, "--counter-key is required and must not be empty");
     if (strcmp(sh.counter, sh.key) == 0)

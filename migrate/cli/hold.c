@@ -16,6 +16,7 @@ static const char help[] =
     "\n"
     "Acquires the lock at KEY, reports \"acquired\", holds the lock, releases it and\n"
     "reports \"released\". JSON lines when stdout is not a terminal or with --json.\n"
+    "KEY may not be the name of a lockbridge companion key ({k}:bwait, {k}:queue, ...).\n"
     "\n"
     "  --mode MODE             legacy: the SETNX/GETSET timestamp lock (default);\n"
     "                          compat: timestamps with a Redis TTL of ttl + grace,\n"
@@ -191,6 +192,8 @@ static int run(const lb__cli_args *a) {
     const char *hold_opt = a->opt[lb__cli_opt_index(opts, "--hold-ms")];
     if (a->npos != 1) return lb__cli_usage(a, "expects exactly one KEY");
     if (a->pos[0][0] == '\0') return lb__cli_usage(a, "KEY must not be empty");
+    const char *why = lb_lock_name_refused(a->pos[0], strlen(a->pos[0]));
+    if (why) return lb__cli_usage(a, "KEY is %s", why);
     if (lb__cli_lockopts_read(&lo, a, opts, 0) != 0) return LB__CLI_EXIT_USAGE;
     if (hold_opt && lb__cli_int(a, "--hold-ms", hold_opt, 0, LB__CLI_MS_MAX, &hold_ms) != 0)
         return LB__CLI_EXIT_USAGE;

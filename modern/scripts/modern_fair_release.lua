@@ -21,7 +21,8 @@
 -- its token as a mark (KEYS[6], with a TTL no longer than its block): with
 -- the queue empty and a mark alive that is not the caller's own (a caller
 -- that took a baton names the mark it left, so that the last waiter does
--- not hand the lock to itself, gone; that mark is deleted with the key),
+-- not hand the lock to itself, gone; that mark is deleted in every branch,
+-- even when the key is no longer ours; a value that is no token is no mark),
 -- the release writes a fresh token at
 -- the key with the caller's TTL and pushes the baton "token ttl life" with a
 -- TTL of life ms; Redis hands it to the waiter that blocked first. Nobody
@@ -33,7 +34,8 @@
 -- ARGV[1] "token every ms succ channel", or with the baton's keys "token
 -- every ms succ fresh marked ttl life channel", marked '-' when the caller
 -- left no mark.
--- Returns 2 handed off, 1 released, 0 not ours (nothing changed), or the
+-- Returns 2 handed off, 1 released, 0 not ours (nothing changed but the
+-- caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
@@ -54,6 +56,20 @@ every, yield_ms = tonumber(every), tonumber(yield_ms)
 -- ms) on as floats after the first writes (lockbridge sends at most 10^12).
 if every > 1e13 or yield_ms > 1e13 then
   return redis.error_reply('ERR fair release: window out of range')
+end
+-- A mark is a waiter's token: anything else at its name (another program's
+-- value, a key of another type) names no waiter blocked on the baton.
+local mark = nil
+if baton then
+  mark = redis.pcall('GET', KEYS[6])
+  if type(mark) ~= 'string' or #mark ~= 32 or not string.match(mark, '^%x+$') then mark = nil end
+  -- The caller's own mark is stale whatever happens next (its wait no longer
+  -- blocks): left alive, the release of whoever holds the lock next, within
+  -- the mark's TTL, would pass the lock to nobody. It goes in every branch.
+  if mark and mark == baton.marked then
+    redis.call('DEL', KEYS[6])
+    mark = nil
+  end
 end
 if redis.call('GET', KEYS[1]) ~= token then return 0 end
 -- The server's clock, read only on the queue's path: a baton needs none.
@@ -201,8 +217,7 @@ else
   -- list of another type refuses the push, and the release goes on as a
   -- plain one. An element already there (no lockbridge release leaves one
   -- while the key lives) would be popped first: the list is started again.
-  local m = baton and redis.pcall('GET', KEYS[6])
-  if type(m) == 'string' and m ~= baton.marked then
+  if mark then
     local no = refused({true, 'RPUSH', KEYS[5]}, {true, 'PEXPIRE', KEYS[5]})
     if no then return no end
     local msg = baton.fresh .. ' ' .. baton.ttl .. ' ' .. baton.life
@@ -218,10 +233,6 @@ else
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
       return 2
     end
-  elseif m and m == baton.marked then
-    -- Our own mark: no waiter blocked after ours. It goes with the key, or
-    -- another holder's release within its TTL would pass the lock to nobody.
-    redis.call('DEL', KEYS[6])
   end
   local no = refused({true, 'PUBLISH', channel})
   if no then return no end

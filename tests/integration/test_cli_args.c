@@ -63,6 +63,10 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
         {"hold", "cli:args", "--ttl-ms", "500"},
         {"hold", "cli:args", "--ttl-ms", "1000", "--release-margin-ms", "1000"},
         {"hold", "cli:args", "--json", "--json"},
+        {"hold", "{cli:args}:bwait"}, /* a companion's name: no lock may take it */
+        {"hold", "{cli:args}:queue", "--mode", "modern", "--fair"},
+        {"hold", "{cli:args}:fence", "--mode", "legacy"},
+        {"hold", "{cli:args}:lb-mode", "--mode", "compat"},
         {"clock", "extra"},
         {"clock", "--samples", "0"},
         {"clock", "--samples", "1001"},
@@ -127,6 +131,7 @@ static void test_bad_arguments_exit_1_with_a_one_line_message(void **state) {
          "cli:args"},
         {"contend", "cli:args", "--clients", "2", "--seconds", "1", "--counter-key", "c",
          "--abandon-every", "-3"},
+        {"contend", "{cli:args}:baton", "--clients", "2", "--seconds", "1", "--counter-key", "c"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[16];

@@ -1217,11 +1217,16 @@ static void test_a_release_passes_the_baton_to_the_waiter_that_blocked_first(voi
     lb_lock_free(h);
 }
 
+/* Two waiters' marks: their tokens. */
+#define MARK_C "cccccccccccccccccccccccccccccccc"
+#define MARK_D "dddddddddddddddddddddddddddddddd"
+
 /* The release script's choice, row by row: a queued waiter comes before a
  * waiter blocked on the baton; with nobody queued, a live mark other than
  * the caller's own gets the baton (a fresh token at the key with the
  * caller's TTL, the baton with its life as TTL); no mark, or the caller's
- * own, deletes the key. A baton list of another type, or one holding an
+ * own, deletes the key (the caller's own mark goes in every branch: its wait
+ * is over). A value that is no token is no mark. A baton list of another type, or one holding an
  * element already, never leaves the key to a baton nobody can pop first. */
 static void test_a_release_chooses_between_the_queue_and_the_baton(void **state) {
     (void)state;
@@ -1234,13 +1239,15 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
         const char *key_after; /* NULL: deleted; "fresh": the baton's token */
         int mark_after;        /* the mark is still there */
     } rows[] = {
-        {1, "cccc", "-", NULL, -1, "bbbb", 1},
-        {0, "cccc", "-", NULL, 2, "fresh", 1},
-        {0, "cccc", "dddd", NULL, 2, "fresh", 1},
-        {0, "cccc", "cccc", NULL, 1, NULL, 0}, /* our own: it goes with the key */
+        {1, MARK_C, "-", NULL, -1, "bbbb", 1},
+        {1, MARK_C, MARK_C, NULL, -1, "bbbb", 0}, /* ours: it goes all the same */
+        {0, MARK_C, "-", NULL, 2, "fresh", 1},
+        {0, MARK_C, MARK_D, NULL, 2, "fresh", 1},
+        {0, MARK_C, MARK_C, NULL, 1, NULL, 0}, /* our own: it goes with the key */
         {0, NULL, "-", NULL, 1, NULL, 0},
-        {0, "cccc", "-", "string", 1, NULL, 1},
-        {0, "cccc", "-", "element", 2, "fresh", 1},
+        {0, MARK_C, "-", "string", 1, NULL, 1},
+        {0, "someone-elses", "-", NULL, 1, NULL, 1}, /* no token: no mark */
+        {0, MARK_C, "-", "element", 2, "fresh", 1},
     };
     const char *fresh = "ffffffffffffffffffffffffffffffff";
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -1252,7 +1259,7 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
             lbt_cmd_ok(conn, "SET {w:pass}:baton alien PX 10000");
         if (rows[i].list && strcmp(rows[i].list, "element") == 0)
             assert_int_equal(lbt_int(conn, "RPUSH {w:pass}:baton stale"), 1);
-        char args[160];
+        char args[200];
         snprintf(args, sizeof args, "aaaa 0 200 - %s %s 20000 100 {w:pass}:released", fresh,
                  rows[i].marked);
         redisReply *r = redisCommand(conn, "EVAL %s 6 w:pass {w:pass}:queue {w:pass}:fair "
@@ -1294,7 +1301,7 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
      * after popping it, and the key would keep a token nobody holds. */
     lbt_del_matching(conn, "*w:pass*");
     lbt_cmd_ok(conn, "SET w:pass aaaa PX 30000");
-    lbt_cmd_ok(conn, "SET {w:pass}:bwait cccc PX 10000");
+    lbt_cmd_ok(conn, "SET {w:pass}:bwait %s PX 10000", MARK_C);
     redisReply *r = redisCommand(conn, "EVAL %s 6 w:pass {w:pass}:queue {w:pass}:fair "
                                        "{w:pass}:grant:aaaa {w:pass}:baton {w:pass}:bwait %s",
                                  lb__script_modern_fair_release.body,
@@ -1345,6 +1352,152 @@ static void test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx(void **
     lb_lock_free(a);
     lb_lock_free(b);
     lbt_del_matching(conn, "*w:loop*");
+}
+
+/* A holder that got the lock by the baton and hands it to a queued waiter
+ * leaves no mark behind: the waiter (queued without a mark, as a wait with
+ * fair_baton_ms 0 does) releases into an empty queue, and a mark still
+ * alive would make that release pass the lock to nobody, the key then held
+ * by no client for the releaser's whole TTL. */
+static void test_a_holder_by_baton_takes_its_mark_away_when_it_hands_to_the_queue(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:stale*");
+    lb_lock *h = new_lock("w:stale", 1, 2, 100), *b = baton_lock("w:stale", 20000);
+    lb_lock *q = baton_lock("w:stale", 0); /* no baton: it queues */
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    job jb, jq;
+    job_start(&jb, b, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(jb.client_id));
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK); /* the baton, to b */
+    assert_int_equal(job_join(&jb), LB_OK);
+    start_blocked_on_list(&jq, q, 10000, "{w:stale}:queue", 1);
+    assert_int_equal(lb_lock_release(b, lb_on_conn(jb.c)), LB_OK); /* to the queue, q */
+    assert_int_equal(job_join(&jq), LB_OK);
+    assert_string_equal(lbt_get(conn, "w:stale"), lb_lock_info_of(q).token);
+    assert_int_equal(lbt_int(conn, "EXISTS {w:stale}:bwait"), 0);
+    assert_int_equal(lb_lock_release(q, lb_on_conn(jq.c)), LB_OK);
+    /* Released with nobody waiting: free, not held by a token nobody has. */
+    assert_int_equal(lbt_int(conn, "EXISTS w:stale {w:stale}:baton"), 0);
+    job_end(&jq);
+    job_end(&jb);
+    lb_lock_free(q);
+    lb_lock_free(b);
+    lb_lock_free(h);
+    lbt_del_matching(conn, "*w:stale*");
+}
+
+/* The mark is written only over nothing or another mark: a value of another
+ * kind at its name (another program's key, or a key of another type) stays
+ * as it was, and a release does not take it for a waiter's mark. Before, the
+ * mark's plain SET overwrote it: a lock held at that name lost its holder's
+ * value, and a second client could take it. */
+static void test_a_baton_wait_never_writes_its_mark_over_a_foreign_value(void **state) {
+    (void)state;
+    static const char *const spoilers[] = {"SET {w:clob}:bwait someone-elses PX 30000",
+                                           "RPUSH {w:clob}:bwait element"};
+    for (size_t i = 0; i < sizeof spoilers / sizeof spoilers[0]; i++) {
+        lbt_del_matching(conn, "*w:clob*");
+        lb_lock *h = new_lock("w:clob", 1, 2, 100), *q = baton_lock("w:clob", 2000);
+        assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+        if (i == 0) lbt_cmd_ok(conn, spoilers[i]);
+        else assert_int_equal(lbt_int(conn, spoilers[i]), 1);
+        job j;
+        job_start(&j, q, NULL, 10000);
+        EVENTUALLY(blocked_in_blpop(j.client_id));
+        if (i == 0) {
+            assert_string_equal(lbt_get(conn, "{w:clob}:bwait"), "someone-elses");
+        } else {
+            redisReply *r = redisCommand(conn, "TYPE {w:clob}:bwait");
+            assert_true(r && r->type == REDIS_REPLY_STATUS);
+            assert_string_equal(r->str, "list");
+            freeReplyObject(r);
+        }
+        /* No mark of a waiter: the release frees the key rather than pass
+         * it down the baton list, and the wait gets it all the same. */
+        assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+        assert_int_equal(lbt_int(conn, "EXISTS {w:clob}:baton"), 0);
+        assert_int_equal(job_join(&j), LB_OK);
+        assert_string_equal(lbt_get(conn, "w:clob"), lb_lock_info_of(q).token);
+        job_end(&j);
+        lb_lock_free(q);
+        lb_lock_free(h);
+    }
+    lbt_del_matching(conn, "*w:clob*");
+}
+
+/* A clock that moves on 100 ms at each reading. */
+static int64_t stepping_ns;
+static int64_t stepping_mono_ns(void *ud) {
+    (void)ud;
+    return __atomic_add_fetch(&stepping_ns, 100000000LL, __ATOMIC_SEQ_CST);
+}
+
+/* A baton whose lease is over by the time its receiver reads it (here a
+ * baton of 4 ms, read on a clock that has moved on 100 ms since the BLPOP's
+ * send) is no acquisition: the receiver gives its token back and goes on
+ * waiting, and the wait returns LB_OK only with a lease still to run. Before,
+ * it returned LB_OK with its lease already over. */
+static void test_a_baton_with_no_lease_left_is_no_acquisition(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:short*");
+    lb_clock stepping = {NULL, stepping_mono_ns, NULL, 0, NULL};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.backoff_min_ms = 2;
+    o.backoff_max_ms = 100;
+    o.fair_baton_ms = 20000;
+    o.clock = &stepping;
+    lb_lock *q = lock_with("w:short", &o);
+    lbt_cmd_ok(conn, "SET w:short aaaa PX 30000");
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(j.client_id));
+    char args[160];
+    snprintf(args, sizeof args, "aaaa 0 200 - ffffffffffffffffffffffffffffffff - 4 1 {w:short}:released");
+    redisReply *r = redisCommand(conn, "EVAL %s 6 w:short {w:short}:queue {w:short}:fair "
+                                       "{w:short}:grant:aaaa {w:short}:baton {w:short}:bwait %s",
+                                 lb__script_modern_fair_release.body, args);
+    assert_true(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
+    assert_int_equal(job_join(&j), LB_OK);
+    lb_lock_info info = lb_lock_info_of(q);
+    assert_true(info.held);
+    assert_true(info.deadline_ns > stepping_mono_ns(NULL));
+    assert_string_equal(lbt_get(conn, "w:short"), info.token);
+    job_end(&j);
+    lb_lock_free(q);
+    lbt_del_matching(conn, "*w:short*");
+}
+
+/* A release by a lock whose TTL is under four baton lives (400 ms) passes no
+ * baton, however many wait on the list: a baton that short (its life a
+ * quarter of the TTL, down to 1 ms) could reach its receiver with no lease
+ * left. The waiter gets the key with its own token once its block ends.
+ * (The key is given a long TTL by hand, so that the holder's 399 ms do not
+ * run out before its release.) */
+static void test_a_release_with_a_ttl_under_four_baton_lives_passes_no_baton(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:brief*");
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 399;
+    lb_lock *h = lock_with("w:brief", &o), *q = baton_lock("w:brief", 2000);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(conn)), LB_OK);
+    lbt_cmd_ok(conn, "PEXPIRE w:brief 30000");
+    job j;
+    job_start(&j, q, NULL, 10000);
+    EVENTUALLY(blocked_in_blpop(j.client_id));
+    char own[LB__TOKEN_CAP];
+    snprintf(own, sizeof own, "%s", lbt_get(conn, "{w:brief}:bwait"));
+    assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
+    assert_int_equal(job_join(&j), LB_OK);
+    assert_string_equal(lb_lock_info_of(q).token, own);
+    job_end(&j);
+    lb_lock_free(q);
+    lb_lock_free(h);
+    lbt_del_matching(conn, "*w:brief*");
 }
 
 /* A wait whose BLPOP on the baton ends early (here CLIENT UNBLOCK, as an
@@ -2720,6 +2873,10 @@ int main(void) {
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_wait_that_stops_blocking_early_takes_its_mark_away),
         cmocka_unit_test(test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx),
+        cmocka_unit_test(test_a_holder_by_baton_takes_its_mark_away_when_it_hands_to_the_queue),
+        cmocka_unit_test(test_a_baton_wait_never_writes_its_mark_over_a_foreign_value),
+        cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),
+        cmocka_unit_test(test_a_release_with_a_ttl_under_four_baton_lives_passes_no_baton),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),
         cmocka_unit_test(test_a_waiter_keeping_its_place_beside_a_fair_holder_costs_seven_commands),
         cmocka_unit_test(test_a_queue_formed_again_is_given_a_ttl),

@@ -743,6 +743,68 @@ static void test_exploration_of_a_hand_off_on_one_list(void **state) {
     }
 }
 
+/* Baton waits beside waits that queue without a mark, beside a lock named
+ * like the baton's mark, and with TTLs of their own, under bounded liveness
+ * (race.h: a release leaves no key held by nobody while others wait, and
+ * LB_OK always comes with a lease to run). Each row starts from a state its
+ * prefix builds (B holds by the baton; or C, another program's token
+ * locker, holds "{race:baton2}:bwait" while B's wait is about to mark) and
+ * searches on from there. Before the fixes, rows 0 and 1 found a holder by
+ * baton that handed the lock to the queue leaving its mark, and the queued
+ * waiter's release (on its grant list, or through a subscription) passing
+ * the lock to nobody; row 2 found the mark written over C's lock, and D
+ * taking that lock while C held it; row 3 found a release taking C's value
+ * for a waiter's mark and passing the lock to nobody; row 4 found a baton
+ * from a 100 ms TTL bringing B LB_OK with its lease over. */
+static void test_exploration_of_baton_waits_under_bounded_liveness(void **state) {
+    (void)state;
+    static const struct {
+        const char *kinds[LBR_MAX_CLIENTS];
+        const char *keys[LBR_MAX_CLIENTS]; /* NULL: the world's key */
+        int64_t ttls[LBR_MAX_CLIENTS];     /* 0: 1500 ms */
+        const char *prefix;
+        int depth, jumps;
+        int64_t jump_ms;
+        int bounded; /* bounded liveness judged too */
+    } rows[] = {
+        {{"lb-fair-baton", "lb-fair-baton", "lb-fair-list"}, {NULL}, {0}, "A B B A B", 5, 0, 0, 1},
+        {{"lb-fair-baton", "lb-fair-baton", "lb-fair"}, {NULL}, {0}, "A B B A B", 5, 0, 0, 1},
+        {{"lb-fair-baton", "lb-fair-baton", "M1", "M1"},
+         {NULL, NULL, "{race:baton2}:bwait", "{race:baton2}:bwait"}, {0}, "C A B", 3, 1, 200, 0},
+        {{"lb-fair-baton", "lb-fair-baton", "M1", "M1"},
+         {NULL, NULL, "{race:baton2}:bwait", "{race:baton2}:bwait"}, {0}, "C A B", 3, 1, 200, 1},
+        {{"lb-fair-baton", "lb-fair-baton"}, {NULL}, {100, 1500}, "A B B", 3, 1, 80, 1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbr_explore_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.world.key = "race:baton2";
+        cfg.world.ttl_ms = 1500;
+        cfg.world.bounded_liveness = rows[i].bounded;
+        lb_codec_parse(&cfg.world.codec, "ms");
+        memcpy(cfg.world.kinds, rows[i].kinds, sizeof cfg.world.kinds);
+        memcpy(cfg.world.client_key, rows[i].keys, sizeof cfg.world.client_key);
+        memcpy(cfg.world.client_ttl_ms, rows[i].ttls, sizeof cfg.world.client_ttl_ms);
+        cfg.prefix = rows[i].prefix;
+        /* `make explore` searches each row deeper by as much as it raises the
+         * default bound (5). */
+        cfg.depth = rows[i].depth + (explore_depth() > 5 ? explore_depth() - 5 : 0);
+        cfg.max_jumps = rows[i].jumps;
+        cfg.jump_ms = rows[i].jump_ms;
+        cfg.max_reads = 1;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        lbr_explore_result res = search(&cfg);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        printf("  explored row %zu%s, depth %d, after %s, %.1f s", i,
+               rows[i].bounded ? " under bounded liveness" : "", cfg.depth, rows[i].prefix,
+               (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+        print_outcome(&res);
+        if (res.violation) fail_msg("row %zu: %s", i, res.report);
+        assert_true(res.schedules > 20);
+    }
+}
+
 /* Beside a program that deletes the queue while waiters are in it (an
  * operator clearing keys): the state still says the queue's TTL has long to
  * run, and the wait that forms the queue again must give it one all the
@@ -1220,6 +1282,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_exploration_beside_strings_at_companion_names),
         cmocka_unit_test(test_exploration_beside_a_program_that_deletes_the_queue),
         cmocka_unit_test(test_exploration_of_a_hand_off_on_one_list),
+        cmocka_unit_test(test_exploration_of_baton_waits_under_bounded_liveness),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
         cmocka_unit_test(test_exploration_finds_no_violation_in_lockbridge_fleets),

@@ -29,10 +29,15 @@ int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap
 typedef struct fairpart fairpart;
 
 /* The baton's steps of a wait on one connection (modern/acquire_wait.c's
- * baton_wait): its SET NX, its mark, and its BLPOP, a non-blocking LPOP here
- * (a baton pushed while it would have blocked is popped at the step after
- * the push, sent later than the BLPOP was: a lease counted from that send
- * ends later, so the model errs on the unsafe side). */
+ * baton_wait): its SET NX, its mark (the library's mark script), and its
+ * BLPOP, a non-blocking pop here (a baton pushed while it would have blocked
+ * is popped at the step after the push, sent later than the BLPOP was: a
+ * lease counted from that send ends later, so the model errs on the unsafe
+ * side). A pop that finds no baton stands for a BLPOP that ended empty, by
+ * which time the mark had lapsed: it deletes the mark if still its own, in
+ * the same step. A baton with less than LB__BATON_MARGIN_MS of lease left is
+ * given back by the lock's own release machine, its commands further steps
+ * of the same operation, and the wait goes on in the queue. */
 typedef struct batonstep {
     lb_machine m; /* first: the machine's address is the step's */
     fairpart *fp;
@@ -40,6 +45,7 @@ typedef struct batonstep {
     int64_t sent_ns;
     char px[24];
     char key[256];
+    char own[LB__TOKEN_CAP]; /* the wait's token, the lock's again after a give-back */
 } batonstep;
 
 struct fairpart {
@@ -65,6 +71,9 @@ struct fairpart {
 
 #define FAIRPART(p) ((fairpart *)(void *)(p))
 
+static void fair_destroy(lbr_part *p);
+int lbr_fair_blocked_on_baton(const lbr_part *p, const lb_machine *running);
+
 /* A wait that got the lock ends as lb_lock_acquire_wait ends it: the queue
  * place and the inbox are forgotten, so a late grant finds no wait to take it. */
 static void settle(fairpart *fp) {
@@ -74,7 +83,7 @@ static void settle(fairpart *fp) {
     }
 }
 
-enum { BS_START, BS_SETNX, BS_MARK, BS_POP };
+enum { BS_START, BS_SETNX, BS_MARK, BS_POP, BS_GIVEBACK };
 
 /* The mark lives as long as the wait blocks (fair_baton_ms, its default). */
 #define BATON_BLOCK_MS "100"
@@ -86,39 +95,75 @@ static int baton_cmd(batonstep *b, int state, int n, const char *const *argv) {
     return LB_STEP_SEND;
 }
 
+/* The pop that stands for the BLPOP: a baton, or none, and then the mark,
+ * which had lapsed by the time a real BLPOP ended empty, goes if it is ours.
+ * KEYS list, mark; ARGV the wait's token. */
+static const char pop_script[] =
+    "local v = redis.call('LPOP', KEYS[1])\n"
+    "if not v and redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end\n"
+    "return v\n";
+
+static int baton_mark(batonstep *b, const char *mark, const char *token) {
+    const char *argv[] = {"EVAL", lb__script_modern_fair_mark.body, "1", mark, token, BATON_BLOCK_MS};
+    return baton_cmd(b, BS_MARK, 6, argv);
+}
+
+/* One step of the lock's release machine, which gives a short baton back:
+ * its command is sent as the baton step's own. Once it ends, the lock is
+ * not held, its token is the wait's again, and the attempt says not yet. */
+static int give_back(batonstep *b, lb_lock *l, const redisReply *r, const lb_now *now) {
+    lb_machine *rm = &l->m;
+    int rc = lb_machine_step(rm, r, now);
+    if (rc == LB_STEP_SEND) {
+        b->m.cmd = rm->cmd;
+        b->state = BS_GIVEBACK;
+        return LB_STEP_SEND;
+    }
+    l->held = 0;
+    memcpy(l->token, b->own, LB__TOKEN_CAP);
+    if (rc != LB_OK && rc != LB_ELOST) return lb__fail(&b->m, rc, "give-back: %s", rm->errstr);
+    return lb__fail(&b->m, LB_EBUSY, "a baton with no lease left, given back");
+}
+
 static int baton_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     batonstep *b = (batonstep *)(void *)m;
     lb_lock *l = b->fp->lock;
     const char *list, *mark, *token = lb_lock_info_of(l).token;
     lb__fair_baton_names(l, &list, &mark);
+    if (b->state == BS_GIVEBACK) return give_back(b, l, r, now);
     if (b->state != BS_START && !r) return lb__fail(m, LB_EIO, "no reply");
     if (r && r->type == REDIS_REPLY_ERROR) return lb__fail(m, LB_EREDIS, "%s", r->str);
     switch (b->state) {
     case BS_START: {
-        if (lb__fair_baton_skip(l, now->mono_ns)) {
-            const char *argv[] = {"SET", mark, token, "PX", BATON_BLOCK_MS};
-            return baton_cmd(b, BS_MARK, 5, argv);
-        }
+        memcpy(b->own, token, LB__TOKEN_CAP);
+        if (lb__fair_baton_skip(l, now->mono_ns)) return baton_mark(b, mark, token);
         b->sent_ns = now->mono_ns;
         const char *argv[] = {"SET", b->key, token, "NX", "PX", b->px, "GET"};
         return baton_cmd(b, BS_SETNX, 7, argv);
     }
-    case BS_SETNX: {
+    case BS_SETNX:
         if (r->type == REDIS_REPLY_NIL) return lb__fair_baton_won(l, b->sent_ns);
-        const char *argv[] = {"SET", mark, token, "PX", BATON_BLOCK_MS};
-        return baton_cmd(b, BS_MARK, 5, argv);
-    }
+        return baton_mark(b, mark, token);
     case BS_MARK: {
         b->sent_ns = now->mono_ns;
-        const char *argv[] = {"LPOP", list};
-        return baton_cmd(b, BS_POP, 2, argv);
+        const char *argv[] = {"EVAL", pop_script, "2", list, mark, token};
+        return baton_cmd(b, BS_POP, 6, argv);
     }
     default:
         if (r->type == REDIS_REPLY_NIL) return lb__fail(m, LB_EBUSY, "no baton");
         if (r->type != REDIS_REPLY_STRING) return lb__fail(m, LB_EPROTO, "baton: unexpected reply");
-        if (lb__fair_take_baton(l, r->str, r->len, b->sent_ns) == LB_OK) return LB_OK;
-        return lb__fail(m, LB_EPROTO, "baton: unexpected element");
+        if (lb__fair_take_baton(l, r->str, r->len, b->sent_ns) != LB_OK)
+            return lb__fail(m, LB_EPROTO, "baton: unexpected element");
+        if (lb__fair_lease_usable(l)) return LB_OK;
+        lb_lock_machine(l, LB_OP_RELEASE, 0);
+        return give_back(b, l, NULL, now);
     }
+}
+
+int lbr_fair_blocked_on_baton(const lbr_part *p, const lb_machine *running) {
+    if (p->destroy != fair_destroy) return 0;
+    const fairpart *fp = FAIRPART(p);
+    return fp->baton && running == &fp->bs.m && fp->bs.state == BS_POP;
 }
 
 /* An attempt of the wait; the first one begins it (a fresh token) and, as
@@ -141,7 +186,8 @@ static lb_machine *fair_acq(lbr_part *p) {
     }
     if (fp->lists) lb__fair_set_inbox(fp->lock, LB__FAIR_LISTS, 1);
     else lb__fair_set_inbox(fp->lock, fp->inbox, strlen(fp->inbox));
-    if (fp->baton && !fp->batoned) {
+    /* As baton_wait: a TTL under four baton lives queues at once. */
+    if (fp->baton && !fp->batoned && fp->lock->opts.ttl_ms >= (int64_t)4 * LB__BATON_LIFE_MS) {
         fp->batoned = 1;
         lb__machine_begin(&fp->bs.m, baton_step);
         fp->bs.state = BS_START;

@@ -61,7 +61,7 @@ typedef struct lbr_part_config {
  * and PEXPIRE), "lb-fair-list-long" (a lease of 4000 ms, the others'
  * 1000 ms), "lb-fair-baton" (the same wait trying the baton first: its
  * SET NX, its mark and a pop of the baton list, each a step, then the
- * queue), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
+ * queue; a baton with no lease to use is given back in further steps), "lb-fair-leave", "lb-fair-list-leave" (a wait with a
  * deadline: after two busy attempts its next step is the leave attempt, and
  * the step after that begins a new wait), "lb-fair-list-yield" (releases
  * with fair_yield_every 1 and fair_yield_ms 500: a window after every
@@ -150,6 +150,19 @@ typedef struct lbr_world_config {
      * the schedule invalid (LBR_BAD_SCHEDULE) rather than a violation. */
     int bound_midop_pauses;
     int64_t midop_pause_max_ms;
+    /* Per-client lock key (NULL: key): a second lock beside the first, e.g.
+     * one named like the first's companion. Mutual exclusion is judged per
+     * key; a pause moves each such key's TTL too (a companion of `key` moves
+     * with that lock's other companions). */
+    const char *client_key[LBR_MAX_CLIENTS];
+    /* Bounded liveness: a release that ends LB_OK leaves the key free, or
+     * holding a live client's value (its holder's, or a waiter's token a
+     * grant handed it), or passed down the baton list to a live client
+     * blocked on it (never held by nobody for the rest of a TTL while others
+     * wait); an acquire that ends LB_OK leaves its client holding validly
+     * (a lease still to run). A waiter that dies while blocked on the baton
+     * breaks the first by design: such searches crash nobody. */
+    int bounded_liveness;
 } lbr_world_config;
 
 lbr_world *lbr_world_new(const lbr_world_config *cfg);

@@ -24,6 +24,7 @@ lbr_part *lbr_baton_part_new(const char *kind, const lbr_part_config *cfg);
 void lbr_baton_warp(redisContext *c, const char *key, long long ms);
 void lbr_baton_reset(redisContext *c, const char *key);
 int lbr_baton_untimed_key(redisContext *c, const char *key, char *bad, size_t cap);
+int lbr_fair_blocked_on_baton(const lbr_part *p, const lb_machine *running);
 
 /* Clients of a baton list: the candidate hand-off's (baton_parts.c), "baton"
  * and its naive kinds, and the fair lock's wait that tries it first
@@ -210,6 +211,12 @@ static int start_fence(lbr_world *w) {
     return rc;
 }
 
+/* The lock key client `idx` locks. */
+static const char *key_of(const lbr_world *w, int idx) {
+    const char *k = w->cfg.client_key[idx];
+    return k ? k : w->cfg.key;
+}
+
 lbr_world *lbr_world_new(const lbr_world_config *cfg) {
     lbr_world *w = calloc(1, sizeof *w);
     if (!w) return NULL;
@@ -251,8 +258,9 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
         c->w = w;
         c->clock = (lb_clock){world_wall_us, world_mono_ns, c, cfg->client_offset_ms[w->n], NULL};
         int64_t ttl = cfg->client_ttl_ms[w->n] > 0 ? cfg->client_ttl_ms[w->n] : cfg->ttl_ms;
-        lbr_part_config pc = {cfg->key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms,
-                              cfg->port};
+        const char *key = key_of(w, w->n);
+        if (key != cfg->key && (r = redisCommand(w->c, "DEL %s", key)) != NULL) freeReplyObject(r);
+        lbr_part_config pc = {key, cfg->codec, ttl, &c->clock, cfg->fleet_max_ttl_ms, cfg->port};
         c->part = lbr_part_new(cfg->kinds[w->n], &pc);
         if (!c->part) goto fail;
         c->mode = -1; /* its configured mode is no stage it has acted in yet */
@@ -327,17 +335,57 @@ static int check_fences(lbr_world *w) {
     return LBR_OK;
 }
 
-/* Mutual exclusion, then the fencing numbers of the holders. */
+/* Mutual exclusion (among the clients of each key), then the fencing
+ * numbers of the holders. */
 static int check_exclusion(lbr_world *w) {
-    int first = -1;
     for (int i = 0; i < w->n; i++) {
         if (!holds_validly(&w->cl[i])) continue;
-        if (first >= 0)
-            return violate(w, "mutual exclusion: %c and %c both hold the lock",
-                           'A' + first, 'A' + i);
-        first = i;
+        for (int j = i + 1; j < w->n; j++)
+            if (strcmp(key_of(w, i), key_of(w, j)) == 0 && holds_validly(&w->cl[j]))
+                return violate(w, "mutual exclusion: %c and %c both hold the lock", 'A' + i,
+                               'A' + j);
     }
     return check_fences(w);
+}
+
+/* Bounded liveness after client idx's release ended LB_OK (see race.h): the
+ * key holds nothing, or a live client's value (one that holds it, or a
+ * waiter's token that a grant handed it: its next attempt or read finds it),
+ * or a baton (first on its list) that a live client blocked on the list pops
+ * next. */
+static int check_released(lbr_world *w, int idx) {
+    const char *key = key_of(w, idx);
+    redisReply *r = redisCommand(w->c, "GET %s", key);
+    int held = r && r->type == REDIS_REPLY_STRING;
+    char v[LB_TOKEN_LEN + 1] = "";
+    if (held) snprintf(v, sizeof v, "%s", r->str);
+    long long left = -2;
+    if (r) freeReplyObject(r);
+    if (!held) return LBR_OK;
+    for (int i = 0; i < w->n; i++) {
+        const client *c = &w->cl[i];
+        size_t len;
+        const char *cv = c->crashed ? NULL : c->part->value(c->part, &len);
+        if (cv && len == strlen(v) && memcmp(cv, v, len) == 0)
+            return LBR_OK;
+    }
+    char list[300];
+    int blocked = 0;
+    for (int i = 0; i < w->n; i++)
+        blocked |= !w->cl[i].crashed && lbr_fair_blocked_on_baton(w->cl[i].part, w->cl[i].m);
+    if (blocked && lb_companion_key(key, strlen(key), "baton", list, sizeof list) > 0 &&
+        (r = redisCommand(w->c, "LINDEX %s 0", list)) != NULL) {
+        int ours = r->type == REDIS_REPLY_STRING && strncmp(r->str, v, strlen(v)) == 0 &&
+                   r->str[strlen(v)] == ' ';
+        freeReplyObject(r);
+        if (ours) return LBR_OK;
+    }
+    if ((r = redisCommand(w->c, "PTTL %s", key)) != NULL) {
+        if (r->type == REDIS_REPLY_INTEGER) left = r->integer;
+        freeReplyObject(r);
+    }
+    return violate(w, "%c's release left %s held by nobody (%lld ms left) while others wait",
+                   'A' + idx, key, left);
 }
 
 /* No client deletes, or replaces with an earlier expiry, a valid lock it did not
@@ -432,6 +480,12 @@ static int send_and_feed(lbr_world *w, client *c, int idx) {
     const lb_machine *m = c->m;
     c->m = NULL;
     if (!was_release && rc == LB_OK) w->acquisitions++;
+    if (w->cfg.bounded_liveness && rc == LB_OK && !was_release && !holds_validly(c))
+        return violate(w, "%c was told it holds the lock, with no lease left", 'A' + idx);
+    if (w->cfg.bounded_liveness && rc == LB_OK && was_release) {
+        int bad = check_released(w, idx);
+        if (bad != LBR_OK) return bad;
+    }
     if (was_release && rc < 0 && rc != LB_ELOST && release_must_succeed(w, c))
         return violate(w, "%c's release failed (%s: %s) with the lock its own", 'A' + idx,
                        lb_err_name(rc), lb_machine_errstr(m));
@@ -654,6 +708,14 @@ static int warp_ttl(lbr_world *w, long long ms) {
     if (w->baton) lbr_baton_warp(w->c, w->cfg.key, ms); /* tests/race/baton_parts.c */
     if (w->gate) lbr_warp_gate(w->c, w->cfg.key, ms); /* tests/race/migrate_parts.c */
     lbr_warp_key(w->c, w->cfg.key, ms);
+    /* Other clients' keys, each once; a companion of the lock's key moved
+     * above with the others. */
+    for (int i = 0; i < w->n; i++) {
+        const char *k = key_of(w, i);
+        int seen = k == w->cfg.key || lb_companion_of(k, strlen(k), NULL) != LB_COMPANION_NONE;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(key_of(w, j), k) == 0;
+        if (!seen) lbr_warp_key(w->c, k, ms);
+    }
     if (!dropped) return LBR_OK;
     trace_add(w, "+%lld", ms);
     return violate(w, "the fair queue lapsed in a pause while %.40s's lease outlives it", live);

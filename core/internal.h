@@ -86,6 +86,12 @@ struct redisReply *lb__sentinel_send(struct lb_sentinel *s, const lb_cmd *cmd);
 struct redisContext *lb__cluster_conn(struct lb_cluster *cl, const lb_cmd *route_by,
                                       int answered);
 struct redisContext *lb__sentinel_conn(struct lb_sentinel *s, int answered);
+/* A handle of one's own on what `src` reaches (the same seeds or sentinels,
+ * primary name, credentials and options), for another thread: its connect,
+ * command and retry times no longer than `timeout_ms`, ms. *out reset. */
+int lb__cluster_copy(const struct lb_cluster *src, int64_t timeout_ms, struct lb_cluster **out);
+int lb__sentinel_copy(const struct lb_sentinel *src, int64_t timeout_ms,
+                      struct lb_sentinel **out);
 
 extern const lb_script lb__script_probe;
 /* Records a failure detail in m->errstr and returns `status`. */

@@ -85,8 +85,12 @@ static int run(lb_lock *l, lb_target t, lb_machine *m) {
     return rc;
 }
 
+int lb__lock_try(lb_lock *l, lb_target t) {
+    return run(l, t, lb__lock_try_acquire_machine(l));
+}
+
 int lb_lock_try_acquire(lb_lock *l, lb_target t) {
-    return l ? run(l, t, lb__lock_try_acquire_machine(l)) : LB_EINVAL;
+    return l ? lb__lock_watch_acquired(l, t, lb__lock_try(l, t)) : LB_EINVAL;
 }
 
 int lb_lock_release(lb_lock *l, lb_target t) {
@@ -145,7 +149,8 @@ lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms) {
 lb_lock_info lb_lock_info_of(const lb_lock *l) {
     lb_lock_info i = {0, "", 0, -1, 0, 0, ""};
     if (!l) return i;
-    i.held = l->held;
+    /* A watched lock reported lost is not held, whatever its owner last did. */
+    i.held = l->held && !(l->watch && lb__watch_lost(l));
     i.token = l->token;
     i.fence = l->held ? l->fence : 0;
     i.holder_ttl_ms = l->holder_ttl_ms;

@@ -272,6 +272,7 @@ typedef struct lb__poll {
     int64_t ttl_ms;                            /* our validity, ms: sleeps follow the
                                                 * lock's turn-over (0: they do not) */
     const lb_clock *clock;                     /* whose hook the sleeps go through */
+    int foreign_fails;                         /* 1: a foreign value ends the wait */
     lb__backoff backoff;
     int foreign;                               /* the last attempt met a foreign value */
 } lb__poll;

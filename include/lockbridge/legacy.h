@@ -125,10 +125,16 @@ typedef struct lb_legacy_options {
      * by lb_legacy_lock_new, never kept. */
     char *errbuf;
     size_t errbuf_size;
+    /* 1: a blocking acquire that meets a foreign value (one this client cannot
+     * judge, left alone) returns LB_EFOREIGN at once; 0 (default): it waits it
+     * out like a held lock, in case its writer replaces it, and returns
+     * LB_EFOREIGN only at the deadline. */
+    int foreign_fails_at_once;
 } lb_legacy_options;
 
 /* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
- * margin 1 s, back-off 2 to 100 ms, system clock, malloc. */
+ * margin 1 s, back-off 2 to 100 ms, system clock, malloc, a foreign value
+ * waited out. Options are copied by lb_legacy_lock_new. */
 void lb_legacy_options_init(lb_legacy_options *o);
 
 typedef struct lb_legacy_lock lb_legacy_lock;
@@ -146,7 +152,8 @@ void lb_legacy_lock_free(lb_legacy_lock *l);
 int lb_legacy_try_acquire(lb_legacy_lock *l, lb_target t);
 /* Attempts until `wait_ms` has passed, sleeping a jittered back-off bounded by
  * the holder's remaining validity. A foreign value is treated as held: the
- * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT. */
+ * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT; with
+ * foreign_fails_at_once it ends with LB_EFOREIGN at the first such attempt. */
 int lb_legacy_acquire(lb_legacy_lock *l, lb_target t, int64_t wait_ms);
 /* LB_OK when our value was deleted; LB_ELOST when the key no longer held it
  * (nothing deleted); LB_EEXPIRED when the wire variant refused to delete a lock

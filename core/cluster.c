@@ -401,12 +401,12 @@ redisContext *lb__cluster_conn(lb_cluster *cl, const lb_cmd *route_by, int answe
     return i == LB__NO_NODE ? NULL : cl->nodes[i].c;
 }
 
-void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {
-    if (!out) return;
-    memset(out, 0, sizeof *out);
-    if (!cl) return;
+int lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!cl || !out) return LB_EINVAL;
     *out = cl->stats;
     out->primaries = cl->primaries;
+    return LB_OK;
 }
 
 int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t cap) {

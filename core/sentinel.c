@@ -336,10 +336,11 @@ redisContext *lb__sentinel_conn(lb_sentinel *s, int answered) {
     return answered ? s->last : s->c;
 }
 
-void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {
-    if (!out) return;
-    memset(out, 0, sizeof *out);
-    if (s) *out = s->stats;
+int lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!s || !out) return LB_EINVAL;
+    *out = s->stats;
+    return LB_OK;
 }
 
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap) {

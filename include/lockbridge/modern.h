@@ -83,8 +83,10 @@ int lb_lock_extend(lb_lock *l, lb_target t, int64_t ms, lb_extend_mode mode);
  * LB_OK with *ttl_ms set (-1 when unknown) if it does, LB_ELOST if not. */
 int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms);
 
-/* Deletes the key whatever it holds: for operators clearing a stuck lock. */
-int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
+/* Deletes the key whatever it holds, on target `t` (through a Cluster, on the
+ * primary that owns the key's slot): for operators clearing a stuck lock.
+ * LB_OK (deleted, or already absent), LB_EINVAL, LB_EIO, LB_EREDIS. */
+int lb_lock_force_release(lb_target t, const char *key, size_t keylen);
 
 /* The machine of one operation on `l`, for callers that do their own I/O (see
  * lb_machine_step and lb_async_run): LB_OP_TRY_ACQUIRE, LB_OP_RELEASE,

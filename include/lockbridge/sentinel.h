@@ -58,7 +58,7 @@ void lb_sentinel_free(lb_sentinel *s);
 
 /* The connection to the primary, found again if it failed or was demoted
  * since: for the calls that take a connection rather than a target
- * (lb_lock_force_release, lb_mode_get; a lock takes lb_on_sentinel(s)). Owned by
+ * (lb_mode_get, the census; a lock takes lb_on_sentinel(s)). Owned by
  * the handle; valid until the next call on it. NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 

@@ -391,6 +391,25 @@ static void test_a_self_renewing_lock_renews_on_its_keys_primary(void **state) {
     lb_cluster_free(cl);
 }
 
+/* The operator's force release goes where the key lives: through the cluster
+ * target, on the primary that owns its slot, whatever it holds. */
+static void test_a_force_release_deletes_the_key_on_its_primary(void **state) {
+    (void)state;
+    lb_cluster *cl = new_cluster();
+    static const char *const keys[] = {"force:{a}", "force:{b}", "force:{c}"};
+    for (int i = 0; i < 3; i++) {
+        lb_lock *l = new_lock(keys[i], 60000, 0);
+        assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
+        assert_string_equal(value_on(owner_of(keys[i]), keys[i]), lb_lock_info_of(l).token);
+        assert_int_equal(lb_lock_force_release(lb_on_cluster(cl), LB_KEY(keys[i])), LB_OK);
+        assert_string_equal(value_on(owner_of(keys[i]), keys[i]), "");
+        assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_ELOST);
+        lb_lock_free(l);
+    }
+    assert_int_equal(lb_lock_force_release(lb_on_cluster(NULL), LB_KEY("force:{a}")), LB_EINVAL);
+    lb_cluster_free(cl);
+}
+
 typedef struct fair_wait {
     lb_lock *l;
     lb_cluster *cl;
@@ -1114,6 +1133,7 @@ int main(void) {
         cmocka_unit_test(test_a_mode_following_lock_runs_with_its_namespace_on_another_primary),
         cmocka_unit_test(test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster),
         cmocka_unit_test(test_a_self_renewing_lock_renews_on_its_keys_primary),
+        cmocka_unit_test(test_a_force_release_deletes_the_key_on_its_primary),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),

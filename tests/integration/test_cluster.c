@@ -369,7 +369,7 @@ static void test_a_self_renewing_lock_renews_on_its_keys_primary(void **state) {
     assert_int_equal(lb_watchdog_new(&wd, &wo), LB_OK);
     lb_lock_options o;
     lb_lock_options_init(&o);
-    o.ttl_ms = 300;
+    o.ttl_ms = 600;
     o.watchdog = wd;
     lb_lock *l[3];
     int owners = 0;
@@ -379,7 +379,7 @@ static void test_a_self_renewing_lock_renews_on_its_keys_primary(void **state) {
         owners |= 1 << owner_of(keys[i]);
     }
     assert_int_equal(__builtin_popcount((unsigned)owners), 3); /* on three primaries */
-    struct timespec ts = {1, 200 * 1000000};
+    struct timespec ts = {2, 400 * 1000000};
     nanosleep(&ts, NULL);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(lb_lock_info_of(l[i]).held, 1);

@@ -61,14 +61,14 @@ static lb_lock *renewing_lock(lb_watchdog *wd, const char *key, int64_t ttl_ms) 
     return l;
 }
 
-/* Acquired with the watchdog option, a 300 ms lock is still ours after four
+/* Acquired with the watchdog option, a 600 ms lock is still ours after four
  * of its TTLs, renewed through the watchdog's copy of the target. */
 static void test_renewal_keeps_the_lock_past_its_ttl_through_the_target(void **state) {
     (void)state;
     lb_watchdog *wd = watchdog_on_target();
-    lb_lock *l = renewing_lock(wd, "self:kept", 300);
+    lb_lock *l = renewing_lock(wd, "self:kept", 600);
     assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
-    sleep_ms(1200);
+    sleep_ms(2400);
     assert_string_equal(lbt_get(conn, "self:kept"), lb_lock_info_of(l).token);
     assert_int_equal(lb_lock_info_of(l).held, 1);
     assert_int_equal(lb_watchdog_check(wd, l, NULL, NULL), LB_OK);

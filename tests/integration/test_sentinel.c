@@ -122,12 +122,12 @@ static void test_a_self_renewing_lock_renews_on_the_primary_behind_sentinel(void
     assert_int_equal(lb_watchdog_new(&wd, &wo), LB_OK);
     lb_lock_options o;
     lb_lock_options_init(&o);
-    o.ttl_ms = 300;
+    o.ttl_ms = 600;
     o.watchdog = wd;
     lb_lock *l = NULL;
     assert_int_equal(lb_lock_new(&l, LB_KEY("s:renewed"), &o), LB_OK);
     assert_int_equal(lb_lock_acquire(l, lb_on_sentinel(s), 1000), LB_OK);
-    struct timespec ts = {1, 200 * 1000000};
+    struct timespec ts = {2, 400 * 1000000};
     nanosleep(&ts, NULL);
     assert_int_equal(lb_lock_info_of(l).held, 1);
     assert_string_equal(value_on(p, "s:renewed"), lb_lock_info_of(l).token);

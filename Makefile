@@ -218,7 +218,8 @@ explore: $(BUILD)/tests/integration/test_races $(TOOL)
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).
 VALGRIND_TESTS := $(TEST_UNIT_BINS) \
-    $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async)
+    $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async \
+        test_self_renewing)
 valgrind: test-bins
 	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(VALGRIND_TESTS)
 

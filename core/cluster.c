@@ -214,6 +214,28 @@ fail:
     return rc;
 }
 
+int lb__cluster_copy(const lb_cluster *src, int64_t timeout_ms, lb_cluster **out) {
+    *out = NULL;
+    lb_cluster_options o = src->opts;
+    o.username = src->username;
+    o.password = src->password;
+    if (o.connect_timeout_ms > timeout_ms) o.connect_timeout_ms = timeout_ms;
+    if (o.command_timeout_ms > timeout_ms) o.command_timeout_ms = timeout_ms;
+    if (o.retry_ms > timeout_ms) o.retry_ms = timeout_ms;
+    /* "host:port", split at the last ':' by lb_cluster_new, IPv6 included. */
+    static const size_t cap = LB__HOST_CAP + 8;
+    char *text = lb__alloc(o.allocator, (size_t)src->nseeds * cap);
+    if (!text) return LB_ENOMEM;
+    const char *seeds[SEEDS_MAX];
+    for (int i = 0; i < src->nseeds; i++) {
+        snprintf(text + (size_t)i * cap, cap, "%s:%d", src->seeds[i].host, src->seeds[i].port);
+        seeds[i] = text + (size_t)i * cap;
+    }
+    int rc = lb_cluster_new(out, seeds, src->nseeds, &o);
+    lb__free(o.allocator, text);
+    return rc;
+}
+
 void lb_cluster_free(lb_cluster *cl) {
     if (!cl) return;
     const lb_allocator *a = cl->opts.allocator;
@@ -379,12 +401,12 @@ redisContext *lb__cluster_conn(lb_cluster *cl, const lb_cmd *route_by, int answe
     return i == LB__NO_NODE ? NULL : cl->nodes[i].c;
 }
 
-void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {
-    if (!out) return;
-    memset(out, 0, sizeof *out);
-    if (!cl) return;
+int lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!cl || !out) return LB_EINVAL;
     *out = cl->stats;
     out->primaries = cl->primaries;
+    return LB_OK;
 }
 
 int lb_cluster_slot_owner(const lb_cluster *cl, unsigned slot, char *buf, size_t cap) {

@@ -86,6 +86,12 @@ struct redisReply *lb__sentinel_send(struct lb_sentinel *s, const lb_cmd *cmd);
 struct redisContext *lb__cluster_conn(struct lb_cluster *cl, const lb_cmd *route_by,
                                       int answered);
 struct redisContext *lb__sentinel_conn(struct lb_sentinel *s, int answered);
+/* A handle of one's own on what `src` reaches (the same seeds or sentinels,
+ * primary name, credentials and options), for another thread: its connect,
+ * command and retry times no longer than `timeout_ms`, ms. *out reset. */
+int lb__cluster_copy(const struct lb_cluster *src, int64_t timeout_ms, struct lb_cluster **out);
+int lb__sentinel_copy(const struct lb_sentinel *src, int64_t timeout_ms,
+                      struct lb_sentinel **out);
 
 extern const lb_script lb__script_probe;
 /* Records a failure detail in m->errstr and returns `status`. */
@@ -266,6 +272,7 @@ typedef struct lb__poll {
     int64_t ttl_ms;                            /* our validity, ms: sleeps follow the
                                                 * lock's turn-over (0: they do not) */
     const lb_clock *clock;                     /* whose hook the sleeps go through */
+    int foreign_fails;                         /* 1: a foreign value ends the wait */
     lb__backoff backoff;
     int foreign;                               /* the last attempt met a foreign value */
 } lb__poll;

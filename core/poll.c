@@ -7,9 +7,10 @@ static int attempt(void *ud) {
     lb__poll *p = ud;
     int rc = p->try_once(p->lock, p->t);
     /* A value left alone (LB_EFOREIGN) may be replaced by its writer with one
-     * we understand: it is waited out like a busy lock. */
+     * we understand: it is waited out like a busy lock, unless the caller
+     * would rather hear of it at once. */
     p->foreign = rc == LB_EFOREIGN;
-    return p->foreign ? LB_EBUSY : rc;
+    return p->foreign && !p->foreign_fails ? LB_EBUSY : rc;
 }
 
 /* Polling, and the deaf step of a wait that lost a race after a release,

@@ -256,6 +256,28 @@ fail:
     return rc;
 }
 
+int lb__sentinel_copy(const lb_sentinel *src, int64_t timeout_ms, lb_sentinel **out) {
+    *out = NULL;
+    lb_sentinel_options o = src->opts;
+    o.username = src->username;
+    o.password = src->password;
+    if (o.connect_timeout_ms > timeout_ms) o.connect_timeout_ms = timeout_ms;
+    if (o.command_timeout_ms > timeout_ms) o.command_timeout_ms = timeout_ms;
+    if (o.retry_ms > timeout_ms) o.retry_ms = timeout_ms;
+    static const size_t cap = LB__HOST_CAP + 8;
+    char *text = lb__alloc(o.allocator, (size_t)src->n * cap);
+    if (!text) return LB_ENOMEM;
+    const char *addrs[SENTINELS_MAX];
+    for (int i = 0; i < src->n; i++) {
+        snprintf(text + (size_t)i * cap, cap, "%s:%d", src->sentinels[i].host,
+                 src->sentinels[i].port);
+        addrs[i] = text + (size_t)i * cap;
+    }
+    int rc = lb_sentinel_new(out, addrs, src->n, src->name, &o);
+    lb__free(o.allocator, text);
+    return rc;
+}
+
 void lb_sentinel_free(lb_sentinel *s) {
     if (!s) return;
     const lb_allocator *a = s->opts.allocator;
@@ -314,10 +336,11 @@ redisContext *lb__sentinel_conn(lb_sentinel *s, int answered) {
     return answered ? s->last : s->c;
 }
 
-void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {
-    if (!out) return;
-    memset(out, 0, sizeof *out);
-    if (s) *out = s->stats;
+int lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!s || !out) return LB_EINVAL;
+    *out = s->stats;
+    return LB_OK;
 }
 
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap) {

@@ -1,9 +1,9 @@
 /* A worker whose job outlasts its lock's TTL: a token lock with a fencing number,
- * renewed by a watchdog, and a resource that refuses writes from an older holder.
+ * that renews itself through a watchdog, and a resource that refuses writes from
+ * an older holder.
  * Build: cc -o fenced_worker fenced_worker.c $(pkg-config --cflags --libs lockbridge)
  * Run:   ./fenced_worker [PORT]     (a redis-server on 127.0.0.1, default 6379) */
 #define _POSIX_C_SOURCE 200809L
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -38,28 +38,23 @@ static int fenced_write(redisContext *c, long long fence, const char *body) {
     return rc;
 }
 
-/* The watchdog's thread tells us here, at once, when the lock is lost. */
-static atomic_int lost;
-
-static void on_lost(const lb_lock *lock, lb_watch_reason reason, const char *detail,
-                    void *ud) {
-    (void)lock;
-    (void)ud;
-    fprintf(stderr, "lock lost: %s (%s)\n", lb_watch_reason_name(reason), detail);
-    atomic_store(&lost, 1);
-}
-
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-/* The job: STEPS writes, stopping at once if the lock is lost or a write is
- * refused. Returns 0 when every step was written. */
-static int work(redisContext *c, long long fence) {
+/* The job: STEPS writes. Before each, the lock is checked (no round trip: it
+ * reads 0 once the watchdog reported a loss); a pause between that check and
+ * the write is what the fencing number covers. Returns 0 when every step was
+ * written. */
+static int work(redisContext *c, const lb_lock *lock) {
+    long long fence = lb_lock_info_of(lock).fence;
     for (int step = 1; step <= STEPS; step++) {
         sleep_ms(STEP_MS);
-        if (atomic_load(&lost)) return 1;
+        if (!lb_lock_info_of(lock).held) {
+            fprintf(stderr, "lock lost: stopping before step %d\n", step);
+            return 1;
+        }
         char body[32];
         snprintf(body, sizeof body, "step %d of %d", step, STEPS);
         if (fenced_write(c, fence, body) != 1) return 1;
@@ -76,19 +71,20 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    /* One watchdog per process, with a connection of its own, renews every
-     * lock it watches (at a third of the TTL by default). */
+    /* One watchdog per process renews every lock that names it (at a third of
+     * the TTL), through its own copy of the target the locks are acquired on. */
     lb_watchdog_options wo;
     lb_watchdog_options_init(&wo);
-    wo.port = port;
+    wo.target = lb_on_conn(c);
     lb_watchdog *wd = NULL;
     lb_lock *lock = NULL;
     lb_lock_options o;
     lb_lock_options_init(&o);
     o.ttl_ms = TTL_MS;
-    o.fencing = 1; /* the acquiring script also takes the next {report:7}:fence */
+    o.fencing = 1;     /* the acquiring script also takes the next {report:7}:fence */
 
     int rc = lb_watchdog_new(&wd, &wo);
+    o.watchdog = wd;   /* the lock renews itself from its acquire to its release */
     if (rc == LB_OK) rc = lb_lock_new(&lock, LB_KEY(LOCK_KEY), &o);
     if (rc == LB_OK) rc = lb_lock_acquire(lock, lb_on_conn(c), 10000); /* wait up to 10 s */
     if (rc != LB_OK) {
@@ -100,13 +96,7 @@ int main(int argc, char **argv) {
     }
     long long fence = lb_lock_info_of(lock).fence;
     printf("holding %s with fencing number %lld\n", LOCK_KEY, fence);
-
-    lb_watch_options wopt;
-    lb_watch_options_init(&wopt);
-    wopt.max_hold_ms = 60 * 1000; /* a stuck worker keeps the lock a minute at most */
-    wopt.lost = on_lost;
-    rc = lb_watchdog_watch(wd, lock, &wopt);
-    int failed = rc != LB_OK || work(c, fence) != 0;
+    int failed = work(c, lock) != 0;
 
     lb_watchdog_stats st;
     lb_watchdog_stats_get(wd, &st);

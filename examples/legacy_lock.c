@@ -16,9 +16,9 @@ int main(int argc, char **argv) {
     }
 
     lb_legacy_options o;
-    lb_legacy_options_init(&o);          /* epoch-ms values, wire-only, 30 s */
-    o.ttl_ms = 15 * 60 * 1000;           /* what the fleet's Java lockers write */
-    o.variant = LB_LEGACY_SCRIPTED;      /* atomic takeover, release and extend */
+    lb_legacy_options_init(&o);          /* epoch-ms values (the fleet's codec) */
+    o.ttl_ms = 15 * 60 * 1000;           /* the validity the fleet's lockers write */
+    o.variant = LB_LEGACY_SCRIPTED;      /* the server runs scripts (README.md, variants) */
 
     lb_legacy_lock *lock;
     int rc = lb_legacy_lock_new(&lock, LB_KEY("orders:42"), &o);

@@ -39,6 +39,8 @@ static int validate(const lb_legacy_options *o) {
         return refuse(o, LB_EINVAL, "release_margin_ms must not be negative");
     if (o->fleet_max_ttl_ms < 0)
         return refuse(o, LB_EINVAL, "fleet_max_ttl_ms must not be negative");
+    if (o->foreign_fails_at_once != 0 && o->foreign_fails_at_once != 1)
+        return refuse(o, LB_EINVAL, "foreign_fails_at_once must be 0 or 1");
     if (o->backoff_min_ms <= 0 || o->backoff_max_ms < o->backoff_min_ms)
         return refuse(o, LB_EINVAL, "backoff_min_ms must be positive and at most backoff_max_ms");
     if (o->variant != LB_LEGACY_WIRE && o->variant != LB_LEGACY_SCRIPTED)

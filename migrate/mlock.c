@@ -32,6 +32,7 @@ static int valid_options(const lb_mlock_options *o) {
     if ((int)o->mode < 0 || o->mode > LB_MODE_MODERN || (o->follow != 0 && o->follow != 1))
         return 0;
     if (o->follow && !o->ns) return 0;
+    if (o->foreign_fails_at_once != 0 && o->foreign_fails_at_once != 1) return 0;
     if (o->ttl_ms <= 0 || o->ttl_ms > MS_MAX || o->grace_ms < 0 || o->grace_ms > MS_MAX) return 0;
     if (o->mode_refresh_ms < 0 || o->mode_refresh_ms > MS_MAX) return 0;
     if (o->census_refresh_ms < 0 || o->census_refresh_ms > MS_MAX) return 0;

@@ -14,7 +14,8 @@ int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, lb_waiter *w, int64_t wait_m
     if (!t.handle) return lb__refuse(l->errstr, LB_EINVAL, LB__NO_TARGET);
     if (wait_ms < 0) return lb__refuse(l->errstr, LB_EINVAL, LB__NEGATIVE_WAIT);
     lb__poll p = {.lock = l, .t = t, .try_once = try_once, .holder_left_ms = holder_left_ms,
-                  .ttl_ms = l->opts.ttl_ms, .clock = l->opts.clock};
+                  .ttl_ms = l->opts.ttl_ms, .clock = l->opts.clock,
+                  .foreign_fails = l->opts.foreign_fails_at_once};
     lb__backoff_init(&p.backoff, l->opts.backoff_min_ms, l->opts.backoff_max_ms, &l->rng);
     return lb__poll_run(&p, w, l->channel, l->channellen, wait_ms);
 }

@@ -30,7 +30,7 @@ static int attempt(void *ud) {
         size_t len = lb__waiter_inbox(s->w, &inbox);
         lb__fair_set_inbox(s->l, inbox, len);
     }
-    int rc = lb_lock_try_acquire(s->l, s->t);
+    int rc = lb__lock_try(s->l, s->t);
     if (rc != LB_EBUSY || s->l->fair) return rc;
     int64_t now = lb__mono_ms();
     if (s->note_at_ms == 0) s->note_at_ms = now + LB__OUTSIDER_NOTE_MS;
@@ -77,7 +77,7 @@ static int give_up(void *ud) {
     wait_state *s = ud;
     if (!s->l->fair) return LB_ETIMEDOUT;
     lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
-    int rc = lb_lock_try_acquire(s->l, s->t);
+    int rc = lb__lock_try(s->l, s->t);
     return rc == LB_OK ? LB_OK : LB_ETIMEDOUT;
 }
 
@@ -99,7 +99,7 @@ static int leave_on_error(wait_state *s, int rc) {
     char why[sizeof s->l->errstr];
     memcpy(why, s->l->errstr, sizeof why);
     lb__fair_set_mode(s->l, LB__FAIR_LEAVE);
-    if (lb_lock_try_acquire(s->l, s->t) == LB_OK) {
+    if (lb__lock_try(s->l, s->t) == LB_OK) {
         if (rc != LB_ECANCELED) return LB_OK;
         /* A cancelled wait holds nothing: a hand-off that beat the cancel
          * is passed on at once, to the next in the queue. Should that
@@ -286,7 +286,7 @@ int lb_lock_acquire_wait(lb_lock *l, lb_target t, lb_waiter *w, int64_t wait_ms)
         rc = leave_on_error(&s, rc);
         lb__fair_end_wait(l);
     }
-    return rc;
+    return lb__lock_watch_acquired(l, t, rc);
 }
 
 /* Without a waiter the same loop polls: attempts spaced by the back-off, never

@@ -59,6 +59,15 @@ void lb__watch_detach(lb_lock *l);
 /* The end of a watched lock's lease as its renewals moved it (l->watch set;
  * called by the lock's owner). */
 int64_t lb__watch_deadline_ns(const lb_lock *l);
+/* 1 once the watch of `l` (l->watch set) reported the lock lost. */
+int lb__watch_lost(const lb_lock *l);
+/* One attempt, as lb_lock_try_acquire without the watch that may follow. */
+int lb__lock_try(lb_lock *l, lb_target t);
+/* After a blocking acquire that returned `rc`: a lock whose options name a
+ * watchdog is watched by it at once. A watch that cannot start releases the
+ * lock (on `t`) and its error is returned: a lock is never held unrenewed
+ * when its owner asked for renewal. */
+int lb__lock_watch_acquired(lb_lock *l, lb_target t, int rc);
 
 /* Fair mode (modern/fair.c). The step functions replace acquire's and
  * release's when l->fair is set; the mode says what the next attempt does. */

@@ -85,8 +85,12 @@ static int run(lb_lock *l, lb_target t, lb_machine *m) {
     return rc;
 }
 
+int lb__lock_try(lb_lock *l, lb_target t) {
+    return run(l, t, lb__lock_try_acquire_machine(l));
+}
+
 int lb_lock_try_acquire(lb_lock *l, lb_target t) {
-    return l ? run(l, t, lb__lock_try_acquire_machine(l)) : LB_EINVAL;
+    return l ? lb__lock_watch_acquired(l, t, lb__lock_try(l, t)) : LB_EINVAL;
 }
 
 int lb_lock_release(lb_lock *l, lb_target t) {
@@ -105,16 +109,36 @@ int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms) {
     return rc;
 }
 
-int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen) {
-    if (!c || !key || keylen == 0) return LB_EINVAL;
-    const char *argv[2] = {"DEL", key};
-    size_t lens[2] = {3, keylen};
-    redisReply *r = redisCommandArgv(c, 2, argv, lens);
-    if (!r) return LB_EIO;
-    int rc = r->type == REDIS_REPLY_INTEGER ? LB_OK
-             : r->type == REDIS_REPLY_ERROR ? LB_EREDIS : LB_EPROTO;
-    freeReplyObject(r);
-    return rc;
+/* The operator's DEL as a one-command machine, so that it goes where the
+ * target sends the key: a Cluster's owner of its slot, Sentinel's primary. */
+typedef struct force_del {
+    lb_machine m;
+    const char *key;
+    size_t keylen;
+} force_del;
+
+static int force_del_step(lb_machine *m, const redisReply *r, const lb_now *now) {
+    force_del *d = (force_del *)(void *)m;
+    (void)now;
+    if (m->commands == 0) {
+        lb__cmd_reset(&m->cmd);
+        lb__cmd_argz(&m->cmd, "DEL");
+        lb__cmd_arg(&m->cmd, d->key, d->keylen);
+        return LB_STEP_SEND;
+    }
+    if (!r) return lb__fail(m, LB_EIO, "connection failed during DEL");
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "DEL");
+    return r->type == REDIS_REPLY_INTEGER ? LB_OK : lb__fail(m, LB_EPROTO, "DEL: unexpected reply");
+}
+
+int lb_lock_force_release(lb_target t, const char *key, size_t keylen) {
+    if (!t.handle || !key || keylen == 0) return LB_EINVAL;
+    force_del d;
+    memset(&d, 0, sizeof d);
+    d.key = key;
+    d.keylen = keylen;
+    lb__machine_begin(&d.m, force_del_step);
+    return lb_target_run(t, &d.m, NULL);
 }
 
 static lb_machine *machine_of(lb_lock *l, lb_op op, int64_t ms) {
@@ -145,7 +169,8 @@ lb_machine *lb_lock_machine(lb_lock *l, lb_op op, int64_t ms) {
 lb_lock_info lb_lock_info_of(const lb_lock *l) {
     lb_lock_info i = {0, "", 0, -1, 0, 0, ""};
     if (!l) return i;
-    i.held = l->held;
+    /* A watched lock reported lost is not held, whatever its owner last did. */
+    i.held = l->held && !(l->watch && lb__watch_lost(l));
     i.token = l->token;
     i.fence = l->held ? l->fence : 0;
     i.holder_ttl_ms = l->holder_ttl_ms;

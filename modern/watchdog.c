@@ -10,6 +10,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include "lockbridge/cluster.h"
+#include "lockbridge/sentinel.h"
 #include "lockbridge/watchdog.h"
 #include "modern/internal.h"
 
@@ -44,7 +46,7 @@ typedef struct lb__watch {
 
 struct lb_watchdog {
     lb_watchdog_options opts;
-    char *host, *username, *password;
+    char *host, *socket, *username, *password;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;   /* the thread: something changed */
@@ -55,6 +57,9 @@ struct lb_watchdog {
     lb_watchdog_stats stats;
     /* Touched by the thread only (and by new/free while it does not run). */
     redisContext *c;
+    /* Or a copy of a Cluster or Sentinel target, which reconnects itself. */
+    struct lb_cluster *cl;
+    struct lb_sentinel *sn;
     int64_t reconnect_at_ns;
     int64_t reconnect_delay_ms;
 };
@@ -64,6 +69,7 @@ const char *lb_watch_reason_name(lb_watch_reason reason) {
     case LB_WATCH_REFUSED: return "LB_WATCH_REFUSED";
     case LB_WATCH_UNREACHABLE: return "LB_WATCH_UNREACHABLE";
     case LB_WATCH_MAX_HOLD: return "LB_WATCH_MAX_HOLD";
+    case LB_WATCH_NONE: return "LB_WATCH_NONE";
     default: return "LB_WATCH_UNKNOWN";
     }
 }
@@ -71,8 +77,6 @@ const char *lb_watch_reason_name(lb_watch_reason reason) {
 void lb_watchdog_options_init(lb_watchdog_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
-    o->host = "127.0.0.1";
-    o->port = 6379;
     o->connect_timeout_ms = 1000;
     o->io_timeout_ms = 1000;
     o->reconnect_min_ms = 10;
@@ -97,7 +101,7 @@ static int open_connection(lb_watchdog *wd, int64_t timeout_ms, char *detail) {
     int64_t t = min64(wd->opts.connect_timeout_ms, timeout_ms);
     if (!wd->opts.connect) {
         lb__conn_opts o = {wd->host, wd->opts.port, t, t, wd->username, wd->password,
-                           wd->opts.db, NULL};
+                           wd->opts.db, wd->socket};
         int rc;
         wd->c = lb__connect(&o, &rc, detail, LB__ERRSTR_CAP);
         return rc;
@@ -118,11 +122,17 @@ static void drop_connection(lb_watchdog *wd) {
     wd->c = NULL;
 }
 
+/* Where renewals go: the copy of a Cluster or Sentinel target, or the
+ * watchdog's connection. */
+static lb_target own_target(const lb_watchdog *wd) {
+    return wd->cl ? lb_on_cluster(wd->cl) : wd->sn ? lb_on_sentinel(wd->sn) : lb_on_conn(wd->c);
+}
+
 /* A connection for the next renewal: the current one, or a new one unless the
  * reconnect delay after a failed attempt is still running. */
 static int ensure_connection(lb_watchdog *wd, int64_t now, int64_t timeout_ms, char *detail,
                              int *reconnected) {
-    if (wd->c) return LB_OK;
+    if (wd->c || wd->cl || wd->sn) return LB_OK;
     if (now < wd->reconnect_at_ns) {
         snprintf(detail, LB__ERRSTR_CAP, "no connection; reconnecting");
         return LB_EIO;
@@ -229,10 +239,10 @@ static void renew(lb_watchdog *wd, lb__watch *w, int64_t now) {
     /* The TTL is chosen after a possible reconnect, so that a trimmed last
      * renewal ends at the hold limit, not after it. */
     if (rc == LB_OK && (ms = renewal_ms(w, now_ns(wd))) > 0) {
-        redisSetTimeout(wd->c, lb__timeval_ms(timeout_ms));
+        if (wd->c) redisSetTimeout(wd->c, lb__timeval_ms(timeout_ms));
         lb_machine *m = lb__lock_extend_machine(w->shadow, ms, LB_EXTEND_REPLACE);
-        rc = lb_target_run(lb_on_conn(wd->c), m, wd->opts.clock);
-        if (rc == LB_EIO && wd->c->errstr[0])
+        rc = lb_target_run(own_target(wd), m, wd->opts.clock);
+        if (rc == LB_EIO && wd->c && wd->c->errstr[0])
             snprintf(detail, sizeof detail, "renewal: %s", wd->c->errstr);
         else
             snprintf(detail, sizeof detail, "%s", m->errstr);
@@ -334,9 +344,17 @@ static void *watchdog_main(void *arg) {
 
 /* ---- public API -------------------------------------------------------------- */
 
+static int valid_target(lb_target t) {
+    return t.handle && (t.kind == LB_TARGET_CONN || t.kind == LB_TARGET_CLUSTER ||
+                        t.kind == LB_TARGET_SENTINEL);
+}
+
 static int valid_options(const lb_watchdog_options *o) {
-    if (!o->connect && (!o->host || !o->host[0] || o->port <= 0 || o->port > 65535))
+    if (o->target.kind != LB_TARGET_NONE || o->target.handle) {
+        if (!valid_target(o->target) || o->connect) return 0;
+    } else if (!o->connect && (!o->host || !o->host[0] || o->port <= 0 || o->port > 65535)) {
         return 0;
+    }
     return o->db >= 0 && o->connect_timeout_ms > 0 && o->io_timeout_ms > 0 &&
            o->reconnect_min_ms > 0 && o->reconnect_max_ms >= o->reconnect_min_ms &&
            o->connect_timeout_ms <= INT64_MAX / NS_PER_MS &&
@@ -356,6 +374,7 @@ static int copy_string(const lb_allocator *a, const char *s, char **out) {
 
 static void free_strings(lb_watchdog *wd) {
     lb__free(wd->opts.allocator, wd->host);
+    lb__free(wd->opts.allocator, wd->socket);
     lb__free(wd->opts.allocator, wd->username);
     lb__free(wd->opts.allocator, wd->password);
 }
@@ -400,6 +419,46 @@ static int fail(const lb_watchdog_options *o, int rc, const char *why) {
     return rc;
 }
 
+static void drop_copies(lb_watchdog *wd) {
+    drop_connection(wd);
+    lb_cluster_free(wd->cl);
+    lb_sentinel_free(wd->sn);
+    wd->cl = NULL;
+    wd->sn = NULL;
+}
+
+/* The address of a connection target, read from its hiredis context. */
+static int copy_conn_address(lb_watchdog *wd, const redisContext *c, char *detail) {
+    if (c->connection_type == REDIS_CONN_UNIX && c->unix_sock.path)
+        return copy_string(wd->opts.allocator, c->unix_sock.path, &wd->socket);
+    if (c->connection_type != REDIS_CONN_TCP || !c->tcp.host) {
+        snprintf(detail, LB__ERRSTR_CAP, "the target's connection has no address to copy");
+        return LB_EINVAL;
+    }
+    wd->opts.port = c->tcp.port;
+    return copy_string(wd->opts.allocator, c->tcp.host, &wd->host);
+}
+
+/* What the watchdog connects to: its own copy of the target, or the address
+ * given (a connect callback needs none). */
+static int copy_address(lb_watchdog *wd, const lb_watchdog_options *o, char *detail) {
+    int rc;
+    switch (o->target.kind) {
+    case LB_TARGET_CONN: return copy_conn_address(wd, o->target.handle, detail);
+    case LB_TARGET_CLUSTER:
+        rc = lb__cluster_copy(o->target.handle, o->io_timeout_ms, &wd->cl);
+        if (rc != LB_OK)
+            snprintf(detail, LB__ERRSTR_CAP, "cannot reach the cluster: %s", lb_strerror(rc));
+        return rc;
+    case LB_TARGET_SENTINEL:
+        rc = lb__sentinel_copy(o->target.handle, o->io_timeout_ms, &wd->sn);
+        if (rc != LB_OK)
+            snprintf(detail, LB__ERRSTR_CAP, "cannot find the primary: %s", lb_strerror(rc));
+        return rc;
+    default: return copy_string(o->allocator, o->connect ? NULL : o->host, &wd->host);
+    }
+}
+
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     lb_watchdog_options defaults;
     if (o && o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
@@ -409,6 +468,8 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
         lb_watchdog_options_init(&defaults);
         o = &defaults;
     }
+    if (!o->target.handle && !o->connect && !o->host)
+        return fail(o, LB_EINVAL, "no server: set target, or host and port, or connect");
     if (!valid_options(o)) return fail(o, LB_EINVAL, "invalid watchdog options");
     lb_watchdog *wd = lb__alloc(o->allocator, sizeof *wd);
     if (!wd) return fail(o, LB_ENOMEM, "out of memory");
@@ -417,14 +478,15 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     wd->opts.errbuf = NULL; /* the caller's, for this call only */
     wd->opts.errbuf_size = 0;
     wd->reconnect_delay_ms = o->reconnect_min_ms;
-    int rc = copy_string(o->allocator, o->connect ? NULL : o->host, &wd->host);
+    char detail[LB__ERRSTR_CAP] = "";
+    int rc = copy_address(wd, o, detail);
     if (rc == LB_OK) rc = copy_string(o->allocator, o->username, &wd->username);
     if (rc == LB_OK) rc = copy_string(o->allocator, o->password, &wd->password);
     wd->opts.host = wd->opts.username = wd->opts.password = NULL;
-    char detail[LB__ERRSTR_CAP];
-    snprintf(detail, sizeof detail, "%s", rc == LB_ENOMEM ? "out of memory" : lb_strerror(rc));
-    if (rc == LB_OK) {
-        detail[0] = '\0';
+    wd->opts.target = lb_on_conn(NULL); /* the caller's handle is not kept */
+    if (rc != LB_OK && !detail[0])
+        snprintf(detail, sizeof detail, "%s", rc == LB_ENOMEM ? "out of memory" : lb_strerror(rc));
+    if (rc == LB_OK && !wd->cl && !wd->sn) {
         rc = open_connection(wd, o->connect_timeout_ms, detail);
         if (rc != LB_OK && !detail[0]) snprintf(detail, sizeof detail, "%s", lb_strerror(rc));
     }
@@ -436,7 +498,7 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
         destroy_sync(wd);
     }
     if (rc != LB_OK && !detail[0]) snprintf(detail, sizeof detail, "cannot start the watchdog's thread");
-    drop_connection(wd);
+    drop_copies(wd);
     free_strings(wd);
     lb__free(o->allocator, wd);
     return fail(o, rc, detail);
@@ -451,7 +513,7 @@ static void cleanup(lb_watchdog *wd) {
         free_watch(wd, w);
         w = next;
     }
-    drop_connection(wd);
+    drop_copies(wd);
     destroy_sync(wd);
     free_strings(wd);
     lb__free(wd->opts.allocator, wd);
@@ -568,6 +630,23 @@ int64_t lb__watch_deadline_ns(const lb_lock *l) {
     int64_t ns = w->deadline_ns;
     pthread_mutex_unlock(&w->wd->mu);
     return ns;
+}
+
+int lb__watch_lost(const lb_lock *l) {
+    lb__watch *w = l->watch;
+    pthread_mutex_lock(&w->wd->mu);
+    int lost = w->state == W_LOST;
+    pthread_mutex_unlock(&w->wd->mu);
+    return lost;
+}
+
+int lb__lock_watch_acquired(lb_lock *l, lb_target t, int rc) {
+    if (rc != LB_OK || !l->opts.watchdog) return rc;
+    int w = lb_watchdog_watch(l->opts.watchdog, l, NULL);
+    if (w == LB_OK) return LB_OK;
+    (void)lb_lock_release(l, t);
+    return lb__refuse(l->errstr, w, "acquired, but the watchdog could not watch it (%s): released",
+                      lb_err_name(w));
 }
 
 int lb_watchdog_unwatch(lb_watchdog *wd, lb_lock *l) {

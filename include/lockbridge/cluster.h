@@ -33,7 +33,8 @@ typedef struct lb_cluster_options {
 } lb_cluster_options;
 
 /* Defaults: connect timeout 1 s, command timeout 1 s, 5 redirects, retry for
- * 2 s with 50 ms between attempts, no AUTH, malloc. */
+ * 2 s with 50 ms between attempts, no AUTH, malloc. Options are copied by
+ * lb_cluster_new (strings included). */
 void lb_cluster_options_init(lb_cluster_options *o);
 
 typedef struct lb_cluster lb_cluster;
@@ -78,7 +79,9 @@ typedef struct lb_cluster_stats {
     uint64_t refreshes; /* slot maps read */
     uint64_t connects;  /* connections opened */
 } lb_cluster_stats;
-void lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out);
+/* LB_OK and *out, or LB_EINVAL (a NULL argument; *out reset when given), as
+ * every other _stats_get. */
+int lb_cluster_stats_get(const lb_cluster *cl, lb_cluster_stats *out);
 /* Writes "host:port" of the primary the map gives for `slot` (at most `cap`
  * bytes with the NUL) and returns its length; LB_ESTATE if no primary serves
  * the slot, LB_EINVAL for a bad argument or a short buffer. buf is reset. */

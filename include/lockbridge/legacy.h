@@ -97,8 +97,12 @@ int lb_codec_suggest(const lb_codec *c, const char *s, size_t len, const lb_now 
 
 /* ---- The lock ------------------------------------------------------------------ */
 typedef enum lb_legacy_variant {
-    LB_LEGACY_WIRE = 0, /* SETNX, GET, GETSET, DEL only: joins any legacy fleet */
-    LB_LEGACY_SCRIPTED  /* atomic takeover, release and extend through Lua */
+    /* Both join any legacy fleet (the values are the lockers' own); see the
+     * table in README.md or docs/legacy-protocol.md, "Which variant". */
+    LB_LEGACY_WIRE = 0, /* SETNX, GET, GETSET, DEL only: for servers that refuse
+                         * scripts; set fleet_max_ttl_ms beside longer validities */
+    LB_LEGACY_SCRIPTED  /* atomic takeover, release and extend through Lua: the
+                         * choice wherever the server runs scripts */
 } lb_legacy_variant;
 
 typedef struct lb_legacy_options {
@@ -111,12 +115,12 @@ typedef struct lb_legacy_options {
     int64_t backoff_max_ms;    /* blocking acquire: longest sleep, milliseconds */
     const lb_clock *clock;     /* NULL: system clocks; must outlive the lock */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
-    /* Wire takeovers: the longest validity any client of the fleet writes, ms
-     * (0: ttl_ms). A GETSET that loses a takeover race has already written its
-     * value over the winner's; written with now + this + release_margin_ms
-     * (the clock skew the fleet allows), it never ends before the winner's
-     * (L1's 15 minutes beside a 30 s lockbridge client), so no one takes the
-     * winner's live lock over early. A lock taken this way is held, by every
+    /* Wire variant only: the longest validity any client of the fleet writes,
+     * ms; 0: ttl_ms, right when no client writes a longer one. Set it beside a
+     * longer writer (L1's 15 minutes beside a 30 s lockbridge client): a GETSET
+     * that loses a takeover race has already written its value over the
+     * winner's; written with now + this + release_margin_ms, it never ends
+     * before the winner's. A lock taken over this way is held, by every
      * client's reading of the key, until that later instant. */
     int64_t fleet_max_ttl_ms;
     /* Optional: where lb_legacy_lock_new says why it refused the options
@@ -125,10 +129,16 @@ typedef struct lb_legacy_options {
      * by lb_legacy_lock_new, never kept. */
     char *errbuf;
     size_t errbuf_size;
+    /* 1: a blocking acquire that meets a foreign value (one this client cannot
+     * judge, left alone) returns LB_EFOREIGN at once; 0 (default): it waits it
+     * out like a held lock, in case its writer replaces it, and returns
+     * LB_EFOREIGN only at the deadline. */
+    int foreign_fails_at_once;
 } lb_legacy_options;
 
 /* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
- * margin 1 s, back-off 2 to 100 ms, system clock, malloc. */
+ * margin 1 s, back-off 2 to 100 ms, system clock, malloc, a foreign value
+ * waited out. Options are copied by lb_legacy_lock_new. */
 void lb_legacy_options_init(lb_legacy_options *o);
 
 typedef struct lb_legacy_lock lb_legacy_lock;
@@ -147,7 +157,8 @@ void lb_legacy_lock_free(lb_legacy_lock *l);
 int lb_legacy_try_acquire(lb_legacy_lock *l, lb_target t);
 /* Attempts until `wait_ms` has passed, sleeping a jittered back-off bounded by
  * the holder's remaining validity. A foreign value is treated as held: the
- * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT. */
+ * wait goes on, and ends with LB_EFOREIGN rather than LB_ETIMEDOUT; with
+ * foreign_fails_at_once it ends with LB_EFOREIGN at the first such attempt. */
 int lb_legacy_acquire(lb_legacy_lock *l, lb_target t, int64_t wait_ms);
 /* LB_OK when our value was deleted; LB_ELOST when the key no longer held it
  * (nothing deleted); LB_EEXPIRED when the wire variant refused to delete a lock

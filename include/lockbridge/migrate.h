@@ -219,11 +219,15 @@ typedef struct lb_mlock_options {
     const char *host;
     const char *version;
     int64_t census_refresh_ms; /* refresh our entry at least this often, ms */
+    /* 1: a blocking acquire that meets a value left alone (LB_EFOREIGN)
+     * returns at once; 0 (default): it waits it out until the deadline. */
+    int foreign_fails_at_once;
 } lb_mlock_options;
 
 /* Defaults: no namespace, compat, not following, mode refresh 1000 ms, ms codec,
  * ttl 30 s, grace 1 s, wire legacy variant, 3 nil retries, release margin 1 s,
- * back-off 2 to 100 ms, system clock, malloc, census refresh 5000 ms. */
+ * back-off 2 to 100 ms, system clock, malloc, census refresh 5000 ms, a foreign
+ * value waited out. Options are copied by lb_mlock_new (strings included). */
 void lb_mlock_options_init(lb_mlock_options *o);
 
 typedef struct lb_mlock lb_mlock;
@@ -241,7 +245,8 @@ void lb_mlock_free(lb_mlock *l);
 int lb_mlock_try_acquire(lb_mlock *l, lb_target t);
 /* Attempts until `wait_ms` passes (INT64_MAX: no limit), sleeping a jittered
  * back-off bounded by the holder's remaining validity: LB_ETIMEDOUT, or
- * LB_EFOREIGN if the last attempt met a value left alone. */
+ * LB_EFOREIGN if the last attempt met a value left alone (at the first such
+ * attempt with foreign_fails_at_once). */
 int lb_mlock_acquire(lb_mlock *l, lb_target t, int64_t wait_ms);
 /* As lb_mlock_acquire, and wakes at once when a compat or modern holder's
  * release is published on the key's channel, through a waiter of the token

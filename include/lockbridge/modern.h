@@ -14,6 +14,10 @@
 extern "C" {
 #endif
 
+struct lb_watchdog;
+
+/* Options are copied by lb_lock_new: the struct may be reused or freed; the
+ * clock, allocator and watchdog it points to must outlive the lock. */
 typedef struct lb_lock_options {
     int64_t ttl_ms;         /* Redis TTL of the lock, milliseconds */
     int fencing;            /* 1: acquire through a script that also returns the
@@ -38,6 +42,14 @@ typedef struct lb_lock_options {
                                * lock's baton list, which a release with
                                * nobody queued passes the lock down, then
                                * queues, ms; 0: it queues at once */
+    /* A self-renewing lock: each successful lb_lock_try_acquire,
+     * lb_lock_acquire and lb_lock_acquire_wait is watched by this watchdog
+     * (lockbridge/watchdog.h) with the default watch options, and release and
+     * free end the watch. Once the watchdog finds the lock lost,
+     * lb_lock_info_of(l).held reads 0: check it before each write to what the
+     * lock protects. NULL: no renewal. Asynchronous acquires (lb_lock_machine)
+     * are not watched: call lb_watchdog_watch. */
+    struct lb_watchdog *watchdog;
 } lb_lock_options;
 
 /* Defaults: ttl 30 s, no fencing, back-off 2 to 100 ms, system clock, malloc;
@@ -73,8 +85,10 @@ int lb_lock_extend(lb_lock *l, lb_target t, int64_t ms, lb_extend_mode mode);
  * LB_OK with *ttl_ms set (-1 when unknown) if it does, LB_ELOST if not. */
 int lb_lock_check(lb_lock *l, lb_target t, int64_t *ttl_ms);
 
-/* Deletes the key whatever it holds: for operators clearing a stuck lock. */
-int lb_lock_force_release(struct redisContext *c, const char *key, size_t keylen);
+/* Deletes the key whatever it holds, on target `t` (through a Cluster, on the
+ * primary that owns the key's slot): for operators clearing a stuck lock.
+ * LB_OK (deleted, or already absent), LB_EINVAL, LB_EIO, LB_EREDIS. */
+int lb_lock_force_release(lb_target t, const char *key, size_t keylen);
 
 /* The machine of one operation on `l`, for callers that do their own I/O (see
  * lb_machine_step and lb_async_run): LB_OP_TRY_ACQUIRE, LB_OP_RELEASE,

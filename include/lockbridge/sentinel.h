@@ -42,6 +42,7 @@ typedef struct lb_sentinel_options {
  * command) and forgets the old primary as soon as one arrives; asking a
  * sentinel every recheck_ms bounds the delay if the announcement is missed. */
 void lb_sentinel_options_init(lb_sentinel_options *o);
+/* Options are copied by lb_sentinel_new, strings included. */
 
 typedef struct lb_sentinel lb_sentinel;
 
@@ -57,7 +58,7 @@ void lb_sentinel_free(lb_sentinel *s);
 
 /* The connection to the primary, found again if it failed or was demoted
  * since: for the calls that take a connection rather than a target
- * (lb_lock_force_release, lb_mode_get; a lock takes lb_on_sentinel(s)). Owned by
+ * (lb_mode_get, the census; a lock takes lb_on_sentinel(s)). Owned by
  * the handle; valid until the next call on it. NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 
@@ -68,7 +69,8 @@ typedef struct lb_sentinel_stats {
     uint64_t announced; /* +switch-master announcements about our primary */
     uint64_t retries;
 } lb_sentinel_stats;
-void lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
+/* LB_OK and *out, or LB_EINVAL (a NULL argument; *out reset when given). */
+int lb_sentinel_stats_get(const lb_sentinel *s, lb_sentinel_stats *out);
 /* Writes "host:port" of the current primary; its length, or LB_ESTATE if none
  * is known, LB_EINVAL for a short buffer. buf is reset on entry. */
 int lb_sentinel_primary_addr(const lb_sentinel *s, char *buf, size_t cap);

@@ -13,6 +13,7 @@ extern "C" {
 
 /* Why a watched lock was reported lost. */
 typedef enum lb_watch_reason {
+    LB_WATCH_NONE = 0, /* not lost (what lb_watchdog_check gives while it renews) */
     /* The renewal script found the key without our token: it was overwritten,
      * deleted, or expired and perhaps taken by another client. */
     LB_WATCH_REFUSED = 1,
@@ -23,7 +24,7 @@ typedef enum lb_watch_reason {
     LB_WATCH_MAX_HOLD = 3
 } lb_watch_reason;
 
-/* "LB_WATCH_REFUSED" etc.; never NULL ("LB_WATCH_UNKNOWN"). */
+/* "LB_WATCH_REFUSED" etc. ("LB_WATCH_NONE" for 0); never NULL ("LB_WATCH_UNKNOWN"). */
 const char *lb_watch_reason_name(lb_watch_reason reason);
 
 /* Called once per watch, on the watchdog's thread, without the watchdog's
@@ -37,10 +38,23 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
 typedef void (*lb_watch_lost_fn)(const lb_lock *lock, lb_watch_reason reason,
                                  const char *detail, void *ud);
 
+/* Options are copied by lb_watchdog_new (strings included): the struct may
+ * be reused or freed afterwards. */
 typedef struct lb_watchdog_options {
-    /* Where the watchdog connects (it never shares the owners' connections). */
-    const char *host;            /* default "127.0.0.1"; copied */
-    int port;                    /* default 6379 */
+    /* Where the watchdog renews: the target the locks are acquired on. The
+     * watchdog never shares the owners' handles: it opens its own copy at
+     * lb_watchdog_new, on the same address (or Unix socket) as a connection
+     * target, or with the same seeds, sentinels, primary name, credentials
+     * and options as a Cluster or Sentinel target, whose copy then follows
+     * MOVED and failovers by itself. The target is only read during
+     * lb_watchdog_new. There is no default server: one of target, host and
+     * port, or connect must be given (LB_EINVAL otherwise). */
+    lb_target target;
+    /* Or an address: used when target is unset. */
+    const char *host;            /* NULL by default; copied */
+    int port;                    /* 0 by default */
+    /* AUTH and SELECT on a connection target's copy or on host:port (a
+     * Cluster or Sentinel copy has the original's credentials). */
     const char *username;        /* NULL: AUTH with the password alone; copied */
     const char *password;        /* NULL: no AUTH; copied */
     int db;                      /* > 0: SELECT db after connecting */
@@ -49,7 +63,7 @@ typedef struct lb_watchdog_options {
                                   * time to the earliest lease end */
     int64_t reconnect_min_ms;    /* delay after a failed connect, ms, doubling */
     int64_t reconnect_max_ms;    /* ... up to this, ms */
-    /* Instead of host/port/username/password/db: returns a new connected
+    /* Instead of target, host/port/username/password/db: returns a new connected
      * context that the watchdog then owns (redisFree), or NULL. Called by
      * lb_watchdog_new on the caller's thread, then on the watchdog's thread. */
     struct redisContext *(*connect)(void *ud);
@@ -64,8 +78,9 @@ typedef struct lb_watchdog_options {
     size_t errbuf_size;
 } lb_watchdog_options;
 
-/* Defaults: 127.0.0.1:6379, no AUTH, db 0, connect and command timeouts
- * 1000 ms, reconnect delay 10 to 500 ms, system clock, malloc. */
+/* Defaults: no server (set target, or host and port, or connect), no AUTH,
+ * db 0, connect and command timeouts 1000 ms, reconnect delay 10 to 500 ms,
+ * system clock, malloc. */
 void lb_watchdog_options_init(lb_watchdog_options *o);
 
 typedef struct lb_watchdog lb_watchdog;
@@ -80,6 +95,8 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
  * lb_watchdog_free(NULL) is a no-op. */
 void lb_watchdog_free(lb_watchdog *wd);
 
+/* Options of one watch (lb_watchdog_options are those of the watchdog, shared
+ * by its watches); copied by lb_watchdog_watch. */
 typedef struct lb_watch_options {
     /* Renew when this fraction of the TTL has passed since the last renewal
      * (0 < f < 1): with 1/3 a lock survives two failed renewals in a row. */

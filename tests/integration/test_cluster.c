@@ -355,6 +355,61 @@ static void test_a_mode_following_lock_runs_with_its_namespace_on_another_primar
  * slot, so a waiter queues on the key's primary and is handed the lock by the
  * holder's release, its waiter subscribed on another node (a PUBLISH reaches
  * every node's subscribers). */
+/* A self-renewing lock on a Cluster: the watchdog renews through its own copy
+ * of the cluster target, so each lock is renewed on its key's primary, three
+ * primaries here, past several of its TTLs. */
+static void test_a_self_renewing_lock_renews_on_its_keys_primary(void **state) {
+    (void)state;
+    static const char *const keys[] = {"renew:{a}", "renew:{b}", "renew:{c}"};
+    lb_cluster *cl = new_cluster();
+    lb_watchdog_options wo;
+    lb_watchdog_options_init(&wo);
+    wo.target = lb_on_cluster(cl);
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &wo), LB_OK);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 600;
+    o.watchdog = wd;
+    lb_lock *l[3];
+    int owners = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(lb_lock_new(&l[i], LB_KEY(keys[i]), &o), LB_OK);
+        assert_int_equal(lb_lock_acquire(l[i], lb_on_cluster(cl), 1000), LB_OK);
+        owners |= 1 << owner_of(keys[i]);
+    }
+    assert_int_equal(__builtin_popcount((unsigned)owners), 3); /* on three primaries */
+    struct timespec ts = {2, 400 * 1000000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(lb_lock_info_of(l[i]).held, 1);
+        assert_string_equal(value_on(owner_of(keys[i]), keys[i]), lb_lock_info_of(l[i]).token);
+        assert_int_equal(lb_lock_release(l[i], lb_on_cluster(cl)), LB_OK);
+        lb_lock_free(l[i]);
+    }
+    lb_watchdog_free(wd);
+    lb_cluster_free(cl);
+}
+
+/* The operator's force release goes where the key lives: through the cluster
+ * target, on the primary that owns its slot, whatever it holds. */
+static void test_a_force_release_deletes_the_key_on_its_primary(void **state) {
+    (void)state;
+    lb_cluster *cl = new_cluster();
+    static const char *const keys[] = {"force:{a}", "force:{b}", "force:{c}"};
+    for (int i = 0; i < 3; i++) {
+        lb_lock *l = new_lock(keys[i], 60000, 0);
+        assert_int_equal(lb_lock_try_acquire(l, lb_on_cluster(cl)), LB_OK);
+        assert_string_equal(value_on(owner_of(keys[i]), keys[i]), lb_lock_info_of(l).token);
+        assert_int_equal(lb_lock_force_release(lb_on_cluster(cl), LB_KEY(keys[i])), LB_OK);
+        assert_string_equal(value_on(owner_of(keys[i]), keys[i]), "");
+        assert_int_equal(lb_lock_release(l, lb_on_cluster(cl)), LB_ELOST);
+        lb_lock_free(l);
+    }
+    assert_int_equal(lb_lock_force_release(lb_on_cluster(NULL), LB_KEY("force:{a}")), LB_EINVAL);
+    lb_cluster_free(cl);
+}
+
 typedef struct fair_wait {
     lb_lock *l;
     lb_cluster *cl;
@@ -407,7 +462,7 @@ static void test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster(void **s
     assert_string_equal(value_on(owner, key), lb_lock_info_of(b).token);
     assert_int_equal(lb_lock_release(b, lb_on_cluster(cb)), LB_OK);
     lb_cluster_stats st;
-    lb_cluster_stats_get(cb, &st);
+    assert_int_equal(lb_cluster_stats_get(cb, &st), LB_OK);
     assert_int_equal(st.moved, 0);
     /* The grant came as a message, published on the key's primary and read on
      * another node. */
@@ -1077,6 +1132,8 @@ int main(void) {
         cmocka_unit_test(test_legacy_locks_of_both_variants_work_across_slots),
         cmocka_unit_test(test_a_mode_following_lock_runs_with_its_namespace_on_another_primary),
         cmocka_unit_test(test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster),
+        cmocka_unit_test(test_a_self_renewing_lock_renews_on_its_keys_primary),
+        cmocka_unit_test(test_a_force_release_deletes_the_key_on_its_primary),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),

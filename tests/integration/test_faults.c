@@ -595,6 +595,7 @@ static void test_quorum_with_black_holed_masters(void **state) {
 static lb_watchdog *watchdog_via(int port) {
     lb_watchdog_options o;
     lb_watchdog_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = port;
     o.io_timeout_ms = 100;
     o.reconnect_min_ms = 10;

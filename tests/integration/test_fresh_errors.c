@@ -196,6 +196,7 @@ static void provoke(fixture *f, kind k) {
         break;
     case WATCHDOG:
         lb_watchdog_options_init(&wo);
+        wo.host = "127.0.0.1";
         wo.port = 1;
         wo.errbuf = f->errbuf, wo.errbuf_size = sizeof f->errbuf;
         assert_int_equal(lb_watchdog_new(&wd, &wo), LB_EIO);

@@ -688,6 +688,46 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
     }
 }
 
+/* A sleep hook that counts the wait's sleeps and cancels at the first: a wait
+ * that would sleep ends LB_ECANCELED, one that does not never calls it. */
+static int count_and_cancel(void *ud, int64_t ms) {
+    (void)ms;
+    ++*(int *)ud;
+    return 1;
+}
+
+static void test_a_foreign_value_fails_a_blocking_acquire_at_once_when_asked(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_COMBOS; i++) {
+        char key[64];
+        lbt_key(key, sizeof key, "foreignfast", i);
+        lbt_set(key, "{\"uid\":\"u\"}", 11);
+        int sleeps = 0;
+        lb_clock clock = {NULL, NULL, NULL, 0, count_and_cancel};
+        clock.ud = &sleeps;
+        lb_legacy_options o;
+        lb_legacy_options_init(&o);
+        assert_int_equal(lb_codec_parse(&o.codec, combos[i].codec), LB_OK);
+        o.variant = combos[i].variant;
+        o.clock = &clock;
+        o.foreign_fails_at_once = 1;
+        lb_legacy_lock *a = NULL;
+        assert_int_equal(lb_legacy_lock_new(&a, LB_KEY(key), &o), LB_OK);
+        assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 60000), LB_EFOREIGN);
+        assert_int_equal(sleeps, 0);
+        assert_key(key, "{\"uid\":\"u\"}", 11);
+        assert_string_not_equal(lb_legacy_info_of(a).foreign, "");
+        /* Without the option the same wait sleeps (and is cancelled here). */
+        lb_legacy_lock_free(a);
+        o.foreign_fails_at_once = 0;
+        assert_int_equal(lb_legacy_lock_new(&a, LB_KEY(key), &o), LB_OK);
+        assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 60000), LB_ECANCELED);
+        assert_int_equal(sleeps, 1);
+        lbt_del(key);
+        lb_legacy_lock_free(a);
+    }
+}
+
 /* ---- Clocks ------------------------------------------------------------------------------- */
 static void test_a_skewed_clock_judges_expiry_by_its_own_offset(void **state) {
     (void)state;
@@ -892,6 +932,7 @@ int main(void) {
         cmocka_unit_test(test_a_stopped_server_is_eio),
         cmocka_unit_test(test_keys_with_nul_bytes_are_locked_exactly),
         cmocka_unit_test(test_a_losing_getset_never_shortens_the_winners_lock),
+        cmocka_unit_test(test_a_foreign_value_fails_a_blocking_acquire_at_once_when_asked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

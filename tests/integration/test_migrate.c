@@ -1456,6 +1456,41 @@ static void test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(
     }
 }
 
+/* A sleep hook that counts the wait's sleeps and cancels at the first. */
+static int count_and_cancel(void *ud, int64_t ms) {
+    (void)ms;
+    ++*(int *)ud;
+    return 1;
+}
+
+/* With foreign_fails_at_once a blocking acquire that meets a value left alone
+ * returns LB_EFOREIGN without sleeping; without it, the wait sleeps on. */
+static void test_a_foreign_value_fails_a_blocking_mlock_acquire_at_once_when_asked(void **state) {
+    (void)state;
+    const char *key = "mf:foreignfast";
+    lbt_cmd_ok(admin, "SET %s %s", key, "owner-42");
+    int sleeps = 0;
+    lb_clock clock = {NULL, NULL, NULL, 0, count_and_cancel};
+    clock.ud = &sleeps;
+    lb_mlock_options o;
+    lb_mlock_options_init(&o);
+    o.mode = LB_MODE_COMPAT;
+    o.clock = &clock;
+    o.foreign_fails_at_once = 1;
+    lb_mlock *l = NULL;
+    assert_int_equal(lb_mlock_new(&l, LB_KEY(key), &o), LB_OK);
+    assert_int_equal(lb_mlock_acquire(l, lb_on_conn(admin), 60000), LB_EFOREIGN);
+    assert_int_equal(sleeps, 0);
+    lb_mlock_free(l);
+    o.foreign_fails_at_once = 0;
+    assert_int_equal(lb_mlock_new(&l, LB_KEY(key), &o), LB_OK);
+    assert_int_equal(lb_mlock_acquire(l, lb_on_conn(admin), 60000), LB_ECANCELED);
+    assert_int_equal(sleeps, 1);
+    assert_key(key, "owner-42", 8);
+    lb_mlock_free(l);
+    lbt_cmd_ok(admin, "DEL %s", key);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mode_names_round_trip_and_strangers_are_refused),
@@ -1484,6 +1519,7 @@ int main(void) {
         cmocka_unit_test(test_a_mode_switch_mid_contention_loses_no_update),
         cmocka_unit_test(test_the_async_driver_runs_every_mode),
         cmocka_unit_test(test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms),
+        cmocka_unit_test(test_a_foreign_value_fails_a_blocking_mlock_acquire_at_once_when_asked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -89,7 +89,7 @@ static void test_check_reports_ownership_and_ttl(void **state) {
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_OK);
     assert_true(ttl > 7000 && ttl <= 8000);
-    assert_int_equal(lb_lock_force_release(conn, "m:check", 7), LB_OK);
+    assert_int_equal(lb_lock_force_release(lb_on_conn(conn), "m:check", 7), LB_OK);
     assert_int_equal(lb_lock_check(a, lb_on_conn(conn), &ttl), LB_ELOST);
     assert_int_equal(ttl, -1);
     lb_lock_free(a);

@@ -107,6 +107,36 @@ static void test_the_primary_is_found_through_any_sentinel_and_locks_work(void *
     lb_sentinel_free(s);
 }
 
+/* A self-renewing lock behind Sentinel: the watchdog's own copy of the
+ * sentinel target (the same sentinels, the closed one included, and primary
+ * name) finds the primary and renews there, past four of the lock's TTLs. */
+static void test_a_self_renewing_lock_renews_on_the_primary_behind_sentinel(void **state) {
+    (void)state;
+    int p = lbt_sentinels_primary(&env);
+    assert_true(p >= 0);
+    lb_sentinel *s = new_handle();
+    lb_watchdog_options wo;
+    lb_watchdog_options_init(&wo);
+    wo.target = lb_on_sentinel(s);
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &wo), LB_OK);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.ttl_ms = 600;
+    o.watchdog = wd;
+    lb_lock *l = NULL;
+    assert_int_equal(lb_lock_new(&l, LB_KEY("s:renewed"), &o), LB_OK);
+    assert_int_equal(lb_lock_acquire(l, lb_on_sentinel(s), 1000), LB_OK);
+    struct timespec ts = {2, 400 * 1000000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(lb_lock_info_of(l).held, 1);
+    assert_string_equal(value_on(p, "s:renewed"), lb_lock_info_of(l).token);
+    assert_int_equal(lb_lock_release(l, lb_on_sentinel(s)), LB_OK);
+    lb_lock_free(l);
+    lb_watchdog_free(wd);
+    lb_sentinel_free(s);
+}
+
 /* The waiter's connect callback, as an application behind Sentinel writes it:
  * it asks the sentinels where the primary is now (a handle of its own: the
  * callback runs on the waiter's thread) and connects there. */
@@ -466,6 +496,7 @@ static void test_the_tool_finds_the_primary_through_the_sentinels(void **state) 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
+        cmocka_unit_test(test_a_self_renewing_lock_renews_on_the_primary_behind_sentinel),
         cmocka_unit_test(test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel),
         cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
         cmocka_unit_test(test_the_tool_finds_the_primary_through_the_sentinels),

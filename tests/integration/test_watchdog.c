@@ -114,6 +114,7 @@ static int rec_calls(recorder *r) {
 static lb_watchdog *new_watchdog(void) {
     lb_watchdog_options o;
     lb_watchdog_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = server.port;
     lb_watchdog *wd = NULL;
     assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
@@ -698,7 +699,7 @@ static void test_reason_names(void **state) {
     assert_string_equal(lb_watch_reason_name(LB_WATCH_REFUSED), "LB_WATCH_REFUSED");
     assert_string_equal(lb_watch_reason_name(LB_WATCH_UNREACHABLE), "LB_WATCH_UNREACHABLE");
     assert_string_equal(lb_watch_reason_name(LB_WATCH_MAX_HOLD), "LB_WATCH_MAX_HOLD");
-    assert_string_equal(lb_watch_reason_name(0), "LB_WATCH_UNKNOWN");
+    assert_string_equal(lb_watch_reason_name(LB_WATCH_NONE), "LB_WATCH_NONE");
     assert_string_equal(lb_watch_reason_name(-7), "LB_WATCH_UNKNOWN");
 }
 
@@ -744,6 +745,7 @@ static void test_a_failed_new_says_why_in_the_callers_buffer(void **state) {
     char why[256];
     lb_watchdog_options o;
     lb_watchdog_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = 1;
     o.errbuf = why;
     o.errbuf_size = sizeof why;
@@ -804,6 +806,7 @@ static void test_allocation_failures_leave_nothing_behind(void **state) {
     lb_allocator a = {failing_malloc, failing_free, &f};
     lb_watchdog_options o;
     lb_watchdog_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = server.port;
     o.username = "default";
     o.password = NULL;
@@ -866,6 +869,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
 
     lb_watchdog_options o;
     lb_watchdog_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = secured.port;
     lb_watchdog *wd = NULL;
     o.password = "wrong";

@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include "core/cluster_internal.h"
+#include "lockbridge/sentinel.h"
 
 /* A reply read from `len` bytes of RESP text by hiredis's own reader; caller
  * frees. */
@@ -228,6 +229,23 @@ static void test_the_key_slot_hashes_the_first_non_empty_tag(void **state) {
     }
 }
 
+/* The cluster's and the sentinel's stats return a status like every other
+ * _stats_get: LB_EINVAL without a handle, the output reset all the same. */
+static void test_stats_of_no_handle_are_refused_and_reset(void **state) {
+    (void)state;
+    lb_cluster_stats cs;
+    memset(&cs, 0xff, sizeof cs);
+    assert_int_equal(lb_cluster_stats_get(NULL, &cs), LB_EINVAL);
+    assert_int_equal(cs.commands, 0);
+    assert_int_equal(cs.primaries, 0);
+    lb_sentinel_stats ss;
+    memset(&ss, 0xff, sizeof ss);
+    assert_int_equal(lb_sentinel_stats_get(NULL, &ss), LB_EINVAL);
+    assert_int_equal(ss.resolves, 0);
+    assert_int_equal(lb_cluster_stats_get(NULL, NULL), LB_EINVAL);
+    assert_int_equal(lb_sentinel_stats_get(NULL, NULL), LB_EINVAL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addresses_split_at_the_last_colon_and_refuse_bad_ports),
@@ -236,6 +254,7 @@ int main(void) {
         cmocka_unit_test(test_a_slot_map_is_read_from_cluster_slots),
         cmocka_unit_test(test_slot_maps_of_any_bad_shape_are_refused),
         cmocka_unit_test(test_the_key_slot_hashes_the_first_non_empty_tag),
+        cmocka_unit_test(test_stats_of_no_handle_are_refused_and_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

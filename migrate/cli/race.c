@@ -29,9 +29,10 @@ static const char help[] =
     "own redis-server on a free loopback port.\n"
     "\n"
     "Schedule tokens: A:CMD (A's next lock-key command, which must be CMD), A (any\n"
-    "command), +N (N ms pass; no lock-key command goes through), A! (A is frozen for\n"
-    "good), A? (A, alone, must come to hold the lock), A. (A goes on until it holds\n"
-    "or goes quiet). A~N cannot be replayed against a real process.\n"
+    "command), +N (N ms pass; no lock-key command goes through), +NT (N times the\n"
+    "validity T given by --ttl-ms pass: the shipped catalogue's pauses), A! (A is\n"
+    "frozen for good), A? (A, alone, must come to hold the lock), A. (A goes on\n"
+    "until it holds or goes quiet). A~N cannot be replayed against a real process.\n"
     "\n"
     "  --schedule S            one schedule, e.g. 'A:SETNX A! +1500 B:SETNX B:GET'\n"
     "  --file F                one catalogue file (see docs/race-replay.md)\n"
@@ -46,8 +47,10 @@ static const char help[] =
     "  --step-timeout-ms N     a client that sends nothing on the lock key this long\n"
     "                          has not followed the schedule (default 3000)\n"
     "  --settle-ms N           a client quiet this long has ended its step (default 100)\n"
-    "  --ttl-ms N              a holder counts as holding this long after it acquired\n"
-    "                          (default 0: until its next lock-key command)\n"
+    "  --ttl-ms N              the lockers' validity T, ms: a holder counts as holding\n"
+    "                          this long after it acquired, and +NT pauses N*T\n"
+    "                          (default 0: until its next lock-key command; +NT\n"
+    "                          refused)\n"
     "  --live-steps N          A? must acquire within N lock-key commands (default 12)\n"
     "  --start-timeout-ms N    clients must send their first lock-key command within\n"
     "                          N ms of their start (default 20000)\n"
@@ -122,6 +125,7 @@ static int read_settings(const lb__cli_args *a, settings *s) {
         return -1;
     if (v > 1000) return lb__cli_usage(a, "--live-steps expects at most 1000"), -1;
     s->cfg.live_steps = (int)v;
+    s->cfg.t_ms = s->cfg.ttl_ms;
     s->cfg.kill_crashed = lb__cli_opt(a, opts, "--kill-crashed") != NULL;
     s->locker = lb__cli_opt(a, opts, "--locker");
     s->junit = lb__cli_opt(a, opts, "--junit");
@@ -187,16 +191,33 @@ static int read_rows(const lb__cli_args *a, lb__race_row *rows, int *n) {
 }
 
 /* Parses every row's schedule up front, so that a typo fails before anything
- * starts; returns the number of clients the schedules need. */
+ * starts; returns the number of clients the schedules need. A row that
+ * applies names only clients given a command line (when any is given: the
+ * others would never connect), and a +NT pause needs the validity T. */
+static int names_client(const lb__race_sched *sc, int c) {
+    for (int i = 0; i < sc->n; i++)
+        if (sc->tok[i].kind != LB__RACE_PAUSE && sc->tok[i].client == c) return 1;
+    return 0;
+}
+
 static int check_rows(const lb__cli_args *a, const settings *s, const lb__race_row *rows, int n) {
-    int clients = 0;
+    int clients = 0, given = 0;
     for (int c = 0; c < LB__RACE_MAX_CLIENTS; c++)
-        if (s->client_cmd[c]) clients = c + 1;
+        if (s->client_cmd[c]) clients = c + 1, given = 1;
     for (int i = 0; i < n; i++) {
         lb__race_sched sc;
         char why[200];
+        const char *kind;
         if (lb__race_parse(lb__race_row_schedule(&rows[i], s->locker), &sc, why, sizeof why) != 0)
             return lb__cli_usage(a, "%s: %s", rows[i].name, why), -1;
+        if (lb__race_row_expect(&rows[i], s->locker, &kind) == LB__RACE_EXPECT_NA) continue;
+        for (int c = 0; given && c < sc.clients; c++)
+            if (!s->client_cmd[c] && names_client(&sc, c))
+                return lb__cli_usage(a, "%s: the schedule names client %c, given no --client",
+                                     rows[i].name, 'A' + c), -1;
+        if (sc.scaled && s->cfg.t_ms <= 0)
+            return lb__cli_usage(a, "%s: its pauses are multiples of the validity (+NT): "
+                                 "give --ttl-ms", rows[i].name), -1;
         if (sc.clients > clients) clients = sc.clients;
     }
     return clients;

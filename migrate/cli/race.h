@@ -18,7 +18,7 @@
 
 typedef enum lb__race_tok_kind {
     LB__RACE_STEP,   /* A or A:CMD */
-    LB__RACE_PAUSE,  /* +N */
+    LB__RACE_PAUSE,  /* +N (ms) or +NT (N times the lock's validity) */
     LB__RACE_CRASH,  /* A! */
     LB__RACE_LIVE,   /* A? */
     LB__RACE_FINISH, /* A. */
@@ -30,12 +30,14 @@ typedef struct lb__race_tok {
     int client;     /* 0 = A */
     char cmd[32];   /* STEP: the command expected ("" any, "-" none) */
     int64_t ms;     /* PAUSE, SKEW */
+    int64_t per_mille_t; /* PAUSE given as +NT: N in thousandths of the validity; 0: ms */
 } lb__race_tok;
 
 typedef struct lb__race_sched {
     int n;
     lb__race_tok tok[LB__RACE_MAX_TOKENS];
     int clients; /* one more than the highest client named */
+    int scaled;  /* has a +NT pause: needs the lock's validity */
 } lb__race_sched;
 
 /* Parses a schedule in the catalogue's grammar. 0, or -1 with the reason. */
@@ -89,6 +91,7 @@ typedef struct lb__race_config {
     int64_t step_timeout_ms;      /* a client that sends nothing this long: not followed */
     int64_t settle_ms;            /* quiet this long: the client's step has ended */
     int64_t ttl_ms;               /* a holder counts as holding this long (0: till release) */
+    int64_t t_ms;                 /* the validity T of +NT pauses, ms */
     int live_steps;               /* A? must acquire within this many lock-key commands */
     int kill_crashed;             /* A!: also kill A's process */
     int nclients;

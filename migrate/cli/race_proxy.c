@@ -806,10 +806,20 @@ static lb__race_verdict run_token(lb__race_proxy *p, const lb__race_tok *k) {
     if (k->kind != LB__RACE_PAUSE && p->cl[x].frozen)
         return not_followed(p, "%c crashed earlier: it takes no more steps", name_of(x));
     switch (k->kind) {
-    case LB__RACE_PAUSE:
-        trace_add(p, "[+%lld] nobody's lock command goes through\n", (long long)k->ms);
-        pump(p, now_ms() + (double)k->ms, NULL, 0);
+    case LB__RACE_PAUSE: {
+        int64_t ms = k->per_mille_t ? k->per_mille_t * p->cfg.t_ms / 1000 : k->ms;
+        if (k->per_mille_t) {
+            char frac[8];
+            snprintf(frac, sizeof frac, ".%03lld", (long long)(k->per_mille_t % 1000));
+            for (size_t n = strlen(frac); n > 0 && (frac[n - 1] == '0' || frac[n - 1] == '.');)
+                frac[--n] = '\0';
+            trace_add(p, "[+%lld%sT] %lld ms: nobody's lock command goes through\n",
+                      (long long)(k->per_mille_t / 1000), frac, (long long)ms);
+        } else
+            trace_add(p, "[+%lld] nobody's lock command goes through\n", (long long)ms);
+        pump(p, now_ms() + (double)ms, NULL, 0);
         return p->failed ? LB__RACE_ERROR : LB__RACE_PASSED;
+    }
     case LB__RACE_STEP:
         trace_add(p, "[%c%s%s]\n", name_of(x), k->cmd[0] ? ":" : "", k->cmd);
         if (strcmp(k->cmd, "-") == 0) { /* nothing to send: its step only settles */

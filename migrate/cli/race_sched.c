@@ -37,10 +37,33 @@ static int parse_cmd(const char *s, char *out, size_t cap) {
     return 0;
 }
 
+/* "3.1T": a multiple of the validity, at most three decimals, more than 0
+ * and at most 1000 times; kept in thousandths so that no rounding of a
+ * binary fraction decides a pause's length. */
+static int parse_scale(const char *s, int64_t *per_mille) {
+    int64_t whole = 0, frac = 0;
+    int digits = 0, decimals = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++) {
+        if (digits >= 4) return -1;
+        whole = whole * 10 + (*s - '0');
+    }
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++) {
+            if (++decimals > 3) return -1;
+            frac = frac * 10 + (*s - '0');
+        }
+    if (digits == 0 || (decimals == 0 && s[-1] == '.') || strcmp(s, "T") != 0) return -1;
+    while (decimals++ < 3) frac *= 10;
+    *per_mille = whole * 1000 + frac;
+    return *per_mille > 0 && *per_mille <= 1000000 ? 0 : -1;
+}
+
 static int parse_token(const char *t, lb__race_tok *k) {
     memset(k, 0, sizeof *k);
     if (t[0] == '+') {
         k->kind = LB__RACE_PAUSE;
+        size_t n = strlen(t);
+        if (n > 1 && t[n - 1] == 'T') return parse_scale(t + 1, &k->per_mille_t);
         return parse_ms(t + 1, 0, &k->ms);
     }
     k->client = client_of(t[0]);
@@ -77,6 +100,7 @@ int lb__race_parse(const char *text, lb__race_sched *out, char *why, size_t cap)
             return -1;
         }
         if (k->kind != LB__RACE_PAUSE && k->client + 1 > out->clients) out->clients = k->client + 1;
+        if (k->per_mille_t) out->scaled = 1;
         out->n++;
     }
     if (out->n == 0) {

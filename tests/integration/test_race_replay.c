@@ -340,7 +340,7 @@ static void test_token_locks_pass_the_same_races(void **state) {
     replay r;
     replay_fleet("modern-crash.race", "lb-modern", fleet, 1, &r);
     expect_passed(&r);
-    expect_trace(&r, "[+3100] nobody's lock command goes through\n[B:SET]\n  B -> SET " KEY);
+    expect_trace(&r, "[+3.1T] 3100 ms: nobody's lock command goes through\n[B:SET]\n  B -> SET " KEY);
     expect_trace(&r, "B acquired (SET NX replied OK)");
     lbt_lines_free(&r.lines);
     replay_fleet("modern-late-release.race", "lb-modern", fleet, 1, &r);
@@ -423,6 +423,43 @@ static void test_lockbridge_hold_passes_the_catalogue(void **state) {
                               "name=\"crash-and-takeover\""));
     assert_null(strstr(x, "<failure"));
     unlink(junit);
+}
+
+/* The shipped catalogue, as it is, against L1 with a client library's default
+ * 2 s read timeout: its pauses are multiples of the validity, so a short
+ * validity (300 ms) keeps every held command well inside the timeout, and
+ * every row meets its expectation. */
+static void test_the_catalogue_runs_as_shipped_on_a_2s_read_timeout(void **state) {
+    (void)state;
+    if (skip_without_java()) skip();
+    char clients[4][1100];
+    for (int i = 0; i < 4; i++)
+        snprintf(clients[i], sizeof clients[i],
+                 "%c=exec java -XX:+UseSerialGC -cp %s LegacyLockers contend --kind L1 --key " KEY
+                 " --counter-key " COUNTER " --port {port} --clients 1 --seconds 120 "
+                 "--timeout-ms 300 --read-timeout-ms 2000",
+                 'A' + i, java_cp);
+    const char *args[] = {"-p", port, "race", "--catalogue", CATALOGUE, "--locker", "L1",
+                          "--key", KEY, "--counter-key", COUNTER, "--ttl-ms", "300", "--json",
+                          "--client", clients[0], "--client", clients[1], "--client", clients[2],
+                          "--client", clients[3], NULL};
+    lbt_proc p;
+    int code = lbt_run(&p, args);
+    cJSON *res[32];
+    int n = results_of(&p, res, 32), ran = 0;
+    assert_int_equal(n, 16);
+    for (int i = 0; i < n; i++) {
+        printf("  %-24s L1  %s\n", lbt_str_of(res[i], "race"), lbt_str_of(res[i], "verdict"));
+        if (!lbt_bool_of(res[i], "ok"))
+            fail_msg("%s: %s (expected %s)", lbt_str_of(res[i], "race"),
+                     lbt_str_of(res[i], "detail"), lbt_str_of(res[i], "expected"));
+        ran += strcmp(lbt_str_of(res[i], "verdict"), "skipped") != 0;
+        if (strcmp(lbt_str_of(res[i], "race"), "crash-and-takeover") == 0)
+            assert_non_null(strstr(lbt_str_of(res[i], "trace"), "[+3.1T] 930 ms: "));
+        cJSON_Delete(res[i]);
+    }
+    assert_int_equal(ran, 6);
+    assert_int_equal(code, 0);
 }
 
 /* A! with --kill-crashed ends A's process; the takeover still follows. */
@@ -729,6 +766,7 @@ int main(void) {
         cmocka_unit_test(test_a_token_lock_beside_legacy_clients),
         cmocka_unit_test(test_token_locks_pass_the_same_races),
         cmocka_unit_test(test_lockbridge_hold_passes_the_catalogue),
+        cmocka_unit_test(test_the_catalogue_runs_as_shipped_on_a_2s_read_timeout),
         cmocka_unit_test(test_a_crashed_client_can_be_killed),
         cmocka_unit_test(test_a_schedule_not_followed_fails_the_run),
         cmocka_unit_test(test_two_critical_sections_at_once_are_caught),
@@ -736,5 +774,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };
+    /* RACE_TEST_FILTER="*pattern*" runs only the matching tests. */
+    if (getenv("RACE_TEST_FILTER")) cmocka_set_test_filter(getenv("RACE_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

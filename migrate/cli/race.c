@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "migrate/cli/race.h"
 
@@ -67,6 +68,7 @@ static const char help[] =
 
 typedef struct settings {
     lb__race_config cfg;
+    char dir[256]; /* the run's own folder: each client's stderr, A.err ... */
     const char *client_cmd[LB__RACE_MAX_CLIENTS];
     const char *locker;
     const char *junit;
@@ -206,18 +208,19 @@ static int check_rows(const lb__cli_args *a, const settings *s, const lb__race_r
         if (s->client_cmd[c]) clients = c + 1, given = 1;
     for (int i = 0; i < n; i++) {
         lb__race_sched sc;
-        char why[200];
+        char why[200], at[600];
         const char *kind;
+        lb__race_row_where(&rows[i], s->locker, at, sizeof at);
         if (lb__race_parse(lb__race_row_schedule(&rows[i], s->locker), &sc, why, sizeof why) != 0)
-            return lb__cli_usage(a, "%s: %s", rows[i].name, why), -1;
+            return lb__cli_usage(a, "%s: %s", at, why), -1;
         if (lb__race_row_expect(&rows[i], s->locker, &kind) == LB__RACE_EXPECT_NA) continue;
         for (int c = 0; given && c < sc.clients; c++)
             if (!s->client_cmd[c] && names_client(&sc, c))
                 return lb__cli_usage(a, "%s: the schedule names client %c, given no --client",
-                                     rows[i].name, 'A' + c), -1;
+                                     at, 'A' + c), -1;
         if (sc.scaled && s->cfg.t_ms <= 0)
             return lb__cli_usage(a, "%s: its pauses are multiples of the validity (+NT): "
-                                 "give --ttl-ms", rows[i].name), -1;
+                                 "give --ttl-ms", at), -1;
         if (sc.clients > clients) clients = sc.clients;
     }
     return clients;
@@ -257,8 +260,10 @@ static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, con
     lb__race_proxy_reset(p);
     for (int c = 0; c < s->cfg.nclients; c++)
         if (s->client_cmd[c]) {
-            pids[c] = lb__race_spawn(s->client_cmd[c], ports[c]);
-            lb__race_proxy_set_pid(p, c, pids[c]);
+            char errpath[sizeof s->dir + 8];
+            snprintf(errpath, sizeof errpath, "%s/%c.err", s->dir, 'A' + c);
+            pids[c] = lb__race_spawn(s->client_cmd[c], ports[c], s->dir[0] ? errpath : NULL);
+            lb__race_proxy_set_pid(p, c, pids[c], s->dir[0] ? errpath : NULL);
         }
     double t0 = lb__cli_mono_ms();
     r->verdict = lb__race_proxy_run(p, &sc, s->start_timeout_ms);
@@ -426,6 +431,26 @@ static int run_rows(const lb__cli_args *a, settings *s, lb__race_row *rows, int 
     return failed ? LB__CLI_EXIT_UNSAFE : LB__CLI_EXIT_OK;
 }
 
+/* The run's folder for the clients' stderr, under $TMPDIR as mktemp(1) does;
+ * without one, their stderr is discarded. */
+static void make_dir(settings *s) {
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(s->dir, sizeof s->dir, "%s/lockbridge-race-run-XXXXXX",
+                     tmp && tmp[0] ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof s->dir || !mkdtemp(s->dir)) s->dir[0] = '\0';
+}
+
+static void remove_dir(settings *s) {
+    if (!s->dir[0]) return;
+    for (int c = 0; c < LB__RACE_MAX_CLIENTS; c++) {
+        char path[sizeof s->dir + 8];
+        snprintf(path, sizeof path, "%s/%c.err", s->dir, 'A' + c);
+        unlink(path);
+    }
+    rmdir(s->dir);
+    s->dir[0] = '\0';
+}
+
 static int run(const lb__cli_args *a) {
     settings s;
     int n, code;
@@ -450,8 +475,15 @@ static int run(const lb__cli_args *a) {
         s.cfg.upstream = &own;
     }
     redisContext *ctl = lb__cli_connect(s.cfg.upstream, err, sizeof err);
+    if (ctl) {
+        /* Told apart from a client connected straight to the server. */
+        redisReply *r = redisCommand(ctl, "CLIENT SETNAME lockbridge-race");
+        if (r) freeReplyObject(r);
+    }
+    make_dir(&s);
     if (!ctl) code = lb__cli_error(a, NULL, LB_EIO, err);
     else code = run_rows(a, &s, rows, n, ctl);
+    remove_dir(&s);
     if (ctl) redisFree(ctl);
     lb__race_server_stop(&server);
     free(rows);

@@ -57,12 +57,15 @@ typedef enum lb__race_expect {
  * each known locker is expected to do in it. */
 typedef struct lb__race_row {
     char name[LB__RACE_NAME_MAX]; /* the file's name without .race */
+    char path[512];               /* the file, for file:line in errors ("" for --schedule) */
+    int line;                     /* the schedule's line in the file */
     char title[256];              /* "# race: ..." */
     char schedule[LB__RACE_SCHED_MAX];
     int nvariants;
     struct {
         char locker[64];
         char schedule[LB__RACE_SCHED_MAX];
+        int line;
     } variant[LB__RACE_MAX_VARIANTS];
     int nexpect;
     struct {
@@ -76,6 +79,8 @@ typedef struct lb__race_row {
 int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap);
 /* The schedule the row gives `locker` (its variant, else the common one). */
 const char *lb__race_row_schedule(const lb__race_row *row, const char *locker);
+/* "file:line" of that schedule, or the row's name when it has no file. */
+void lb__race_row_where(const lb__race_row *row, const char *locker, char *out, size_t cap);
 /* What the row expects of `locker`: its own entry, else the row's "*" entry,
  * else pass. */
 lb__race_expect lb__race_row_expect(const lb__race_row *row, const char *locker,
@@ -114,8 +119,9 @@ int lb__race_value_expiry(const char *v, size_t n, double *out);
 lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char *err,
                                    size_t cap);
 void lb__race_proxy_free(lb__race_proxy *p);
-/* Client i's process (for `A!` with kill and for liveness of the process). */
-void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid);
+/* Client i's process (for `A!` with kill and for liveness of the process), and
+ * the file its stderr goes to (NULL: none), read when it exits. */
+void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid, const char *errpath);
 /* Forgets every connection and every client's state: a new schedule. */
 void lb__race_proxy_reset(lb__race_proxy *p);
 /* Runs a schedule against the connected clients. The trace and detail are kept
@@ -130,8 +136,11 @@ int lb__race_proxy_followed(const lb__race_proxy *p);
 
 /* ---- Processes ------------------------------------------------------------------- */
 /* Runs `cmdline` with every "{port}" replaced by `port` under /bin/sh -c, in a
- * process group of its own, output discarded. The pid, or -1. */
-pid_t lb__race_spawn(const char *cmdline, int port);
+ * process group of its own, stdout discarded and stderr to `errpath` (NULL:
+ * discarded). The pid, or -1. */
+pid_t lb__race_spawn(const char *cmdline, int port, const char *errpath);
+/* The last lines of a file (at most `cap` bytes, newlines shown as " | "). */
+void lb__race_tail(const char *path, char *out, size_t cap);
 /* Kills the process group and reaps it. */
 void lb__race_kill(pid_t pid);
 

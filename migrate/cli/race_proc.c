@@ -34,16 +34,50 @@ static int substitute(const char *in, int port, char *out, size_t cap) {
     return 0;
 }
 
-static void quiet_stdio(void) {
+/* stdin and stdout to /dev/null; stderr to `errpath`, truncated, when given. */
+static void quiet_stdio(const char *errpath) {
     int fd = open("/dev/null", O_RDWR);
     if (fd < 0) return;
     dup2(fd, STDIN_FILENO);
     dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
+    int efd = errpath ? open(errpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    dup2(efd >= 0 ? efd : fd, STDERR_FILENO);
+    if (efd >= 0) close(efd);
     if (fd > STDERR_FILENO) close(fd);
 }
 
-pid_t lb__race_spawn(const char *cmdline, int port) {
+void lb__race_tail(const char *path, char *out, size_t cap) {
+    char buf[1024];
+    size_t n = 0;
+    out[0] = '\0';
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long end = ftell(f);
+        if (end > (long)sizeof buf - 1) fseek(f, end - (long)sizeof buf + 1, SEEK_SET);
+        else rewind(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+    }
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+    /* The last lines that fit: a Java stack's first lines say the most, but
+     * the exception that ended the process is at the end. */
+    size_t start = n > cap / 2 ? n - cap / 2 : 0;
+    const char *nl = start ? memchr(buf + start, '\n', n - start) : NULL;
+    if (nl) start = (size_t)(nl - buf) + 1;
+    size_t o = 0;
+    for (size_t i = start; i < n && o + 4 < cap; i++) {
+        if (buf[i] == '\n') {
+            memcpy(out + o, " | ", 3);
+            o += 3;
+        } else if (buf[i] != '\r') {
+            out[o++] = (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f ? '?' : buf[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+pid_t lb__race_spawn(const char *cmdline, int port, const char *errpath) {
     char line[CMDLINE_MAX];
     if (substitute(cmdline, port, line, sizeof line) != 0) return -1;
     pid_t pid = fork();
@@ -51,7 +85,7 @@ pid_t lb__race_spawn(const char *cmdline, int port) {
         /* A group of its own, so that the client and anything its shell starts
          * (a JVM, a loop of tool runs) are killed together. */
         setpgid(0, 0);
-        quiet_stdio();
+        quiet_stdio(errpath);
         execl("/bin/sh", "sh", "-c", line, (char *)NULL);
         _exit(127);
     }
@@ -90,7 +124,7 @@ static pid_t server_spawn(const lb__race_server *s) {
     snprintf(port, sizeof port, "%d", s->port);
     pid_t pid = fork();
     if (pid == 0) {
-        quiet_stdio();
+        quiet_stdio(NULL);
         execlp(bin ? bin : "redis-server", bin ? bin : "redis-server", "--port", port, "--bind",
                "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize",
                "no", (char *)NULL);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "migrate/cli/race.h"
@@ -49,10 +50,12 @@ typedef struct cmd {
     int nx;          /* SET ... NX */
     int granted;     /* the schedule let it through */
     unsigned long seq;
+    double at;       /* when the proxy read it, ms */
 } cmd;
 
 typedef struct conn {
     int cfd, ufd, client;
+    int uport; /* the local port of its server connection, as CLIENT LIST shows it */
     buf in, out, up, rep;
     cmd *pend, *pend_tail, *fly, *fly_tail;
     size_t pend_bytes; /* bytes of the commands held back in pend */
@@ -64,12 +67,24 @@ typedef struct conn {
     unsigned long cs_version;
 } conn;
 
+/* What the proxy saw of a client that did not follow: the cause it names. */
+typedef struct sighting {
+    int conns;            /* connections accepted */
+    long cmds, lock_cmds; /* commands read, and those on the lock key */
+    char last_other[200]; /* the last command on another key (as cmd.shown) */
+    char closed_held[24]; /* a connection closed with this lock command held */
+    double held_ms;       /* how long it had been held */
+    int exited, status;   /* the process ended, and its wait status */
+} sighting;
+
 typedef struct rclient {
     int listen_fd, port;
     pid_t pid;
+    char errpath[300]; /* its stderr; "" none */
     int frozen;
     int holds;
     double acq_at, last_rx;
+    sighting seen;
 } rclient;
 
 struct lb__race_proxy {
@@ -85,6 +100,7 @@ struct lb__race_proxy {
     size_t tracelen;
     char detail[1024], kind[32];
     int violated, followed, failed;
+    int resetting; /* connections closed by the tool, not by their clients */
 };
 
 /* ---- Small helpers ------------------------------------------------------------------ */
@@ -466,9 +482,27 @@ static void on_counter_reply(lb__race_proxy *p, conn *c, const cmd *m) {
 
 /* ---- Connections ------------------------------------------------------------------------ */
 
+/* A connection closed by its client with a lock command still held, or
+ * granted and not yet answered: most often a read timeout shorter than the
+ * schedule's waits. */
+static void note_held(lb__race_proxy *p, const conn *c) {
+    const cmd *held = NULL;
+    for (const cmd *m = c->fly; m && !held; m = m->next)
+        if (m->lock) held = m;
+    for (const cmd *m = c->pend; m && !held; m = m->next)
+        if (m->lock) held = m;
+    sighting *s = &p->cl[c->client].seen;
+    if (!held || p->resetting || p->cl[c->client].frozen) return;
+    snprintf(s->closed_held, sizeof s->closed_held, "%s", held->name);
+    s->held_ms = now_ms() - held->at;
+    trace_add(p, "  %c's connection closed with its %s held for %.0f ms\n", name_of(c->client),
+              held->name, s->held_ms);
+}
+
 static void conn_close(lb__race_proxy *p, int idx) {
     conn *c = p->conns[idx];
     if (!c) return;
+    note_held(p, c);
     for (int q = 0; q < 2; q++) {
         cmd **h = q ? &c->fly : &c->pend;
         while (*h) {
@@ -524,9 +558,14 @@ static void accept_conn(lb__race_proxy *p, int client) {
     set_nonblock(fd);
     c->cfd = fd;
     c->ufd = ufd;
+    struct sockaddr_in la;
+    socklen_t lalen = sizeof la;
+    if (getsockname(ufd, (struct sockaddr *)&la, &lalen) == 0 && la.sin_family == AF_INET)
+        c->uport = ntohs(la.sin_port);
     c->client = client;
     p->conns[slot] = c;
     p->cl[client].last_rx = now_ms();
+    p->cl[client].seen.conns++;
 }
 
 static int ttl_command(const char *name) {
@@ -574,6 +613,11 @@ static int take_requests(lb__race_proxy *p, conn *c) {
         cmd *m = cmd_new(p, c->in.d, used, &r);
         if (!m) return -1;
         m->seq = ++p->seq;
+        m->at = now_ms();
+        sighting *s = &p->cl[c->client].seen;
+        s->cmds++;
+        if (m->lock) s->lock_cmds++;
+        else snprintf(s->last_other, sizeof s->last_other, "%s", m->shown);
         c->pend_bytes += m->rawlen;
         push(&c->pend, &c->pend_tail, m);
         buf_drop(&c->in, used);
@@ -743,13 +787,89 @@ static int name_matches(const cmd *m, const char *want) {
     return strcasecmp(m->name, want) == 0;
 }
 
+/* Whether client x's process has ended (reaped here; its wait status kept). */
+static int exited(lb__race_proxy *p, int x) {
+    rclient *c = &p->cl[x];
+    int st;
+    if (!c->seen.exited && c->pid > 0 && waitpid(c->pid, &st, WNOHANG) == c->pid) {
+        c->seen.exited = 1;
+        c->seen.status = st;
+    }
+    return c->seen.exited;
+}
+
+static int has_pending_or_exited(lb__race_proxy *p, int x) {
+    return has_pending(p, x) || exited(p, x);
+}
+
+/* The server's connections that are not the proxy's nor the tool's (named
+ * "lockbridge-race"): a client given the server's port instead of its own. */
+static int strays(const lb__race_proxy *p, char *last, size_t cap) {
+    char err[256];
+    int n = 0;
+    last[0] = '\0';
+    redisContext *rc = lb__cli_connect(p->cfg.upstream, err, sizeof err);
+    redisReply *r = rc ? redisCommand(rc, "CLIENT LIST") : NULL;
+    char *save = NULL, *text = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        const char *addr = strstr(l, " addr=127.0.0.1:"), *cmdf = strstr(l, " cmd=");
+        int port = addr ? atoi(addr + 16) : 0, ours = strstr(l, " name=lockbridge-race") != NULL;
+        for (int i = 0; i < MAX_CONNS && !ours; i++)
+            ours = p->conns[i] && p->conns[i]->uport == port;
+        if (ours || !cmdf || strncmp(cmdf, " cmd=client|list", 16) == 0 ||
+            strncmp(cmdf, " cmd=NULL", 9) == 0)
+            continue;
+        n++;
+        size_t k = strcspn(cmdf + 5, " ");
+        snprintf(last, cap, "%.*s", (int)(k < 40 ? k : 40), cmdf + 5);
+    }
+    if (r) freeReplyObject(r);
+    if (rc) redisFree(rc);
+    return n;
+}
+
+/* Why client x sent no lock-key command: the first cause that the proxy or
+ * the process table can name, else the wait itself (`waited`). */
+static lb__race_verdict silent(lb__race_proxy *p, int x, const char *waited) {
+    rclient *c = &p->cl[x];
+    char tail[400], last[48];
+    if (exited(p, x)) {
+        int st = c->seen.status;
+        lb__race_tail(c->errpath[0] ? c->errpath : NULL, tail, sizeof tail);
+        return not_followed(p, "%c's process %s %d; %s%s", name_of(x),
+                            WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
+                            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                            tail[0] ? "its stderr ends: " : "it wrote nothing on stderr", tail);
+    }
+    if (c->seen.closed_held[0])
+        return not_followed(p, "%c closed its connection while its %s was held at the proxy "
+                            "(%.0f ms): a read timeout shorter than the schedule's waits?",
+                            name_of(x), c->seen.closed_held, c->seen.held_ms);
+    if (c->seen.conns == 0) {
+        int n = strays(p, last, sizeof last);
+        if (n > 0)
+            return not_followed(p, "%c never connected to its port %d, while %d connection(s) "
+                                "of no proxy's use the server (last command: %s): a client "
+                                "connected straight to the server? ({port} is its port)",
+                                name_of(x), c->port, n, last);
+        return not_followed(p, "%c never connected to its port %d %s", name_of(x), c->port,
+                            waited);
+    }
+    if (c->seen.lock_cmds == 0 && c->seen.cmds > 0)
+        return not_followed(p, "%c sent only commands on other keys than %s (%ld, the last: %s)",
+                            name_of(x), p->cfg.key, c->seen.cmds, c->seen.last_other);
+    return not_followed(p, "%c sent no command on the lock key %s", name_of(x), waited);
+}
+
 /* Lets client x's next lock-key command through and waits for its reply. */
 static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) {
     double t = (double)p->cfg.step_timeout_ms;
-    if (!pump(p, now_ms() + t, has_pending, x))
-        return p->failed ? LB__RACE_ERROR
-                         : not_followed(p, "%c sent no command on the lock key within %lld ms",
-                                        name_of(x), (long long)p->cfg.step_timeout_ms);
+    char waited[64];
+    if (!pump(p, now_ms() + t, has_pending_or_exited, x) || !has_pending(p, x)) {
+        if (p->failed) return LB__RACE_ERROR;
+        snprintf(waited, sizeof waited, "within %lld ms", (long long)p->cfg.step_timeout_ms);
+        return silent(p, x, waited);
+    }
     conn *c = NULL;
     cmd *m = pending_lock(p, x, &c);
     if (want && !name_matches(m, want))
@@ -757,11 +877,12 @@ static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) 
     m->granted = 1;
     p->await_seq = m->seq;
     p->await_state = 0;
-    if (!pump(p, now_ms() + t, reply_done, x) || p->await_state < 0)
-        return p->failed ? LB__RACE_ERROR
-                         : not_followed(p, "%c's %s got no reply to deliver within %lld ms",
-                                        name_of(x), want ? want : "command",
-                                        (long long)p->cfg.step_timeout_ms);
+    if (!pump(p, now_ms() + t, reply_done, x) || p->await_state < 0) {
+        if (p->failed) return LB__RACE_ERROR;
+        if (p->await_state < 0) return silent(p, x, "");
+        return not_followed(p, "%c's %s got no reply to deliver within %lld ms", name_of(x),
+                            want ? want : "command", (long long)p->cfg.step_timeout_ms);
+    }
     pump(p, now_ms() + t, settled, x);
     return LB__RACE_PASSED;
 }
@@ -842,10 +963,15 @@ static lb__race_verdict run_token(lb__race_proxy *p, const lb__race_tok *k) {
     }
 }
 
+/* Every client named waits on a lock-key command, or one of them has ended:
+ * no use waiting for it. */
 static int all_pending(lb__race_proxy *p, int n) {
-    for (int i = 0; i < n; i++)
-        if (!has_pending(p, i)) return 0;
-    return 1;
+    int all = 1;
+    for (int i = 0; i < n; i++) {
+        if (!has_pending(p, i) && exited(p, i)) return 1;
+        all &= has_pending(p, i);
+    }
+    return all;
 }
 
 lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
@@ -855,15 +981,15 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
                             name_of(s->clients - 1), p->cfg.nclients);
     /* Every client named must be waiting on its first lock-key command before
      * the first step, so that the first steps do not race process start-up. */
-    if (!pump(p, now_ms() + (double)start_timeout_ms, all_pending, s->clients)) {
-        for (int i = 0; i < s->clients; i++)
-            if (!has_pending(p, i))
-                return p->failed ? LB__RACE_ERROR
-                                 : not_followed(p, "%c sent no command on the lock key within "
-                                                "%lld ms of the start (port %d)",
-                                                name_of(i), (long long)start_timeout_ms,
-                                                p->cl[i].port);
-    }
+    pump(p, now_ms() + (double)start_timeout_ms, all_pending, s->clients);
+    for (int i = 0; i < s->clients; i++)
+        if (!has_pending(p, i)) {
+            char waited[64];
+            if (p->failed) return LB__RACE_ERROR;
+            snprintf(waited, sizeof waited, "within %lld ms of the start",
+                     (long long)start_timeout_ms);
+            return silent(p, i, waited);
+        }
     for (int i = 0; i < s->n; i++) {
         lb__race_verdict v = run_token(p, &s->tok[i]);
         if (v != LB__RACE_PASSED) return v;
@@ -917,7 +1043,9 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
 }
 
 void lb__race_proxy_reset(lb__race_proxy *p) {
+    p->resetting = 1;
     for (int i = 0; i < MAX_CONNS; i++) conn_close(p, i);
+    p->resetting = 0;
     /* Connections still queued are kept: an outside client may have
      * connected as soon as the ports were printed; a dead client's queued
      * connection is accepted and then closed at its end of file. */
@@ -938,14 +1066,17 @@ void lb__race_proxy_reset(lb__race_proxy *p) {
 
 void lb__race_proxy_free(lb__race_proxy *p) {
     if (!p) return;
+    p->resetting = 1;
     for (int i = 0; i < MAX_CONNS; i++) conn_close(p, i);
     for (int i = 0; i < p->cfg.nclients; i++)
         if (p->cl[i].listen_fd >= 0) close(p->cl[i].listen_fd);
     free(p);
 }
 
-void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid) {
-    if (client >= 0 && client < p->cfg.nclients) p->cl[client].pid = pid;
+void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid, const char *errpath) {
+    if (client < 0 || client >= p->cfg.nclients) return;
+    p->cl[client].pid = pid;
+    snprintf(p->cl[client].errpath, sizeof p->cl[client].errpath, "%s", errpath ? errpath : "");
 }
 
 const char *lb__race_proxy_trace(const lb__race_proxy *p) { return p->trace; }

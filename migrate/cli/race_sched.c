@@ -160,12 +160,13 @@ static int copy_schedule(char *dst, size_t cap, const char *src) {
 }
 
 /* "[L1] A:SETNX ...": a schedule for one locker. */
-static int variant_line(lb__race_row *row, const char *line) {
+static int variant_line(lb__race_row *row, const char *line, int lineno) {
     const char *close = strchr(line, ']');
     size_t n = close ? (size_t)(close - line - 1) : 0;
     if (!close || n == 0 || n >= sizeof row->variant[0].locker) return -1;
     if (row->nvariants >= LB__RACE_MAX_VARIANTS) return -1;
     int i = row->nvariants++;
+    row->variant[i].line = lineno;
     memcpy(row->variant[i].locker, line + 1, n);
     row->variant[i].locker[n] = '\0';
     const char *s = close + 1;
@@ -173,14 +174,15 @@ static int variant_line(lb__race_row *row, const char *line) {
     return copy_schedule(row->variant[i].schedule, sizeof row->variant[i].schedule, s);
 }
 
-static int row_line(lb__race_row *row, char *line, int *schedules) {
+static int row_line(lb__race_row *row, char *line, int lineno, int *schedules) {
     size_t n = strlen(line);
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
         line[--n] = '\0';
     if (n == 0) return 0;
     if (line[0] == '#') return header_line(row, line);
-    if (line[0] == '[') return variant_line(row, line);
+    if (line[0] == '[') return variant_line(row, line, lineno);
     if (++*schedules > 1) return -1;
+    row->line = lineno;
     return copy_schedule(row->schedule, sizeof row->schedule, line);
 }
 
@@ -195,6 +197,7 @@ static void row_name(lb__race_row *row, const char *path) {
 int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap) {
     memset(row, 0, sizeof *row);
     row_name(row, path);
+    snprintf(row->path, sizeof row->path, "%s", path);
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(why, cap, "%s: %s", path, strerror(errno));
@@ -207,7 +210,7 @@ int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap
         if (lineno > 200 || (strlen(line) == sizeof line - 1 && line[sizeof line - 2] != '\n')) {
             snprintf(why, cap, "%s:%d: line too long or file too long", path, lineno);
             rc = -1;
-        } else if (row_line(row, line, &schedules) != 0) {
+        } else if (row_line(row, line, lineno, &schedules) != 0) {
             snprintf(why, cap, "%s:%d: not a schedule, \"[LOCKER] schedule\", \"# race:\" or "
                      "\"# expect NAME=pass|caught|caught:KIND|n/a\" line (one schedule only)",
                      path, lineno);
@@ -226,6 +229,14 @@ const char *lb__race_row_schedule(const lb__race_row *row, const char *locker) {
     for (int i = 0; locker && i < row->nvariants; i++)
         if (strcmp(row->variant[i].locker, locker) == 0) return row->variant[i].schedule;
     return row->schedule;
+}
+
+void lb__race_row_where(const lb__race_row *row, const char *locker, char *out, size_t cap) {
+    int line = row->line;
+    for (int i = 0; locker && i < row->nvariants; i++)
+        if (strcmp(row->variant[i].locker, locker) == 0) line = row->variant[i].line;
+    if (row->path[0]) snprintf(out, cap, "%s:%d", row->path, line);
+    else snprintf(out, cap, "%s", row->name);
 }
 
 /* The locker's own expectation, else the row's default ("*"), else pass. */

@@ -629,6 +629,136 @@ static void test_bare_finish_and_skew_tokens(void **state) {
     redisFree(a);
 }
 
+/* ---- A schedule not followed names its cause -------------------------------------------- */
+
+/* Runs `sched` with client A's command line `a_cmd` (NULL: none) and returns the
+ * detail of the one race_result, which must be not followed. */
+static const char *not_followed_detail(const char *sched, const char *a_cmd, const char *start_ms,
+                                       lbt_proc *p) {
+    char ca[1200];
+    snprintf(ca, sizeof ca, "A=%s", a_cmd ? a_cmd : "");
+    const char *args[] = {"-p", port, "race", "--schedule", sched, "--key", KEY, "--json",
+                          "--start-timeout-ms", start_ms, "--step-timeout-ms", "1000",
+                          "--client", ca, NULL};
+    if (!a_cmd) args[sizeof args / sizeof args[0] - 3] = NULL;
+    assert_int_equal(lbt_run(p, args), 6);
+    const char *d = strstr(p->out, "\"verdict\":\"not_followed\"");
+    assert_non_null(d);
+    static char detail[1024];
+    cJSON *res[2];
+    assert_int_equal(results_of(p, res, 2), 1);
+    snprintf(detail, sizeof detail, "%s", lbt_str_of(res[0], "detail"));
+    cJSON_Delete(res[0]);
+    printf("  %s\n", detail);
+    return detail;
+}
+
+static void expect_in(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("expected '%s' in: %s", want, text);
+}
+
+/* A client whose process ends (a classpath typo) is named at once with its
+ * exit status and the last lines of its stderr, not after the start timeout. */
+static void test_a_client_that_exits_is_named_with_its_status_and_stderr(void **state) {
+    (void)state;
+    lbt_proc p;
+    const char *d = not_followed_detail(
+        "A:SETNX", "echo 'Error: Could not find or load main class LegacyLockerz' >&2; exit 3",
+        "600000", &p);
+    assert_string_equal(d, "A's process exited with status 3; its stderr ends: Error: Could "
+                           "not find or load main class LegacyLockerz");
+}
+
+/* A client that never connects to its port: the port is named. */
+static void test_a_client_that_never_connects_is_named(void **state) {
+    (void)state;
+    lbt_proc p;
+    const char *d = not_followed_detail("A:SETNX", "exec sleep 60", "300", &p);
+    expect_in(d, "A never connected to its port ");
+    expect_in(d, " within 300 ms of the start");
+}
+
+/* A client given the server's port instead of {port}: its connection is seen
+ * on the server, and the detail says so. */
+static void test_a_client_connected_straight_to_the_server_is_named(void **state) {
+    (void)state;
+    char line[1024];
+    snprintf(line, sizeof line,
+             "exec %s hold " KEY " -p %s --ttl-ms 60000 --hold-ms 60000 >/dev/null 2>&1",
+             lbt_tool(), port);
+    lbt_proc p;
+    const char *d = not_followed_detail("A:SETNX", line, "1500", &p);
+    expect_in(d, "A never connected to its port ");
+    expect_in(d, "a client connected straight to the server? ({port} is its port)");
+}
+
+/* A client that only sends commands on other keys (a --key typo). */
+static void test_a_client_on_other_keys_only_is_named(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX", "--key", KEY, "--json",
+                          "--start-timeout-ms", "800", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    redisContext *a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", "race:lokc");
+    expect_reply_int(a, 1);
+    assert_int_equal(lbt_finish(&p), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "detail"),
+                        "A sent only commands on other keys than " KEY
+                        " (1, the last: SETNX race:lokc 1)");
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
+/* A client that gives up on a command held at the proxy (its read timeout)
+ * and closes its connection: the command and how long it was held. */
+static void test_a_client_that_closes_a_held_command_is_named(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX A:GET B:SETNX", "--key", KEY,
+                          "--json", "--start-timeout-ms", "10000", "--step-timeout-ms", "1000",
+                          NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(b, "SETNX %s 2", KEY);
+    send_cmd(a, "SETNX %s 1", KEY);
+    expect_reply_int(a, 1);
+    redisFree(b); /* B's SETNX is still held: A:GET comes first */
+    send_cmd(a, "GET %s", KEY);
+    expect_reply_any(a);
+    assert_int_equal(lbt_finish(&p), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    const char *d = lbt_str_of(res[0], "detail");
+    expect_in(d, "B closed its connection while its SETNX was held at the proxy (");
+    expect_in(d, " ms): a read timeout shorter than the schedule's waits?");
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
+/* A schedule naming a client no --client starts is refused before anything
+ * runs, naming the client and the file's line. */
+static void test_a_schedule_naming_a_client_not_given_is_refused(void **state) {
+    (void)state;
+    char path[] = "/tmp/lb-race-XXXXXX";
+    int fd = mkstemp(path);
+    const char text[] = "# race: three clients\nA:SETNX B:SETNX\n[L9] A:SETNX C:SETNX\n";
+    assert_true(write(fd, text, sizeof text - 1) == (ssize_t)(sizeof text - 1));
+    close(fd);
+    const char *args[] = {"-p", port, "race", "--file", path, "--locker", "L9",
+                          "--client", "A=exec sleep 60", "--client", "B=exec sleep 60", NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 1);
+    char want[128];
+    snprintf(want, sizeof want, "%s:3: the schedule names client C, given no --client", path);
+    expect_in(p.err, want);
+    unlink(path);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -693,6 +823,18 @@ static void test_bad_schedules_are_refused(void **state) {
                             NULL};
     assert_int_equal(lbt_run(&p, longer), 1);
     assert_non_null(strstr(p.err, "one schedule only"));
+    unlink(path);
+
+    /* A token that does not parse is refused at its file and line. */
+    const char typo[] = "# race: a typo\n\nA:SETNX +31OO B:SETNX\n";
+    fd = mkstemp(strcpy(path, "/tmp/lb-race-XXXXXX"));
+    assert_true(write(fd, typo, sizeof typo - 1) == (ssize_t)(sizeof typo - 1));
+    close(fd);
+    const char *at[] = {"-p", port, "race", "--file", path, NULL};
+    assert_int_equal(lbt_run(&p, at), 1);
+    char want[128];
+    snprintf(want, sizeof want, "%s:3: bad token \"+31OO\"", path);
+    if (!strstr(p.err, want)) fail_msg("expected '%s' in: %s", want, p.err);
     unlink(path);
 }
 
@@ -771,6 +913,12 @@ int main(void) {
         cmocka_unit_test(test_a_schedule_not_followed_fails_the_run),
         cmocka_unit_test(test_two_critical_sections_at_once_are_caught),
         cmocka_unit_test(test_bare_finish_and_skew_tokens),
+        cmocka_unit_test(test_a_client_that_exits_is_named_with_its_status_and_stderr),
+        cmocka_unit_test(test_a_client_that_never_connects_is_named),
+        cmocka_unit_test(test_a_client_connected_straight_to_the_server_is_named),
+        cmocka_unit_test(test_a_client_on_other_keys_only_is_named),
+        cmocka_unit_test(test_a_client_that_closes_a_held_command_is_named),
+        cmocka_unit_test(test_a_schedule_naming_a_client_not_given_is_refused),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

@@ -60,8 +60,10 @@ static const char help[] =
     "  --json                  JSON lines on stdout\n"
     "\n"
     "Exit: 0 every schedule met its expectation; 1 usage; 4 connection or Redis\n"
-    "error; 6 a schedule was caught unexpectedly, passed when it should have been\n"
-    "caught, or could not be followed.\n"
+    "error, or the server lost during the run; 6 a schedule was caught unexpectedly,\n"
+    "passed when it should have been caught, or could not be followed; 128 + the\n"
+    "signal when SIGTERM or SIGINT stopped the run (its processes and files are\n"
+    "removed and the report written first).\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 #define MAX_ROWS 64
@@ -76,6 +78,7 @@ typedef struct settings {
 } settings;
 
 typedef struct result {
+    int error; /* the run failed, not the locker: the row was not judged */
     lb__race_verdict verdict;
     lb__race_expect expect;
     const char *expect_kind;
@@ -273,7 +276,49 @@ static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, con
     snprintf(r->kind, sizeof r->kind, "%s", lb__race_proxy_kind(p));
     snprintf(r->detail, sizeof r->detail, "%s", lb__race_proxy_detail(p));
     r->trace = strdup(lb__race_proxy_trace(p));
+    r->error = r->verdict == LB__RACE_ERROR;
     r->ok = meets(r);
+}
+
+/* A row the run did not get to, or could not judge: an error, not a failure
+ * of the locker. */
+static void not_run(result *r, const char *why) {
+    memset(r, 0, sizeof *r);
+    r->verdict = LB__RACE_ERROR;
+    r->error = 1;
+    r->expect_kind = "";
+    snprintf(r->kind, sizeof r->kind, "error");
+    snprintf(r->detail, sizeof r->detail, "not run: %s", why);
+}
+
+volatile sig_atomic_t lb__race_stop_signal;
+
+static void on_stop(int sig) { lb__race_stop_signal = sig; }
+
+/* SIGTERM (a CI job's timeout) and SIGINT end the run in order: the schedule
+ * under way ends, every process the run started is stopped, its folder
+ * removed and the report written. No SA_RESTART: a blocking call returns. */
+static void catch_stops(struct sigaction old[2]) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    lb__race_stop_signal = 0;
+    sigaction(SIGTERM, &sa, &old[0]);
+    sigaction(SIGINT, &sa, &old[1]);
+}
+
+static void release_stops(const struct sigaction old[2]) {
+    sigaction(SIGTERM, &old[0], NULL);
+    sigaction(SIGINT, &old[1], NULL);
+}
+
+/* Whether the server still answers the tool's own connection. */
+static int server_answers(redisContext *ctl) {
+    redisReply *r = redisCommand(ctl, "PING");
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok;
 }
 
 static const char *verdict_name(lb__race_verdict v) {
@@ -344,44 +389,62 @@ static void xml_text(FILE *f, const char *s) {
     }
 }
 
+static void junit_case(FILE *f, const settings *s, const lb__race_row *row, const result *r) {
+    char exp[64];
+    expected_text(r, exp, sizeof exp);
+    fputs("  <testcase classname=\"lockbridge.race.", f);
+    xml_text(f, s->locker ? s->locker : "client");
+    fputs("\" name=\"", f);
+    xml_text(f, row ? row->name : "set-up");
+    fprintf(f, "\" time=\"%.3f\">\n", r->ms / 1000.0);
+    if (r->skipped) {
+        fputs("    <skipped message=\"the row does not apply to this locker\"/>\n", f);
+    } else {
+        if (!r->ok) {
+            fprintf(f, "    <%s message=\"", r->error ? "error" : "failure");
+            if (!r->error) fprintf(f, "%s (expected %s): ", verdict_name(r->verdict), exp);
+            xml_text(f, r->detail[0] ? r->detail : "no violation seen");
+            fputs("\"/>\n", f);
+        }
+        if (row) {
+            fputs("    <system-out>", f);
+            xml_text(f, lb__race_row_schedule(row, s->locker));
+            fputs("\n", f);
+            xml_text(f, r->trace ? r->trace : "");
+            fputs("</system-out>\n", f);
+        }
+    }
+    fputs("  </testcase>\n", f);
+}
+
+/* One test case per row; with no rows (a set-up that failed before any was
+ * read), one "set-up" case in error. */
 static int write_junit(const settings *s, const lb__race_row *rows, const result *res, int n) {
     FILE *f = fopen(s->junit, "w");
     if (!f) return -1;
-    int failures = 0, skipped = 0;
+    int failures = 0, errors = 0, skipped = 0;
+    double ms = 0;
     for (int i = 0; i < n; i++) {
-        failures += !res[i].ok;
+        failures += !res[i].ok && !res[i].error;
+        errors += res[i].error;
         skipped += res[i].skipped;
+        ms += res[i].ms;
     }
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<testsuite name=\"lockbridge race\" tests=\"%d\" failures=\"%d\" skipped=\"%d\">\n",
-            n, failures, skipped);
-    for (int i = 0; i < n; i++) {
-        char exp[64];
-        expected_text(&res[i], exp, sizeof exp);
-        fputs("  <testcase classname=\"lockbridge.race.", f);
-        xml_text(f, s->locker ? s->locker : "client");
-        fputs("\" name=\"", f);
-        xml_text(f, rows[i].name);
-        fprintf(f, "\" time=\"%.3f\">\n", res[i].ms / 1000.0);
-        if (res[i].skipped) {
-            fputs("    <skipped message=\"the row does not apply to this locker\"/>\n", f);
-        } else {
-            if (!res[i].ok) {
-                fprintf(f, "    <failure message=\"%s (expected %s): ",
-                        verdict_name(res[i].verdict), exp);
-                xml_text(f, res[i].detail[0] ? res[i].detail : "no violation seen");
-                fputs("\"/>\n", f);
-            }
-            fputs("    <system-out>", f);
-            xml_text(f, lb__race_row_schedule(&rows[i], s->locker));
-            fputs("\n", f);
-            xml_text(f, res[i].trace ? res[i].trace : "");
-            fputs("</system-out>\n", f);
-        }
-        fputs("  </testcase>\n", f);
-    }
+               "<testsuite name=\"lockbridge race\" tests=\"%d\" failures=\"%d\" errors=\"%d\" "
+               "skipped=\"%d\" time=\"%.3f\">\n",
+            n, failures, errors, skipped, ms / 1000.0);
+    for (int i = 0; i < n; i++) junit_case(f, s, rows ? &rows[i] : NULL, &res[i]);
     fputs("</testsuite>\n", f);
     return fclose(f) == 0 ? 0 : -1;
+}
+
+static void junit_or_say(const settings *s, const lb__race_row *rows, const result *res, int n,
+                         int *failed) {
+    if (s->junit && write_junit(s, rows, res, n) != 0) {
+        fprintf(stderr, "lockbridge race: cannot write %s\n", s->junit);
+        (*failed)++;
+    }
 }
 
 /* ---- The command ------------------------------------------------------------------------ */
@@ -403,32 +466,33 @@ static void print_ports(const settings *s, const int *ports) {
     fflush(stdout);
 }
 
-static int run_rows(const lb__cli_args *a, settings *s, lb__race_row *rows, int n,
-                    redisContext *ctl) {
-    int ports[LB__RACE_MAX_CLIENTS] = {0}, failed = 0;
-    char err[256];
-    result *res = calloc((size_t)n, sizeof *res);
-    lb__race_proxy *p = res ? lb__race_proxy_new(&s->cfg, ports, err, sizeof err) : NULL;
-    if (!p) {
-        free(res);
-        return lb__cli_error(a, NULL, LB_EIO, res ? err : "out of memory");
-    }
+/* Runs the rows in order until one cannot be judged because of the run
+ * itself (a signal, the server lost); the rest are reported not run. The
+ * exit code. */
+static int run_rows(settings *s, lb__race_row *rows, int n, result *res, redisContext *ctl,
+                    char *why, size_t cap) {
+    int ports[LB__RACE_MAX_CLIENTS] = {0}, done = 0, code = LB__CLI_EXIT_OK;
+    lb__race_proxy *p = lb__race_proxy_new(&s->cfg, ports, why, cap);
+    if (!p) return LB__CLI_EXIT_REDIS;
     print_ports(s, ports);
-    for (int i = 0; i < n; i++) {
-        run_row(p, ctl, s, ports, &rows[i], &res[i]);
-        if (lb__cli_is_json()) report_json(s, &rows[i], &res[i]);
-        else report_text(s, &rows[i], &res[i]);
-        failed += !res[i].ok;
+    for (; done < n && !lb__race_stop_signal; done++) {
+        run_row(p, ctl, s, ports, &rows[done], &res[done]);
+        if (lb__cli_is_json()) report_json(s, &rows[done], &res[done]);
+        else report_text(s, &rows[done], &res[done]);
+        if (res[done].error && !lb__race_stop_signal && !server_answers(ctl)) {
+            snprintf(why, cap, "the Redis server was lost during %s", rows[done].name);
+            code = LB__CLI_EXIT_REDIS;
+            done++;
+            break;
+        }
     }
     lb__race_proxy_free(p);
-    if (s->junit && write_junit(s, rows, res, n) != 0) {
-        fprintf(stderr, "lockbridge race: cannot write %s\n", s->junit);
-        failed++;
+    if (lb__race_stop_signal) {
+        snprintf(why, cap, "the run was stopped by signal %d", (int)lb__race_stop_signal);
+        code = 128 + (int)lb__race_stop_signal;
     }
-    if (!lb__cli_is_json()) printf("%d of %d schedules met their expectation\n", n - failed, n);
-    for (int i = 0; i < n; i++) free(res[i].trace);
-    free(res);
-    return failed ? LB__CLI_EXIT_UNSAFE : LB__CLI_EXIT_OK;
+    for (int i = done; i < n; i++) not_run(&res[i], why);
+    return code;
 }
 
 /* The run's folder for the clients' stderr, under $TMPDIR as mktemp(1) does;
@@ -451,41 +515,79 @@ static void remove_dir(settings *s) {
     s->dir[0] = '\0';
 }
 
+/* Starts the server when none is given and connects to it; -1 with `why`. */
+static int set_up(const lb__cli_args *a, settings *s, lb__race_server *server,
+                  lb__cli_conn *own, redisContext **ctl, char *why, size_t cap) {
+    *own = a->conn;
+    if (!lb__cli_conn_given(a)) {
+        if (lb__race_server_start(server, why, cap) != 0) return -1;
+        own->host = "127.0.0.1";
+        own->port = server->port;
+        own->socket = NULL;
+        s->cfg.upstream = own;
+    }
+    *ctl = lb__cli_connect(s->cfg.upstream, why, cap);
+    if (!*ctl) return -1;
+    /* Told apart from a client connected straight to the server. */
+    redisReply *r = redisCommand(*ctl, "CLIENT SETNAME lockbridge-race");
+    if (r) freeReplyObject(r);
+    make_dir(s);
+    return 0;
+}
+
+/* The summary, the report and the exit code, whatever ended the run. */
+static int finish(const lb__cli_args *a, const settings *s, const lb__race_row *rows,
+                  result *res, int n, int code, const char *why) {
+    int failed = 0;
+    for (int i = 0; i < n; i++) failed += !res[i].ok;
+    junit_or_say(s, rows, res, n, &failed);
+    if (!lb__cli_is_json()) printf("%d of %d schedules met their expectation\n", n - failed, n);
+    if (code != LB__CLI_EXIT_OK) {
+        if (code == LB__CLI_EXIT_REDIS) lb__cli_error(a, NULL, LB_EIO, why);
+        else fprintf(stderr, "lockbridge race: %s\n", why);
+        return code;
+    }
+    return failed ? LB__CLI_EXIT_UNSAFE : LB__CLI_EXIT_OK;
+}
+
 static int run(const lb__cli_args *a) {
     settings s;
-    int n, code;
-    char err[256];
+    int n = 0, code;
+    char why[256] = "";
     if (read_settings(a, &s) != 0) return LB__CLI_EXIT_USAGE;
     lb__race_row *rows = calloc(MAX_ROWS, sizeof *rows);
-    if (!rows) return lb__cli_error(a, NULL, LB_EIO, "out of memory");
-    if (read_rows(a, rows, &n) != 0 || (s.cfg.nclients = check_rows(a, &s, rows, n)) < 0) {
+    result *res = calloc(MAX_ROWS, sizeof *res);
+    if (!rows || !res) {
         free(rows);
+        free(res);
+        return lb__cli_error(a, NULL, LB_EIO, "out of memory");
+    }
+    if (read_rows(a, rows, &n) != 0 || (s.cfg.nclients = check_rows(a, &s, rows, n)) < 0) {
+        not_run(&res[0], "the command line or a catalogue file was refused (see stderr)");
+        int ignored = 0;
+        junit_or_say(&s, NULL, res, 1, &ignored);
+        free(rows);
+        free(res);
         return LB__CLI_EXIT_USAGE;
     }
+    struct sigaction old[2];
+    catch_stops(old);
     lb__race_server server = {0};
-    lb__cli_conn own = a->conn;
-    if (!lb__cli_conn_given(a)) {
-        if (lb__race_server_start(&server, err, sizeof err) != 0) {
-            free(rows);
-            return lb__cli_error(a, NULL, LB_EIO, err);
-        }
-        own.host = "127.0.0.1";
-        own.port = server.port;
-        own.socket = NULL;
-        s.cfg.upstream = &own;
+    lb__cli_conn own;
+    redisContext *ctl = NULL;
+    if (set_up(a, &s, &server, &own, &ctl, why, sizeof why) != 0) {
+        for (int i = 0; i < n; i++) not_run(&res[i], why);
+        code = LB__CLI_EXIT_REDIS;
+    } else {
+        code = run_rows(&s, rows, n, res, ctl, why, sizeof why);
     }
-    redisContext *ctl = lb__cli_connect(s.cfg.upstream, err, sizeof err);
-    if (ctl) {
-        /* Told apart from a client connected straight to the server. */
-        redisReply *r = redisCommand(ctl, "CLIENT SETNAME lockbridge-race");
-        if (r) freeReplyObject(r);
-    }
-    make_dir(&s);
-    if (!ctl) code = lb__cli_error(a, NULL, LB_EIO, err);
-    else code = run_rows(a, &s, rows, n, ctl);
     remove_dir(&s);
     if (ctl) redisFree(ctl);
     lb__race_server_stop(&server);
+    code = finish(a, &s, rows, res, n, code, why);
+    release_stops(old);
+    for (int i = 0; i < n; i++) free(res[i].trace);
+    free(res);
     free(rows);
     return code;
 }

@@ -4,6 +4,7 @@
 #ifndef LOCKBRIDGE_CLI_RACE_H
 #define LOCKBRIDGE_CLI_RACE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -133,6 +134,10 @@ const char *lb__race_proxy_detail(const lb__race_proxy *p);
 const char *lb__race_proxy_kind(const lb__race_proxy *p);
 /* Tokens of the schedule that were carried out. */
 int lb__race_proxy_followed(const lb__race_proxy *p);
+
+/* The signal (SIGTERM, SIGINT) that asked the run to stop; 0 while none has.
+ * The proxy's loop checks it at least every 20 ms and ends the schedule. */
+extern volatile sig_atomic_t lb__race_stop_signal;
 
 /* ---- Processes ------------------------------------------------------------------- */
 /* Runs `cmdline` with every "{port}" replaced by `port` under /bin/sh -c, in a

@@ -1,6 +1,7 @@
 /* `lockbridge race`: the processes it starts: the clients under test (a shell
  * command line each) and, unless given one, its own redis-server. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -97,7 +98,7 @@ void lb__race_kill(pid_t pid) {
     if (pid <= 0) return;
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) continue;
 }
 
 /* ---- redis-server ------------------------------------------------------------------ */

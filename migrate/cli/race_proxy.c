@@ -159,6 +159,20 @@ static void violate(lb__race_proxy *p, const char *kind, const char *fmt, ...) {
 
 static char name_of(int client) { return (char)('A' + client); }
 
+/* The run itself failed (the server lost, a signal): the schedule ends as an
+ * error, whatever the clients did. The first reason is kept. */
+static void fail(lb__race_proxy *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(lb__race_proxy *p, const char *fmt, ...) {
+    if (p->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->detail, sizeof p->detail, fmt, ap);
+    va_end(ap);
+    snprintf(p->kind, sizeof p->kind, "error");
+    p->failed = 1;
+    trace_add(p, "  ERROR: %s\n", p->detail);
+}
+
 /* ---- RESP framing --------------------------------------------------------------------
  * Requests are arrays of bulk strings (what every client library sends); a
  * reply is any RESP2 or RESP3 value. Both parsers only find where a complete
@@ -546,6 +560,8 @@ static void accept_conn(lb__race_proxy *p, int client) {
         if (!p->conns[i]) slot = i;
     int ufd = slot >= 0 ? upstream(p) : -1;
     conn *c = ufd >= 0 ? calloc(1, sizeof *c) : NULL;
+    if (slot >= 0 && ufd < 0)
+        fail(p, "the Redis server cannot be reached (for %c's new connection)", name_of(client));
     if (!c) {
         trace_add(p, "  %c: connection refused (no slot, or the server is unreachable)\n",
                   name_of(client));
@@ -666,6 +682,13 @@ static int write_from(int fd, buf *b) {
     return 1;
 }
 
+/* A client that said QUIT is the one server close that is no failure. */
+static int sent_quit(const conn *c) {
+    for (const cmd *m = c->fly; m; m = m->next)
+        if (strcmp(m->name, "QUIT") == 0) return 1;
+    return 0;
+}
+
 static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
     rclient *cl = &p->cl[c->client];
     if (cev & (POLLIN | POLLHUP | POLLERR)) {
@@ -678,7 +701,12 @@ static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
         }
     }
     if (uev & (POLLIN | POLLHUP | POLLERR)) {
-        if (!read_into(c->ufd, &c->rep, OUT_MAX + READ_CHUNK)) return -1;
+        if (!read_into(c->ufd, &c->rep, OUT_MAX + READ_CHUNK)) {
+            take_replies(p, c);
+            if (!sent_quit(c))
+                fail(p, "the Redis server closed %c's connection", name_of(c->client));
+            return -1;
+        }
         take_replies(p, c);
     }
     advance(p, c);
@@ -726,6 +754,8 @@ static void poll_once(lb__race_proxy *p, int ms) {
 typedef int (*until_fn)(lb__race_proxy *p, int client);
 static int pump(lb__race_proxy *p, double deadline, until_fn done, int client) {
     for (;;) {
+        if (lb__race_stop_signal)
+            fail(p, "the run was stopped by signal %d", (int)lb__race_stop_signal);
         if (done && done(p, client)) return 1;
         if (p->failed) return 0;
         double left = deadline - now_ms();

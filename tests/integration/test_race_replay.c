@@ -3,6 +3,8 @@
  * proxy in front of a real redis-server; a client played by the test checks
  * the proxy's own checks and its handling of malformed input. */
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,32 +34,48 @@ static char port[16];
 static char java_cp[512];
 static int have_java;
 
-/* One client command line per locker kind. Validities are short (1 s; L3's
- * unit makes 1000000 one second) so that the catalogue's 3.1 s pauses pass
- * them, and shorter than the Java client's 5 s read timeout. The mixed-fleet
- * rows also use "L1-10s" (L1 with a 10 s validity), "lockbridge-hold-fleet-max"
- * (a wire takeover writes now + 10 s) and "lb-modern" (the token lock). */
-static void client_line(const char *locker, char *out, size_t cap) {
-    const char *mode = "--release-margin-ms 200";
+/* The lock's validity T of a replay, ms: short, since the catalogue's pauses
+ * are multiples of it (3.1T), but a whole second for the lockers whose unit is
+ * the second (R; the INCR lockers' EXPIRE) and for the fleets that mix
+ * validities, whose rows are written for 1 s beside 10 s. */
+#define SHORT_TTL_MS 300
+#define SECOND_TTL_MS 1000
+
+static int needs_a_second(const char *locker) {
+    static const char *const slow[] = {"R", "L1-10s", "lockbridge-hold-fleet-max", "L1-INCR",
+                                       "L1-INCR2", NULL};
+    for (int i = 0; slow[i]; i++)
+        if (strcmp(locker, slow[i]) == 0) return 1;
+    return 0;
+}
+
+/* One client command line per locker kind, with validity `ttl` ms (L3's unit
+ * makes 1000 of its own one millisecond), shorter than the Java client's 5 s
+ * read timeout. The mixed-fleet rows also use "L1-10s" (L1 with a 10 s
+ * validity), "lockbridge-hold-fleet-max" (a wire takeover writes now + 10 s)
+ * and "lb-modern" (the token lock). */
+static void client_line(const char *locker, int ttl, char *out, size_t cap) {
+    char mode[128];
+    snprintf(mode, sizeof mode, "--release-margin-ms %d", ttl / 5);
     if (strcmp(locker, "lockbridge-hold-fleet-max") == 0)
-        mode = "--release-margin-ms 200 --fleet-max-ttl-ms 10000";
+        snprintf(mode, sizeof mode, "--release-margin-ms %d --fleet-max-ttl-ms 10000", ttl / 5);
     else if (strcmp(locker, "lb-modern") == 0)
-        mode = "--mode modern";
+        snprintf(mode, sizeof mode, "--mode modern");
     else if (strcmp(locker, "lockbridge-hold") != 0)
-        mode = NULL;
-    if (mode) {
+        mode[0] = '\0';
+    if (mode[0]) {
         snprintf(out, cap,
-                 "while :; do %s hold " KEY " -p {port} --ttl-ms 1000 %s "
+                 "while :; do %s hold " KEY " -p {port} --ttl-ms %d %s "
                  "--wait-ms 60000 --hold-ms 0 >/dev/null 2>&1; done",
-                 lbt_tool(), mode);
+                 lbt_tool(), ttl, mode);
         return;
     }
-    const char *timeout = strcmp(locker, "L3") == 0 ? "1000000" : "1000";
-    if (strcmp(locker, "L1-10s") == 0) locker = "L1", timeout = "10000";
+    long long timeout = strcmp(locker, "L3") == 0 ? ttl * 1000LL : ttl;
+    if (strcmp(locker, "L1-10s") == 0) locker = "L1", timeout = 10000;
     snprintf(out, cap,
              "exec java -XX:+UseSerialGC -cp %s LegacyLockers contend --kind %s --key " KEY
              " --counter-key " COUNTER " --port {port} --clients 1 --seconds 120 "
-             "--timeout-ms %s",
+             "--timeout-ms %lld",
              java_cp, locker, timeout);
 }
 
@@ -72,15 +90,19 @@ typedef struct replay {
  * lock key's replies are judged. */
 static void replay_fleet(const char *file, const char *name, const char *const fleet[4],
                          int with_counter, replay *r) {
-    char path[256], cl[4][1100];
+    char path[256], cl[4][1100], ttl[16];
+    int t = SHORT_TTL_MS;
+    for (int i = 0; i < 4; i++)
+        if (needs_a_second(fleet[i])) t = SECOND_TTL_MS;
+    snprintf(ttl, sizeof ttl, "%d", t);
     for (int i = 0; i < 4; i++) {
         char line[1024];
-        client_line(fleet[i], line, sizeof line);
+        client_line(fleet[i], t, line, sizeof line);
         snprintf(cl[i], sizeof cl[i], "%c=%s", 'A' + i, line);
     }
     snprintf(path, sizeof path, CATALOGUE "/%s", file);
     const char *args[] = {"-p", port, "race", "--file", path, "--locker", name, "--key", KEY,
-                          "--ttl-ms", "1000", "--json", "--client", cl[0], "--client", cl[1],
+                          "--ttl-ms", ttl, "--json", "--client", cl[0], "--client", cl[1],
                           "--client", cl[2], "--client", cl[3], "--counter-key", COUNTER, NULL};
     if (!with_counter) args[sizeof args / sizeof args[0] - 3] = NULL;
     lbt_proc p;
@@ -340,7 +362,7 @@ static void test_token_locks_pass_the_same_races(void **state) {
     replay r;
     replay_fleet("modern-crash.race", "lb-modern", fleet, 1, &r);
     expect_passed(&r);
-    expect_trace(&r, "[+3.1T] 3100 ms: nobody's lock command goes through\n[B:SET]\n  B -> SET " KEY);
+    expect_trace(&r, "[+3.1T] 930 ms: nobody's lock command goes through\n[B:SET]\n  B -> SET " KEY);
     expect_trace(&r, "B acquired (SET NX replied OK)");
     lbt_lines_free(&r.lines);
     replay_fleet("modern-late-release.race", "lb-modern", fleet, 1, &r);
@@ -383,11 +405,11 @@ static char *read_file(const char *path) {
 static void test_lockbridge_hold_passes_the_catalogue(void **state) {
     (void)state;
     char line[1024], clients[4][1100], junit[] = "/tmp/lb-race-junit-XXXXXX";
-    client_line("lockbridge-hold", line, sizeof line);
+    client_line("lockbridge-hold", SHORT_TTL_MS, line, sizeof line);
     for (int i = 0; i < 4; i++) snprintf(clients[i], sizeof clients[i], "%c=%s", 'A' + i, line);
     close(mkstemp(junit));
     const char *args[] = {"-p", port, "race", "--catalogue", CATALOGUE, "--locker",
-                          "lockbridge-hold", "--key", KEY, "--ttl-ms", "1000", "--json",
+                          "lockbridge-hold", "--key", KEY, "--ttl-ms", "300", "--json",
                           "--junit", junit, "--client", clients[0], "--client", clients[1],
                           "--client", clients[2], "--client", clients[3], NULL};
     lbt_proc p;
@@ -418,7 +440,7 @@ static void test_lockbridge_hold_passes_the_catalogue(void **state) {
     assert_int_equal(skipped, 9);
     const char *x = read_file(junit);
     assert_non_null(strstr(x, "<testsuite name=\"lockbridge race\" tests=\"16\" failures=\"0\" "
-                              "skipped=\"9\">"));
+                              "errors=\"0\" skipped=\"9\" time=\""));
     assert_non_null(strstr(x, "<testcase classname=\"lockbridge.race.lockbridge-hold\" "
                               "name=\"crash-and-takeover\""));
     assert_null(strstr(x, "<failure"));
@@ -466,11 +488,11 @@ static void test_the_catalogue_runs_as_shipped_on_a_2s_read_timeout(void **state
 static void test_a_crashed_client_can_be_killed(void **state) {
     (void)state;
     char line[1024], ca[1100], cb[1100];
-    client_line("lockbridge-hold", line, sizeof line);
+    client_line("lockbridge-hold", SHORT_TTL_MS, line, sizeof line);
     snprintf(ca, sizeof ca, "A=%s", line);
     snprintf(cb, sizeof cb, "B=%s", line);
     const char *args[] = {"-p", port, "race", "--file", CATALOGUE "/crash-and-takeover.race",
-                          "--key", KEY, "--ttl-ms", "1000", "--kill-crashed", "--json",
+                          "--key", KEY, "--ttl-ms", "300", "--kill-crashed", "--json",
                           "--client", ca, "--client", cb, NULL};
     lbt_proc p;
     assert_int_equal(lbt_run(&p, args), 0);
@@ -486,7 +508,7 @@ static void test_a_schedule_not_followed_fails_the_run(void **state) {
     (void)state;
     if (skip_without_java()) skip();
     char line[1024], ca[1100];
-    client_line("L1", line, sizeof line);
+    client_line("L1", SHORT_TTL_MS, line, sizeof line);
     snprintf(ca, sizeof ca, "A=%s", line);
     /* L1 acquires with SETNX, and its owner's release is a DEL, not a GET. */
     char junit[] = "/tmp/lb-race-junit-XXXXXX";
@@ -759,6 +781,107 @@ static void test_a_schedule_naming_a_client_not_given_is_refused(void **state) {
     unlink(path);
 }
 
+/* ---- Ending a run: signals and a lost server ---------------------------------------------- */
+
+/* Processes whose command line has `mark` (other than this test). */
+static int processes_with(const char *mark) {
+    int n = 0;
+    DIR *d = opendir("/proc");
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[300], cmd[4096];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == (int)getpid()) continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < len; i++)
+            if (!cmd[i]) cmd[i] = ' ';
+        cmd[len] = '\0';
+        if (strstr(cmd, mark)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int entries_in(const char *dir) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* SIGTERM (a CI job's timeout) mid-catalogue: the clients, the tool's own
+ * redis-server and its folders are gone when it exits, and the JUnit report
+ * has the rows done and the rest as errors. */
+static void test_sigterm_stops_everything_and_writes_the_report(void **state) {
+    (void)state;
+    char tmp[] = "/tmp/lb-race-term-XXXXXX", junit[300], line[1024], cl[4][1100];
+    assert_non_null(mkdtemp(tmp));
+    snprintf(junit, sizeof junit, "%s.xml", tmp);
+    /* The key names the run: every process of it has the folder's name. */
+    snprintf(line, sizeof line,
+             "while :; do %s hold %s:lock -p {port} --ttl-ms 300 --release-margin-ms 60 "
+             "--wait-ms 60000 --hold-ms 0 >/dev/null 2>&1; done",
+             lbt_tool(), tmp);
+    for (int i = 0; i < 4; i++) snprintf(cl[i], sizeof cl[i], "%c=%s", 'A' + i, line);
+    char key[300];
+    snprintf(key, sizeof key, "%s:lock", tmp);
+    const char *args[] = {"race", "--catalogue", CATALOGUE, "--locker", "lockbridge-hold",
+                          "--key", key, "--ttl-ms", "300", "--json", "--junit", junit,
+                          "--client", cl[0], "--client", cl[1], "--client", cl[2],
+                          "--client", cl[3], NULL};
+    setenv("TMPDIR", tmp, 1);
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    unsetenv("TMPDIR");
+    lbt_wait_lines(&p, 4 + 2); /* the ports, a skipped row and one replayed */
+    assert_true(processes_with(tmp) > 0);
+    kill(p.pid, SIGTERM);
+    assert_int_equal(lbt_finish(&p), 128 + SIGTERM);
+    assert_int_equal(processes_with(tmp), 0);
+    assert_int_equal(entries_in(tmp), 0);
+    assert_non_null(strstr(p.err, "the run was stopped by signal 15"));
+    const char *x = read_file(junit);
+    assert_non_null(strstr(x, "<testsuite name=\"lockbridge race\" tests=\"16\" failures=\"0\" "));
+    assert_non_null(strstr(x, "name=\"crash-and-takeover\""));
+    assert_non_null(strstr(x, "<error message=\"not run: the run was stopped by signal 15\"/>"));
+    assert_null(strstr(x, "<failure"));
+    unlink(junit);
+    rmdir(tmp);
+}
+
+/* The server lost in the middle of a schedule ends the run at once with
+ * exit 4, the row an error, not a wait per row and exit 6. */
+static void test_a_server_lost_mid_run_exits_4(void **state) {
+    (void)state;
+    lbt_redis lost;
+    assert_int_equal(lbt_redis_start(&lost, NULL), 0);
+    char lport[16];
+    snprintf(lport, sizeof lport, "%d", lost.port);
+    const char *args[] = {"-p", lport, "race", "--schedule", "A:SETNX +600000 A:DEL", "--key",
+                          KEY, "--json", "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    redisContext *a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    expect_reply_int(a, 1);
+    lbt_redis_kill(&lost);
+    assert_int_equal(lbt_finish(&p), 4);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "error");
+    assert_string_equal(lbt_str_of(res[0], "detail"), "the Redis server closed A's connection");
+    assert_non_null(strstr(p.err, "the Redis server was lost during schedule"));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+    lbt_redis_stop(&lost);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -919,6 +1042,8 @@ int main(void) {
         cmocka_unit_test(test_a_client_on_other_keys_only_is_named),
         cmocka_unit_test(test_a_client_that_closes_a_held_command_is_named),
         cmocka_unit_test(test_a_schedule_naming_a_client_not_given_is_refused),
+        cmocka_unit_test(test_sigterm_stops_everything_and_writes_the_report),
+        cmocka_unit_test(test_a_server_lost_mid_run_exits_4),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

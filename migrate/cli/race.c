@@ -12,7 +12,8 @@
 static const lb__cli_optdef opts[] = {
     {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},
     {"--client", LB__CLI_REPEAT}, {"--key", 1},  {"--counter-key", 1},
-    {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", 1},
+    {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", LB__CLI_REPEAT},
+    {"--ports", 1},
     {"--live-steps", 1},   {"--start-timeout-ms", 1}, {"--kill-crashed", 0},
     {"--locker", 1},       {"--junit", 1},        {NULL, 0}};
 
@@ -20,8 +21,9 @@ static const char help[] =
     "usage: lockbridge race (--schedule S | --file F | --catalogue DIR)\n"
     "                       [--client NAME=CMD]... [--key K] [--counter-key K]\n"
     "                       [--locker NAME] [--step-timeout-ms N] [--settle-ms N]\n"
-    "                       [--ttl-ms N] [--live-steps N] [--start-timeout-ms N]\n"
-    "                       [--kill-crashed] [--junit FILE] [--json]\n"
+    "                       [--ttl-ms N] [--ttl-ms NAME=N]... [--live-steps N]\n"
+    "                       [--start-timeout-ms N] [--kill-crashed] [--ports LO-HI]\n"
+    "                       [--junit FILE] [--json]\n"
     "\n"
     "Replays race schedules against real client processes. Each client (A, B, ...)\n"
     "gets a loopback port of its own, printed at the start; a proxy there lets the\n"
@@ -52,10 +54,14 @@ static const char help[] =
     "                          this long after it acquired, and +NT pauses N*T\n"
     "                          (default 0: until its next lock-key command; +NT\n"
     "                          refused)\n"
+    "  --ttl-ms NAME=N         client NAME's own validity, ms, for fleets with mixed\n"
+    "                          validities (T is then --ttl-ms N, else the longest)\n"
     "  --live-steps N          A? must acquire within N lock-key commands (default 12)\n"
     "  --start-timeout-ms N    clients must send their first lock-key command within\n"
     "                          N ms of their start (default 20000)\n"
     "  --kill-crashed          A! also kills A's process (default: only frozen)\n"
+    "  --ports LO-HI           take the clients' ports, and the port of the tool's own\n"
+    "                          redis-server, from LO..HI (default: any free port)\n"
     "  --junit FILE            also write a JUnit XML report to FILE\n"
     "  --json                  JSON lines on stdout\n"
     "\n"
@@ -111,6 +117,46 @@ static int read_clients(const lb__cli_args *a, settings *s) {
     return 0;
 }
 
+/* --ttl-ms N (every client; T of +NT pauses) and --ttl-ms NAME=N (one client
+ * of a fleet with mixed validities). T is the fleet's --ttl-ms N, else the
+ * longest of the clients'. */
+static int read_ttls(const lb__cli_args *a, settings *s) {
+    const char *v[LB__CLI_MAX_REPEATS + 1];
+    int n = lb__cli_opt_all(a, opts, "--ttl-ms", v, LB__CLI_MAX_REPEATS + 1), fleet = 0;
+    int64_t longest = 0;
+    for (int i = 0; i < n; i++) {
+        int c = v[i][0] >= 'A' && v[i][0] <= 'Z' && v[i][1] == '=' ? v[i][0] - 'A' : -1;
+        int64_t ms;
+        if (c >= LB__RACE_MAX_CLIENTS)
+            return lb__cli_usage(a, "--ttl-ms NAME=N expects NAME one of A..H"), -1;
+        if (lb__cli_int(a, "--ttl-ms", c >= 0 ? v[i] + 2 : v[i], 0, 3600000, &ms) != 0) return -1;
+        if (c < 0 && fleet++) return lb__cli_usage(a, "--ttl-ms N given twice"), -1;
+        if (c >= 0 && s->cfg.client_ttl_ms[c])
+            return lb__cli_usage(a, "--ttl-ms %c= given twice", v[i][0]), -1;
+        if (c < 0) s->cfg.ttl_ms = ms;
+        else s->cfg.client_ttl_ms[c] = ms;
+        if (ms > longest) longest = ms;
+    }
+    s->cfg.t_ms = fleet ? s->cfg.ttl_ms : longest;
+    return 0;
+}
+
+/* --ports LO-HI: the range the proxy's ports (and the tool's own server's)
+ * come from, for a CI runner whose firewall opens only some. */
+static int read_ports(const lb__cli_args *a, settings *s) {
+    const char *v = lb__cli_opt(a, opts, "--ports");
+    if (!v) return 0;
+    const char *dash = strchr(v, '-');
+    int64_t lo, hi;
+    if (!dash || lb__cli_parse_i64(v, (size_t)(dash - v), &lo) != 0 ||
+        lb__cli_parse_i64(dash + 1, strlen(dash + 1), &hi) != 0 || lo < 1 || hi > 65535 ||
+        lo > hi)
+        return lb__cli_usage(a, "--ports expects LO-HI, 1 <= LO <= HI <= 65535"), -1;
+    s->cfg.port_lo = (int)lo;
+    s->cfg.port_hi = (int)hi;
+    return 0;
+}
+
 static int read_settings(const lb__cli_args *a, settings *s) {
     int64_t v;
     memset(s, 0, sizeof *s);
@@ -123,14 +169,13 @@ static int read_settings(const lb__cli_args *a, settings *s) {
     if (s->cfg.counter_key && strcmp(s->cfg.key, s->cfg.counter_key) == 0)
         return lb__cli_usage(a, "--key and --counter-key must differ"), -1;
     if (read_ms(a, "--step-timeout-ms", 1, 3000, &s->cfg.step_timeout_ms) != 0 ||
-        read_ms(a, "--settle-ms", 1, 100, &s->cfg.settle_ms) != 0 ||
-        read_ms(a, "--ttl-ms", 0, 0, &s->cfg.ttl_ms) != 0 ||
+        read_ms(a, "--settle-ms", 1, 100, &s->cfg.settle_ms) != 0 || read_ttls(a, s) != 0 ||
+        read_ports(a, s) != 0 ||
         read_ms(a, "--start-timeout-ms", 1, 20000, &s->start_timeout_ms) != 0 ||
         read_ms(a, "--live-steps", 1, 12, &v) != 0)
         return -1;
     if (v > 1000) return lb__cli_usage(a, "--live-steps expects at most 1000"), -1;
     s->cfg.live_steps = (int)v;
-    s->cfg.t_ms = s->cfg.ttl_ms;
     s->cfg.kill_crashed = lb__cli_opt(a, opts, "--kill-crashed") != NULL;
     s->locker = lb__cli_opt(a, opts, "--locker");
     s->junit = lb__cli_opt(a, opts, "--junit");
@@ -473,7 +518,10 @@ static int run_rows(settings *s, lb__race_row *rows, int n, result *res, redisCo
                     char *why, size_t cap) {
     int ports[LB__RACE_MAX_CLIENTS] = {0}, done = 0, code = LB__CLI_EXIT_OK;
     lb__race_proxy *p = lb__race_proxy_new(&s->cfg, ports, why, cap);
-    if (!p) return LB__CLI_EXIT_REDIS;
+    if (!p) {
+        for (int i = 0; i < n; i++) not_run(&res[i], why);
+        return LB__CLI_EXIT_REDIS;
+    }
     print_ports(s, ports);
     for (; done < n && !lb__race_stop_signal; done++) {
         run_row(p, ctl, s, ports, &rows[done], &res[done]);
@@ -520,7 +568,8 @@ static int set_up(const lb__cli_args *a, settings *s, lb__race_server *server,
                   lb__cli_conn *own, redisContext **ctl, char *why, size_t cap) {
     *own = a->conn;
     if (!lb__cli_conn_given(a)) {
-        if (lb__race_server_start(server, why, cap) != 0) return -1;
+        if (lb__race_server_start(server, s->cfg.port_lo, s->cfg.port_hi, why, cap) != 0)
+            return -1;
         own->host = "127.0.0.1";
         own->port = server->port;
         own->socket = NULL;

@@ -97,6 +97,8 @@ typedef struct lb__race_config {
     int64_t step_timeout_ms;      /* a client that sends nothing this long: not followed */
     int64_t settle_ms;            /* quiet this long: the client's step has ended */
     int64_t ttl_ms;               /* a holder counts as holding this long (0: till release) */
+    int64_t client_ttl_ms[LB__RACE_MAX_CLIENTS]; /* the same for one client; 0: ttl_ms */
+    int port_lo, port_hi;         /* the proxy's ports come from here (0: any free port) */
     int64_t t_ms;                 /* the validity T of +NT pauses, ms */
     int live_steps;               /* A? must acquire within this many lock-key commands */
     int kill_crashed;             /* A!: also kill A's process */
@@ -154,9 +156,12 @@ typedef struct lb__race_server {
     int port;
     char dir[256];
 } lb__race_server;
-/* Starts redis-server ($LB_REDIS_SERVER, else from PATH) on a free loopback port.
- * 0, or -1 with `err`. */
-int lb__race_server_start(lb__race_server *s, char *err, size_t cap);
+/* Starts redis-server ($LB_REDIS_SERVER, else from PATH) on a free loopback port,
+ * one of lo..hi when lo > 0. 0, or -1 with `err`. */
+int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t cap);
+/* A loopback socket bound to a free port (one of lo..hi when lo > 0, tried in
+ * order), listening when `listen_too`; its fd and *port, or -1. */
+int lb__race_bind_loopback(int lo, int hi, int listen_too, int *port);
 void lb__race_server_stop(lb__race_server *s);
 
 #endif

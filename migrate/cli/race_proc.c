@@ -103,19 +103,38 @@ void lb__race_kill(pid_t pid) {
 
 /* ---- redis-server ------------------------------------------------------------------ */
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
+int lb__race_bind_loopback(int lo, int hi, int listen_too, int *port) {
+    int first = lo > 0 ? lo : 0, last = lo > 0 ? hi : 0;
+    for (int at = first; at <= last; at++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -1;
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)at);
+        socklen_t len = sizeof a;
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && (!listen_too || listen(fd, 16) == 0) &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
+            *port = ntohs(a.sin_port);
+            return fd;
+        }
+        close(fd);
+    }
+    return -1;
+}
+
+/* A port free now, in lo..hi when given; another process may take it before
+ * the server binds it, hence the caller's retries. `skip` ports are passed
+ * over (those tried already). */
+static int free_port(int lo, int hi, int skip) {
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
+    for (int k = 0; k <= skip; k++) {
+        int fd = lb__race_bind_loopback(lo, hi, 0, &port);
+        if (fd < 0) return -1;
+        close(fd);
+        if (lo > 0) lo = port + 1;
+    }
     return port;
 }
 
@@ -163,7 +182,7 @@ static int await_server(lb__race_server *s) {
     return -1;
 }
 
-int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
+int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t cap) {
     memset(s, 0, sizeof *s);
     /* $TMPDIR when set, as mktemp(1) does. */
     const char *tmp = getenv("TMPDIR");
@@ -176,7 +195,7 @@ int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
     }
     /* Another process may take the free port first: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = free_port(lo, hi, lo > 0 ? attempt : 0);
         if (s->port <= 0) continue;
         s->pid = server_spawn(s);
         if (s->pid > 0 && await_server(s) == 0) return 0;

@@ -356,8 +356,9 @@ static cmd *pop(cmd **head, cmd **tail) {
 
 static int holds_validly(const lb__race_proxy *p, int i) {
     const rclient *c = &p->cl[i];
+    int64_t ttl = p->cfg.client_ttl_ms[i] > 0 ? p->cfg.client_ttl_ms[i] : p->cfg.ttl_ms;
     if (!c->holds || c->frozen) return 0;
-    return p->cfg.ttl_ms <= 0 || now_ms() - c->acq_at < (double)p->cfg.ttl_ms;
+    return ttl <= 0 || now_ms() - c->acq_at < (double)ttl;
 }
 
 static void acquire(lb__race_proxy *p, int x, const char *how) {
@@ -1032,24 +1033,6 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
 
 /* ---- Life cycle ------------------------------------------------------------------------- */
 
-static int listen_loopback(int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    set_nonblock(fd);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char *err,
                                    size_t cap) {
     lb__race_proxy *p = calloc(1, sizeof *p);
@@ -1061,9 +1044,14 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
     p->owner = -1;
     for (int i = 0; i < cfg->nclients; i++) p->cl[i].listen_fd = -1;
     for (int i = 0; i < cfg->nclients; i++) {
-        p->cl[i].listen_fd = listen_loopback(&p->cl[i].port);
+        p->cl[i].listen_fd = lb__race_bind_loopback(cfg->port_lo, cfg->port_hi, 1, &p->cl[i].port);
+        if (p->cl[i].listen_fd >= 0) set_nonblock(p->cl[i].listen_fd);
         if (p->cl[i].listen_fd < 0) {
-            snprintf(err, cap, "cannot listen on a loopback port: %s", strerror(errno));
+            if (cfg->port_lo > 0)
+                snprintf(err, cap, "no free loopback port in %d-%d for client %c", cfg->port_lo,
+                         cfg->port_hi, name_of(i));
+            else
+                snprintf(err, cap, "cannot listen on a loopback port: %s", strerror(errno));
             lb__race_proxy_free(p);
             return NULL;
         }

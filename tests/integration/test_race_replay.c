@@ -882,6 +882,93 @@ static void test_a_server_lost_mid_run_exits_4(void **state) {
     lbt_redis_stop(&lost);
 }
 
+/* ---- CI details ------------------------------------------------------------------------------ */
+
+/* A loopback port free now (nothing keeps it free: the tests below only need
+ * one that is likely so). */
+static int a_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {0};
+    socklen_t len = sizeof sa;
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* --ports LO-HI: every client's port is in the range. */
+static void test_the_proxy_ports_come_from_the_range_given(void **state) {
+    (void)state;
+    int lo = a_free_port() / 2 + 16384; /* in 16384..49151, above most services */
+    char range[32];
+    snprintf(range, sizeof range, "%d-%d", lo, lo + 40);
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX B:SETNX C:SETNX", "--key",
+                          KEY, "--json", "--ports", range, "--start-timeout-ms", "100", NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 6);
+    for (char c = 'A'; c <= 'C'; c++) {
+        int cp = port_of(&p, c);
+        if (cp < lo || cp > lo + 40) fail_msg("client %c: port %d, not in %s", c, cp, range);
+    }
+}
+
+/* The tool's own redis-server takes its port from the range too: with a range
+ * of one port, nothing is left for the proxy, and the set-up failure is an
+ * <error> of the JUnit report, which is written all the same. */
+static void test_a_set_up_failure_is_a_junit_error(void **state) {
+    (void)state;
+    char range[32], junit[] = "/tmp/lb-race-junit-XXXXXX";
+    int one = a_free_port();
+    snprintf(range, sizeof range, "%d-%d", one, one);
+    close(mkstemp(junit));
+    const char *args[] = {"race", "--schedule", "A:SETNX", "--key", KEY, "--ports", range,
+                          "--junit", junit, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 4);
+    char want[200];
+    snprintf(want, sizeof want,
+             "<error message=\"not run: no free loopback port in %s for client A\"/>", range);
+    const char *x = read_file(junit);
+    if (!strstr(x, want)) fail_msg("expected '%s' in:\n%s", want, x);
+    assert_non_null(strstr(x, "tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\""));
+    /* A command line refused is reported too. */
+    const char *bad[] = {"-p", port, "race", "--schedule", "A:SETNX +x", "--junit", junit, NULL};
+    assert_int_equal(lbt_run(&p, bad), 1);
+    assert_non_null(strstr(read_file(junit), "<testcase classname=\"lockbridge.race.client\" "
+                                             "name=\"set-up\""));
+    assert_non_null(strstr(read_file(junit), "errors=\"1\""));
+    unlink(junit);
+}
+
+/* --ttl-ms NAME=N: a client of a fleet with a longer validity than the
+ * others holds that long. A holds for 10 s although the fleet's validity is
+ * 100 ms, so B's DEL after the pause deletes a lock A still holds. */
+static void test_a_clients_own_validity_counts_for_its_hold(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX +3T B:DEL", "--key", KEY,
+                          "--ttl-ms", "100", "--ttl-ms", "A=10000", "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    send_cmd(b, "DEL %s", KEY);
+    expect_reply_int(a, 1);
+    expect_reply_int(b, 1);
+    assert_int_equal(lbt_finish(&p), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "detail"), "B deleted A's lock while A holds it (DEL)");
+    /* T is the fleet's validity: 3T is 300 ms. */
+    assert_non_null(strstr(lbt_str_of(res[0], "trace"), "[+3T] 300 ms: "));
+    cJSON_Delete(res[0]);
+    redisFree(a);
+    redisFree(b);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -1044,6 +1131,9 @@ int main(void) {
         cmocka_unit_test(test_a_schedule_naming_a_client_not_given_is_refused),
         cmocka_unit_test(test_sigterm_stops_everything_and_writes_the_report),
         cmocka_unit_test(test_a_server_lost_mid_run_exits_4),
+        cmocka_unit_test(test_the_proxy_ports_come_from_the_range_given),
+        cmocka_unit_test(test_a_set_up_failure_is_a_junit_error),
+        cmocka_unit_test(test_a_clients_own_validity_counts_for_its_hold),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

@@ -13,7 +13,7 @@ static const lb__cli_optdef opts[] = {
     {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},
     {"--client", LB__CLI_REPEAT}, {"--key", 1},  {"--counter-key", 1},
     {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", LB__CLI_REPEAT},
-    {"--ports", 1},
+    {"--ports", 1},        {"--repeat", 1},
     {"--live-steps", 1},   {"--start-timeout-ms", 1}, {"--kill-crashed", 0},
     {"--locker", 1},       {"--junit", 1},        {NULL, 0}};
 
@@ -22,7 +22,8 @@ static const char help[] =
     "                       [--client NAME=CMD]... [--key K] [--counter-key K]\n"
     "                       [--locker NAME] [--step-timeout-ms N] [--settle-ms N]\n"
     "                       [--ttl-ms N] [--ttl-ms NAME=N]... [--live-steps N]\n"
-    "                       [--start-timeout-ms N] [--kill-crashed] [--ports LO-HI]\n"
+    "                       [--start-timeout-ms N] [--kill-crashed] [--repeat N]\n"
+    "                       [--ports LO-HI]\n"
     "                       [--junit FILE] [--json]\n"
     "\n"
     "Replays race schedules against real client processes. Each client (A, B, ...)\n"
@@ -60,6 +61,8 @@ static const char help[] =
     "  --start-timeout-ms N    clients must send their first lock-key command within\n"
     "                          N ms of their start (default 20000)\n"
     "  --kill-crashed          A! also kills A's process (default: only frozen)\n"
+    "  --repeat N              replay each row N times (default 1); a row whose outcome\n"
+    "                          changes is reported flaky, which fails the run\n"
     "  --ports LO-HI           take the clients' ports, and the port of the tool's own\n"
     "                          redis-server, from LO..HI (default: any free port)\n"
     "  --junit FILE            also write a JUnit XML report to FILE\n"
@@ -81,10 +84,13 @@ typedef struct settings {
     const char *locker;
     const char *junit;
     int64_t start_timeout_ms;
+    int repeat; /* replays of each row; a row whose outcome changes is flaky */
 } settings;
 
 typedef struct result {
     int error; /* the run failed, not the locker: the row was not judged */
+    int flaky; /* replayed with --repeat, its outcome changed */
+    int runs;
     lb__race_verdict verdict;
     lb__race_expect expect;
     const char *expect_kind;
@@ -176,6 +182,9 @@ static int read_settings(const lb__cli_args *a, settings *s) {
         return -1;
     if (v > 1000) return lb__cli_usage(a, "--live-steps expects at most 1000"), -1;
     s->cfg.live_steps = (int)v;
+    const char *rep = lb__cli_opt(a, opts, "--repeat");
+    if (rep && lb__cli_int(a, "--repeat", rep, 1, 100, &v) != 0) return -1;
+    s->repeat = rep ? (int)v : 1;
     s->cfg.kill_crashed = lb__cli_opt(a, opts, "--kill-crashed") != NULL;
     s->locker = lb__cli_opt(a, opts, "--locker");
     s->junit = lb__cli_opt(a, opts, "--junit");
@@ -325,6 +334,80 @@ static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, con
     r->ok = meets(r);
 }
 
+static const char *verdict_name(lb__race_verdict v) {
+    switch (v) {
+    case LB__RACE_PASSED: return "passed";
+    case LB__RACE_CAUGHT: return "caught";
+    case LB__RACE_NOT_FOLLOWED: return "not_followed";
+    default: return "error";
+    }
+}
+
+/* "passed", "caught:deleted", "not_followed", "error": what --repeat compares. */
+static void outcome(const result *r, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s%s", verdict_name(r->verdict),
+             r->verdict == LB__RACE_CAUGHT && r->kind[0] ? ":" : "",
+             r->verdict == LB__RACE_CAUGHT ? r->kind : "");
+}
+
+/* The trace of run `k` after those kept, under a line naming the run. */
+static void add_trace(result *r, int k, int of, const char *what, const char *trace) {
+    size_t had = r->trace ? strlen(r->trace) : 0, n = strlen(trace) + 96;
+    char *t = realloc(r->trace, had + n);
+    if (!t) return;
+    snprintf(t + had, n, "--- run %d of %d: %s ---\n%s", k, of, what, trace);
+    r->trace = t;
+}
+
+/* Replays a row --repeat times. The same outcome every time is the row's
+ * outcome; any change makes it flaky, which never meets an expectation: the
+ * verdict then depends on timing the schedule does not fix. The trace keeps
+ * the first run and the first run that differed. A run that fails (the
+ * server, a signal) ends the replays and is the row's result. */
+static void run_repeated(lb__race_proxy *p, redisContext *ctl, const settings *s,
+                         const int *ports, const lb__race_row *row, result *r) {
+    char first[48], now[48], tally[256] = "";
+    int count[8] = {0}, kinds = 0;
+    char seen[8][48];
+    run_row(p, ctl, s, ports, row, r);
+    r->runs = 1;
+    if (r->skipped || r->error || s->repeat <= 1) return;
+    outcome(r, first, sizeof first);
+    snprintf(seen[kinds], sizeof seen[0], "%s", first);
+    count[kinds++] = 1;
+    for (int k = 2; k <= s->repeat && !lb__race_stop_signal; k++) {
+        result again;
+        run_row(p, ctl, s, ports, row, &again);
+        if (again.error) {
+            free(r->trace);
+            *r = again;
+            return;
+        }
+        r->ms += again.ms;
+        r->runs = k;
+        outcome(&again, now, sizeof now);
+        int i = 0;
+        while (i < kinds && strcmp(seen[i], now) != 0) i++;
+        if (i == kinds && kinds < 8) snprintf(seen[kinds++], sizeof seen[0], "%s", now);
+        if (i < 8) count[i]++;
+        if (strcmp(now, first) != 0 && !r->flaky) {
+            char *one = r->trace;
+            r->trace = NULL;
+            add_trace(r, 1, s->repeat, first, one ? one : "");
+            add_trace(r, k, s->repeat, now, again.trace ? again.trace : "");
+            free(one);
+            r->flaky = 1;
+        }
+        free(again.trace);
+    }
+    if (!r->flaky) return;
+    for (int i = 0; i < kinds; i++)
+        snprintf(tally + strlen(tally), sizeof tally - strlen(tally), "%s%s %d", i ? ", " : "",
+                 seen[i], count[i]);
+    snprintf(r->detail, sizeof r->detail, "flaky over %d runs: %s", r->runs, tally);
+    r->ok = 0;
+}
+
 /* A row the run did not get to, or could not judge: an error, not a failure
  * of the locker. */
 static void not_run(result *r, const char *why) {
@@ -366,15 +449,6 @@ static int server_answers(redisContext *ctl) {
     return ok;
 }
 
-static const char *verdict_name(lb__race_verdict v) {
-    switch (v) {
-    case LB__RACE_PASSED: return "passed";
-    case LB__RACE_CAUGHT: return "caught";
-    case LB__RACE_NOT_FOLLOWED: return "not_followed";
-    default: return "error";
-    }
-}
-
 static void expected_text(const result *r, char *out, size_t cap) {
     if (r->expect == LB__RACE_EXPECT_PASS) snprintf(out, cap, "pass");
     else if (r->expect == LB__RACE_EXPECT_NA) snprintf(out, cap, "n/a");
@@ -392,6 +466,11 @@ static void report_text(const settings *s, const lb__race_row *row, const result
         return;
     }
     printf("schedule: %s\n%s", lb__race_row_schedule(row, s->locker), r->trace ? r->trace : "");
+    if (r->flaky) {
+        printf("verdict: %s (expected %s): FAILED\n\n", r->detail, exp);
+        fflush(stdout);
+        return;
+    }
     printf("verdict: %s%s%s%s (expected %s): %s\n\n", verdict_name(r->verdict),
            r->kind[0] && r->verdict != LB__RACE_NOT_FOLLOWED ? ":" : "",
            r->verdict != LB__RACE_NOT_FOLLOWED ? r->kind : "",
@@ -408,7 +487,9 @@ static void report_json(const settings *s, const lb__race_row *row, const result
     lb__cli_add_str(o, "race", row->name);
     lb__cli_add_str(o, "schedule", lb__race_row_schedule(row, s->locker));
     if (s->locker) lb__cli_add_str(o, "locker", s->locker);
-    lb__cli_add_str(o, "verdict", r->skipped ? "skipped" : verdict_name(r->verdict));
+    lb__cli_add_str(o, "verdict",
+                    r->skipped ? "skipped" : r->flaky ? "flaky" : verdict_name(r->verdict));
+    if (!r->skipped && s->repeat > 1) lb__cli_add_i64(o, "runs", r->runs);
     lb__cli_add_str(o, "expected", exp);
     lb__cli_add_bool(o, "ok", r->ok);
     if (!r->skipped) {
@@ -446,8 +527,10 @@ static void junit_case(FILE *f, const settings *s, const lb__race_row *row, cons
         fputs("    <skipped message=\"the row does not apply to this locker\"/>\n", f);
     } else {
         if (!r->ok) {
-            fprintf(f, "    <%s message=\"", r->error ? "error" : "failure");
-            if (!r->error) fprintf(f, "%s (expected %s): ", verdict_name(r->verdict), exp);
+            fprintf(f, "    <%s%s message=\"", r->error ? "error" : "failure",
+                    r->flaky ? " type=\"flaky\"" : "");
+            if (r->flaky) fprintf(f, "expected %s: ", exp);
+            else if (!r->error) fprintf(f, "%s (expected %s): ", verdict_name(r->verdict), exp);
             xml_text(f, r->detail[0] ? r->detail : "no violation seen");
             fputs("\"/>\n", f);
         }
@@ -524,7 +607,7 @@ static int run_rows(settings *s, lb__race_row *rows, int n, result *res, redisCo
     }
     print_ports(s, ports);
     for (; done < n && !lb__race_stop_signal; done++) {
-        run_row(p, ctl, s, ports, &rows[done], &res[done]);
+        run_repeated(p, ctl, s, ports, &rows[done], &res[done]);
         if (lb__cli_is_json()) report_json(s, &rows[done], &res[done]);
         else report_text(s, &rows[done], &res[done]);
         if (res[done].error && !lb__race_stop_signal && !server_answers(ctl)) {

@@ -969,6 +969,53 @@ static void test_a_clients_own_validity_counts_for_its_hold(void **state) {
     redisFree(b);
 }
 
+/* --repeat: a row whose outcome changes between replays is flaky. B is built
+ * to flap: every other run it deletes A's lock (caught) or only reads it
+ * (passed); the same schedule replayed three times says so, and a steady row
+ * replayed as often keeps its verdict. */
+static void test_a_row_whose_outcome_changes_is_flaky(void **state) {
+    (void)state;
+    char dir[] = "/tmp/lb-race-flap-XXXXXX", ca[600], cb[1200], junit[300];
+    assert_non_null(mkdtemp(dir));
+    snprintf(junit, sizeof junit, "%s/report.xml", dir);
+    snprintf(ca, sizeof ca, "A=redis-cli -p {port} SETNX " KEY " 1 >/dev/null && exec sleep 60");
+    snprintf(cb, sizeof cb,
+             "B=if [ -e %s/deleted ]; then rm %s/deleted; exec redis-cli -p {port} GET " KEY
+             "; else : > %s/deleted; exec redis-cli -p {port} DEL " KEY "; fi",
+             dir, dir, dir);
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX B", "--key", KEY,
+                          "--repeat", "3", "--json", "--junit", junit, "--client", ca,
+                          "--client", cb, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, args), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "flaky");
+    assert_string_equal(lbt_str_of(res[0], "detail"),
+                        "flaky over 3 runs: caught:deleted 2, passed 1");
+    assert_int_equal((int)lbt_num_of(res[0], "runs"), 3);
+    expect_in(lbt_str_of(res[0], "trace"), "--- run 1 of 3: caught:deleted ---\n");
+    expect_in(lbt_str_of(res[0], "trace"), "--- run 2 of 3: passed ---\n");
+    cJSON_Delete(res[0]);
+    expect_in(read_file(junit), "<failure type=\"flaky\" message=\"expected pass: flaky over 3 "
+                                "runs: caught:deleted 2, passed 1\"/>");
+    unlink(junit);
+
+    /* A steady client: the same verdict three times, not flaky. */
+    snprintf(cb, sizeof cb, "B=exec redis-cli -p {port} DEL " KEY);
+    args[sizeof args / sizeof args[0] - 2] = cb;
+    assert_int_equal(lbt_run(&p, args), 6);
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "caught");
+    assert_int_equal((int)lbt_num_of(res[0], "runs"), 3);
+    cJSON_Delete(res[0]);
+    unlink(junit);
+    char state_file[300];
+    snprintf(state_file, sizeof state_file, "%s/deleted", dir);
+    unlink(state_file);
+    rmdir(dir);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -1134,6 +1181,7 @@ int main(void) {
         cmocka_unit_test(test_the_proxy_ports_come_from_the_range_given),
         cmocka_unit_test(test_a_set_up_failure_is_a_junit_error),
         cmocka_unit_test(test_a_clients_own_validity_counts_for_its_hold),
+        cmocka_unit_test(test_a_row_whose_outcome_changes_is_flaky),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

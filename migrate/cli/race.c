@@ -91,6 +91,7 @@ typedef struct result {
     int error; /* the run failed, not the locker: the row was not judged */
     int flaky; /* replayed with --repeat, its outcome changed */
     int runs;
+    int sections; /* critical sections seen */
     lb__race_verdict verdict;
     lb__race_expect expect;
     const char *expect_kind;
@@ -327,6 +328,7 @@ static void run_row(lb__race_proxy *p, redisContext *ctl, const settings *s, con
     r->ms = lb__cli_mono_ms() - t0;
     for (int c = 0; c < s->cfg.nclients; c++) lb__race_kill(pids[c]);
     r->followed = lb__race_proxy_followed(p);
+    r->sections = lb__race_proxy_sections(p);
     snprintf(r->kind, sizeof r->kind, "%s", lb__race_proxy_kind(p));
     snprintf(r->detail, sizeof r->detail, "%s", lb__race_proxy_detail(p));
     r->trace = strdup(lb__race_proxy_trace(p));
@@ -670,8 +672,20 @@ static int set_up(const lb__cli_args *a, settings *s, lb__race_server *server,
 /* The summary, the report and the exit code, whatever ended the run. */
 static int finish(const lb__cli_args *a, const settings *s, const lb__race_row *rows,
                   result *res, int n, int code, const char *why) {
-    int failed = 0;
-    for (int i = 0; i < n; i++) failed += !res[i].ok;
+    int failed = 0, judged = 0, sections = 0;
+    for (int i = 0; i < n; i++) {
+        failed += !res[i].ok;
+        judged += !res[i].skipped && !res[i].error;
+        sections += res[i].sections;
+    }
+    /* A counter key no client used as the pattern says leaves two checks
+     * blind: said, not silently passed. */
+    if (s->cfg.counter_key && judged > 0 && sections == 0)
+        fprintf(stderr,
+                "lockbridge race: warning: --counter-key %s: no critical section seen in any "
+                "row (no client read it after its lock commands); overlap and lost-update "
+                "were not checked\n",
+                s->cfg.counter_key);
     junit_or_say(s, rows, res, n, &failed);
     if (!lb__cli_is_json()) printf("%d of %d schedules met their expectation\n", n - failed, n);
     if (code != LB__CLI_EXIT_OK) {

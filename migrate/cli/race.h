@@ -136,6 +136,8 @@ const char *lb__race_proxy_detail(const lb__race_proxy *p);
 const char *lb__race_proxy_kind(const lb__race_proxy *p);
 /* Tokens of the schedule that were carried out. */
 int lb__race_proxy_followed(const lb__race_proxy *p);
+/* Critical sections (counter GET to SET) the schedule saw. */
+int lb__race_proxy_sections(const lb__race_proxy *p);
 
 /* The signal (SIGTERM, SIGINT) that asked the run to stop; 0 while none has.
  * The proxy's loop checks it at least every 20 ms and ends the schedule. */

@@ -59,12 +59,9 @@ typedef struct conn {
     buf in, out, up, rep;
     cmd *pend, *pend_tail, *fly, *fly_tail;
     size_t pend_bytes; /* bytes of the commands held back in pend */
-    int touched; /* has sent a lock-key command: its counter reads are critical sections */
     char lastget[LB_OBSERVED_MAX];
     size_t lastgetlen;
     int lastget_kind; /* 0 none, 1 a value, 2 nil */
-    int in_cs;
-    unsigned long cs_version;
 } conn;
 
 /* What the proxy saw of a client that did not follow: the cause it names. */
@@ -85,6 +82,11 @@ typedef struct rclient {
     int holds;
     double acq_at, last_rx;
     sighting seen;
+    /* Critical sections are the client's, on whichever of its connections they
+     * run (a pool): once it has sent a lock-key command, its counter GET
+     * starts one and its SET ends it. */
+    int touched, in_cs;
+    unsigned long cs_version;
 } rclient;
 
 struct lb__race_proxy {
@@ -101,6 +103,7 @@ struct lb__race_proxy {
     char detail[1024], kind[32];
     int violated, followed, failed;
     int resetting; /* connections closed by the tool, not by their clients */
+    int sections;  /* critical sections seen in this schedule */
 };
 
 /* ---- Small helpers ------------------------------------------------------------------ */
@@ -435,6 +438,22 @@ static void render_reply(const char *r, size_t n, char *out, size_t cap) {
     lb__cli_printable(out, cap, r, len > 60 ? 60 : len);
 }
 
+/* A takeover that writes an expiry no later than the expired one it replaced
+ * writes one already past, by the taker's own judgement that the old one had
+ * passed: a lock anyone may take at once. Judged from the two values alone, so
+ * that no client's clock or unit (L3 counts from a clock of its own) is
+ * guessed. */
+static void past_expiry(lb__race_proxy *p, int x, const cmd *m, const char *old, size_t oldlen) {
+    double now, was;
+    if (!m->val || lb__race_value_expiry(m->val, m->vallen, &now) != 0 ||
+        lb__race_value_expiry(old, oldlen, &was) != 0 || now > was)
+        return;
+    violate(p, "expired-write",
+            "%c took the lock over writing an expiry no later than the expired one it replaced "
+            "(%s): already past, anyone may take it at once",
+            name_of(x), m->shown);
+}
+
 static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *r, size_t n) {
     int x = c->client;
     const char *v = NULL;
@@ -449,8 +468,10 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     } else if (strcmp(m->name, "GETSET") == 0 && (r[0] == '$' || r[0] == '_')) {
         write_key(p, x, m);
         if (is_bulk && c->lastget_kind == 1 && vlen == c->lastgetlen &&
-            memcmp(v, c->lastget, vlen) == 0)
+            memcmp(v, c->lastget, vlen) == 0) {
             acquire(p, x, "GETSET returned the value its GET saw");
+            past_expiry(p, x, m, v, vlen);
+        }
     } else if ((strcmp(m->name, "DEL") == 0 || strcmp(m->name, "UNLINK") == 0) &&
                reply_is(r, n, ":1\r")) {
         delete_key(p, x, m);
@@ -467,32 +488,32 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     }
 }
 
-/* A counter GET on a connection that has used the lock starts a critical
- * section; its SET ends it. */
+/* A counter GET by a client that has used the lock (on any of its
+ * connections) starts a critical section; its SET ends it. */
 static void on_counter_send(lb__race_proxy *p, conn *c, const cmd *m) {
     int x = c->client;
-    if (strcmp(m->name, "GET") != 0 || !c->touched) return;
-    for (int i = 0; i < MAX_CONNS; i++) {
-        conn *o = p->conns[i];
-        if (o && o != c && o->in_cs && o->client != x && !p->cl[o->client].frozen)
+    if (strcmp(m->name, "GET") != 0 || !p->cl[x].touched) return;
+    for (int y = 0; y < p->cfg.nclients; y++)
+        if (y != x && p->cl[y].in_cs && !p->cl[y].frozen)
             violate(p, "overlap", "%c entered its critical section while %c is inside its own",
-                    name_of(x), name_of(o->client));
-    }
-    c->in_cs = 1;
+                    name_of(x), name_of(y));
+    p->cl[x].in_cs = 1;
+    p->sections++;
     acquire(p, x, "entered its critical section");
 }
 
 static void on_counter_reply(lb__race_proxy *p, conn *c, const cmd *m) {
-    if (!c->touched) return;
+    rclient *cl = &p->cl[c->client];
+    if (!cl->touched) return;
     if (strcmp(m->name, "GET") == 0) {
-        c->cs_version = p->counter_version;
+        cl->cs_version = p->counter_version;
         return;
     }
-    if (c->in_cs && c->cs_version != p->counter_version)
+    if (cl->in_cs && cl->cs_version != p->counter_version)
         violate(p, "lost-update", "%c's SET of the counter overwrote an update it had not read",
                 name_of(c->client));
     p->counter_version++;
-    c->in_cs = 0;
+    cl->in_cs = 0;
 }
 
 /* ---- Connections ------------------------------------------------------------------------ */
@@ -605,8 +626,8 @@ static void forward(lb__race_proxy *p, conn *c, cmd *m) {
         /* A holder's next command on the lock starts its release, unless it
          * only sets or reads the key's TTL (an INCR locker's EXPIRE, a renewal). */
         if (p->cl[x].holds && !ttl_command(m->name)) p->cl[x].holds = 0;
-        c->touched = 1;
-    } else if (m->counter && c->touched) {
+        p->cl[x].touched = 1;
+    } else if (m->counter && p->cl[x].touched) {
         trace_add(p, "  %c -> %s\n", name_of(x), m->shown);
         on_counter_send(p, c, m);
     }
@@ -652,13 +673,14 @@ static void take_replies(lb__race_proxy *p, conn *c) {
             return;
         }
         if (buf_add(&c->out, c->rep.d, pos, 2 * OUT_MAX) != 0) p->failed = 1;
-        if (m->lock || (m->counter && c->touched)) {
+        int touched = p->cl[c->client].touched;
+        if (m->lock || (m->counter && touched)) {
             char shown[120];
             render_reply(c->rep.d, pos, shown, sizeof shown);
             trace_add(p, "  %c <- %s\n", name_of(c->client), shown);
         }
         if (m->lock) on_lock_reply(p, c, m, c->rep.d, pos);
-        if (m->counter && c->touched) on_counter_reply(p, c, m);
+        if (m->counter && touched) on_counter_reply(p, c, m);
         p->cl[c->client].last_rx = now_ms();
         if (m->seq == p->await_seq) p->await_state = 1;
         buf_drop(&c->rep, pos);
@@ -1028,6 +1050,10 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
         if (p->violated) return LB__RACE_CAUGHT;
     }
     trace_add(p, "  followed to the end (%d tokens)\n", s->n);
+    if (p->cfg.counter_key && p->sections == 0)
+        trace_add(p, "  note: no critical section seen on %s (no GET of it by a client after "
+                  "its lock commands): overlap and lost-update were not checked\n",
+                  p->cfg.counter_key);
     return LB__RACE_PASSED;
 }
 
@@ -1079,7 +1105,7 @@ void lb__race_proxy_reset(lb__race_proxy *p) {
     p->await_state = 0;
     p->trace[0] = p->detail[0] = p->kind[0] = '\0';
     p->tracelen = 0;
-    p->violated = p->followed = p->failed = 0;
+    p->violated = p->followed = p->failed = p->sections = 0;
 }
 
 void lb__race_proxy_free(lb__race_proxy *p) {
@@ -1101,3 +1127,4 @@ const char *lb__race_proxy_trace(const lb__race_proxy *p) { return p->trace; }
 const char *lb__race_proxy_detail(const lb__race_proxy *p) { return p->detail; }
 const char *lb__race_proxy_kind(const lb__race_proxy *p) { return p->kind; }
 int lb__race_proxy_followed(const lb__race_proxy *p) { return p->followed; }
+int lb__race_proxy_sections(const lb__race_proxy *p) { return p->sections; }

@@ -607,6 +607,93 @@ static void test_two_critical_sections_at_once_are_caught(void **state) {
     redisFree(b);
 }
 
+static void expect_in(const char *text, const char *want);
+
+/* A critical section run on another connection of the client (a pool) is the
+ * client's: A locks on one connection and enters on a second; B, once A's
+ * validity has passed, deletes, acquires and enters too. */
+static void test_a_critical_section_on_another_connection_is_checked(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX +100 B:DEL B:SETNX +300",
+                          "--key", KEY, "--counter-key", COUNTER, "--ttl-ms", "50", "--json",
+                          "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 2);
+    redisContext *a = client_conn(port_of(&p, 'A')), *b = client_conn(port_of(&p, 'B'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    send_cmd(b, "DEL %s", KEY);
+    send_cmd(b, "SETNX %s 2", KEY);
+    expect_reply_int(a, 1);
+    redisContext *pooled = client_conn(port_of(&p, 'A'));
+    send_cmd(pooled, "GET %s", COUNTER);
+    expect_reply_any(pooled);
+    expect_reply_int(b, 1);
+    expect_reply_int(b, 1);
+    send_cmd(b, "GET %s", COUNTER);
+    expect_reply_any(b);
+    assert_int_equal(lbt_finish(&p), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "kind"), "overlap");
+    assert_string_equal(lbt_str_of(res[0], "detail"),
+                        "B entered its critical section while A is inside its own");
+    cJSON_Delete(res[0]);
+    redisFree(pooled);
+    redisFree(a);
+    redisFree(b);
+}
+
+/* A --counter-key no client reads after its lock commands: the trace and a
+ * warning say the two checks that need it saw nothing. */
+static void test_a_counter_key_never_used_is_warned_about(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX", "--key", KEY,
+                          "--counter-key", "race:countre", "--json", "--start-timeout-ms",
+                          "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    redisContext *a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    expect_reply_int(a, 1);
+    send_cmd(a, "GET %s", COUNTER);
+    expect_reply_any(a);
+    assert_int_equal(lbt_finish(&p), 0);
+    expect_in(p.out, "note: no critical section seen on race:countre");
+    expect_in(p.err, "warning: --counter-key race:countre: no critical section seen in any row");
+    redisFree(a);
+}
+
+/* A takeover whose GETSET writes an expiry no later than the expired one it
+ * replaced (already past, by the taker's own judgement): anyone may take the
+ * lock at once. */
+static void test_a_takeover_writing_a_past_expiry_is_caught(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX A:GET A:GETSET", "--key",
+                          KEY, "--json", "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    redisContext *a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1000000000000", KEY); /* 2001 */
+    expect_reply_int(a, 1);
+    send_cmd(a, "GET %s", KEY);
+    expect_reply_any(a);
+    send_cmd(a, "GETSET %s 999999995000", KEY); /* five seconds earlier */
+    expect_reply_any(a);
+    assert_int_equal(lbt_finish(&p), 6);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "kind"), "expired-write");
+    assert_string_equal(lbt_str_of(res[0], "detail"),
+                        "A took the lock over writing an expiry no later than the expired one "
+                        "it replaced (GETSET " KEY " 999999995000): already past, anyone may "
+                        "take it at once");
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
 /* The other tokens: A (any command), A:- (a step that sends nothing only
  * settles), B. (B steps until it holds or goes quiet), and A~N, which a real
  * process cannot be given: not followed. */
@@ -1169,6 +1256,9 @@ int main(void) {
         cmocka_unit_test(test_a_crashed_client_can_be_killed),
         cmocka_unit_test(test_a_schedule_not_followed_fails_the_run),
         cmocka_unit_test(test_two_critical_sections_at_once_are_caught),
+        cmocka_unit_test(test_a_critical_section_on_another_connection_is_checked),
+        cmocka_unit_test(test_a_counter_key_never_used_is_warned_about),
+        cmocka_unit_test(test_a_takeover_writing_a_past_expiry_is_caught),
         cmocka_unit_test(test_bare_finish_and_skew_tokens),
         cmocka_unit_test(test_a_client_that_exits_is_named_with_its_status_and_stderr),
         cmocka_unit_test(test_a_client_that_never_connects_is_named),

@@ -13,7 +13,7 @@ static const lb__cli_optdef opts[] = {
     {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},
     {"--client", LB__CLI_REPEAT}, {"--key", 1},  {"--counter-key", 1},
     {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", LB__CLI_REPEAT},
-    {"--ports", 1},        {"--repeat", 1},
+    {"--ports", 1},        {"--repeat", 1},       {"--record-steps", 1},
     {"--live-steps", 1},   {"--start-timeout-ms", 1}, {"--kill-crashed", 0},
     {"--locker", 1},       {"--junit", 1},        {NULL, 0}};
 
@@ -25,6 +25,7 @@ static const char help[] =
     "                       [--start-timeout-ms N] [--kill-crashed] [--repeat N]\n"
     "                       [--ports LO-HI]\n"
     "                       [--junit FILE] [--json]\n"
+    "       lockbridge race record --client NAME=CMD... [--record-steps N] [--key K]\n"
     "\n"
     "Replays race schedules against real client processes. Each client (A, B, ...)\n"
     "gets a loopback port of its own, printed at the start; a proxy there lets the\n"
@@ -37,6 +38,10 @@ static const char help[] =
     "validity T given by --ttl-ms pass: the shipped catalogue's pauses), A! (A is\n"
     "frozen for good), A? (A, alone, must come to hold the lock), A. (A goes on\n"
     "until it holds or goes quiet). A~N cannot be replayed against a real process.\n"
+    "\n"
+    "record runs each client alone, in turn, every lock-key command let through as\n"
+    "it comes, and prints its first commands as schedule tokens (A:SETNX A:GET\n"
+    "A:DEL ...): a schedule that client follows alone, to edit into a row.\n"
     "\n"
     "  --schedule S            one schedule, e.g. 'A:SETNX A! +1500 B:SETNX B:GET'\n"
     "  --file F                one catalogue file (see docs/race-replay.md)\n"
@@ -63,6 +68,8 @@ static const char help[] =
     "  --kill-crashed          A! also kills A's process (default: only frozen)\n"
     "  --repeat N              replay each row N times (default 1); a row whose outcome\n"
     "                          changes is reported flaky, which fails the run\n"
+    "  --record-steps N        record: lock-key commands recorded per client\n"
+    "                          (default 8, at most 64)\n"
     "  --ports LO-HI           take the clients' ports, and the port of the tool's own\n"
     "                          redis-server, from LO..HI (default: any free port)\n"
     "  --junit FILE            also write a JUnit XML report to FILE\n"
@@ -696,11 +703,87 @@ static int finish(const lb__cli_args *a, const settings *s, const lb__race_row *
     return failed ? LB__CLI_EXIT_UNSAFE : LB__CLI_EXIT_OK;
 }
 
+/* One client's sequence: it alone runs, every lock-key command let through as
+ * it comes; the line printed is a schedule that client follows alone. */
+static int record_one(lb__race_proxy *p, redisContext *ctl, const settings *s, const int *ports,
+                      int c, int steps) {
+    char tokens[LB__RACE_SCHED_MAX], errpath[sizeof s->dir + 8];
+    snprintf(errpath, sizeof errpath, "%s/%c.err", s->dir, 'A' + c);
+    reset_keys(ctl, s);
+    lb__race_proxy_reset(p);
+    pid_t pid = lb__race_spawn(s->client_cmd[c], ports[c], s->dir[0] ? errpath : NULL);
+    lb__race_proxy_set_pid(p, c, pid, s->dir[0] ? errpath : NULL);
+    int n = lb__race_proxy_record(p, c, steps, s->start_timeout_ms, tokens, sizeof tokens);
+    lb__race_kill(pid);
+    char name[2] = {(char)('A' + c), 0};
+    if (lb__cli_is_json()) {
+        cJSON *o = lb__cli_event("race_record");
+        if (o) {
+            lb__cli_add_str(o, "client", name);
+            lb__cli_add_i64(o, "recorded", n < 0 ? 0 : n);
+            lb__cli_add_str(o, "tokens", n > 0 ? tokens : "");
+            if (n <= 0) lb__cli_add_str(o, "detail", lb__race_proxy_detail(p));
+            lb__cli_emit(o);
+        }
+    } else if (n > 0) {
+        printf("%s\n", tokens);
+    } else {
+        printf("%s: nothing recorded: %s\n", name, lb__race_proxy_detail(p));
+    }
+    fflush(stdout);
+    return n > 0 ? 0 : -1;
+}
+
+/* `race record`: each client given, alone and in turn, for its first
+ * --record-steps lock-key commands. */
+static int run_record(const lb__cli_args *a, settings *s) {
+    int64_t steps = 8;
+    const char *v = lb__cli_opt(a, opts, "--record-steps");
+    if (v && lb__cli_int(a, "--record-steps", v, 1, LB__RACE_MAX_TOKENS, &steps) != 0)
+        return LB__CLI_EXIT_USAGE;
+    if (lb__cli_opt(a, opts, "--schedule") || lb__cli_opt(a, opts, "--file") ||
+        lb__cli_opt(a, opts, "--catalogue"))
+        return lb__cli_usage(a, "race record takes no --schedule, --file or --catalogue");
+    for (int c = 0; c < LB__RACE_MAX_CLIENTS; c++)
+        if (s->client_cmd[c]) s->cfg.nclients = c + 1;
+    if (s->cfg.nclients == 0) return lb__cli_usage(a, "race record needs a --client");
+    struct sigaction old[2];
+    catch_stops(old);
+    lb__race_server server = {0};
+    lb__cli_conn own;
+    redisContext *ctl = NULL;
+    char why[256] = "";
+    int ports[LB__RACE_MAX_CLIENTS] = {0}, code = LB__CLI_EXIT_OK;
+    lb__race_proxy *p = NULL;
+    if (set_up(a, s, &server, &own, &ctl, why, sizeof why) != 0 ||
+        !(p = lb__race_proxy_new(&s->cfg, ports, why, sizeof why))) {
+        code = lb__cli_error(a, NULL, LB_EIO, why);
+    } else {
+        print_ports(s, ports);
+        for (int c = 0; c < s->cfg.nclients && !lb__race_stop_signal; c++)
+            if (s->client_cmd[c] && record_one(p, ctl, s, ports, c, (int)steps) != 0)
+                code = LB__CLI_EXIT_UNSAFE;
+        if (lb__race_stop_signal) code = 128 + (int)lb__race_stop_signal;
+    }
+    lb__race_proxy_free(p);
+    remove_dir(s);
+    if (ctl) redisFree(ctl);
+    lb__race_server_stop(&server);
+    release_stops(old);
+    return code;
+}
+
 static int run(const lb__cli_args *a) {
     settings s;
     int n = 0, code;
     char why[256] = "";
     if (read_settings(a, &s) != 0) return LB__CLI_EXIT_USAGE;
+    if (a->npos > 0) {
+        if (strcmp(a->pos[0], "record") != 0)
+            return lb__cli_usage(a, "unknown subcommand %s (race takes record, or none)",
+                                 a->pos[0]);
+        return run_record(a, &s);
+    }
     lb__race_row *rows = calloc(MAX_ROWS, sizeof *rows);
     result *res = calloc(MAX_ROWS, sizeof *res);
     if (!rows || !res) {
@@ -739,4 +822,4 @@ static int run(const lb__cli_args *a) {
 }
 
 const lb__cli_command lb__cli_cmd_race = {
-    "race", "replay race schedules against real client processes", help, opts, 0, run, 0};
+    "race", "replay race schedules against real client processes", help, opts, 1, run, 0};

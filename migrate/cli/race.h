@@ -134,6 +134,12 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
 const char *lb__race_proxy_trace(const lb__race_proxy *p);
 const char *lb__race_proxy_detail(const lb__race_proxy *p);
 const char *lb__race_proxy_kind(const lb__race_proxy *p);
+/* `race record`: lets client x's lock-key commands through as they come, the
+ * others held, and writes the first `steps` of them as schedule tokens
+ * ("A:SETNX A:GET A:DEL"). The number recorded (fewer when the client went
+ * quiet), or -1 when it sent none (the detail says why) or the run failed. */
+int lb__race_proxy_record(lb__race_proxy *p, int x, int steps, int64_t start_timeout_ms,
+                          char *out, size_t cap);
 /* Tokens of the schedule that were carried out. */
 int lb__race_proxy_followed(const lb__race_proxy *p);
 /* Critical sections (counter GET to SET) the schedule saw. */

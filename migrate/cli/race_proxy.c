@@ -104,6 +104,7 @@ struct lb__race_proxy {
     int violated, followed, failed;
     int resetting; /* connections closed by the tool, not by their clients */
     int sections;  /* critical sections seen in this schedule */
+    char last_granted[24]; /* the name of the last lock-key command let through */
 };
 
 /* ---- Small helpers ------------------------------------------------------------------ */
@@ -928,6 +929,7 @@ static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) 
     if (want && !name_matches(m, want))
         return not_followed(p, "%c sent %s, not %s", name_of(x), m->name, want);
     m->granted = 1;
+    snprintf(p->last_granted, sizeof p->last_granted, "%s", m->name);
     p->await_seq = m->seq;
     p->await_state = 0;
     if (!pump(p, now_ms() + t, reply_done, x) || p->await_state < 0) {
@@ -1055,6 +1057,40 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
                   "its lock commands): overlap and lost-update were not checked\n",
                   p->cfg.counter_key);
     return LB__RACE_PASSED;
+}
+
+/* A script's name is not on the wire: any script call is recorded as EVAL,
+ * which matches any of them when replayed. */
+static const char *token_name(const char *name) {
+    return strncmp(name, "EVAL", 4) == 0 || strcmp(name, "FCALL") == 0 ? "EVAL" : name;
+}
+
+int lb__race_proxy_record(lb__race_proxy *p, int x, int steps, int64_t start_timeout_ms,
+                          char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = '\0';
+    if (!pump(p, now_ms() + (double)start_timeout_ms, has_pending_or_exited, x) ||
+        !has_pending(p, x)) {
+        char waited[64];
+        if (p->failed) return -1;
+        snprintf(waited, sizeof waited, "within %lld ms of the start",
+                 (long long)start_timeout_ms);
+        silent(p, x, waited);
+        return -1;
+    }
+    int n = 0;
+    for (; n < steps; n++) {
+        if (one_command(p, x, NULL) != LB__RACE_PASSED) break;
+        int w = snprintf(out + o, cap - o, "%s%c:%s", n ? " " : "", name_of(x),
+                         token_name(p->last_granted));
+        if (w < 0 || (size_t)w >= cap - o) break;
+        o += (size_t)w;
+    }
+    if (p->failed) return -1;
+    /* A client that went quiet before `steps` ended its sequence: that is
+     * what it does alone, not a fault. */
+    p->detail[0] = '\0';
+    return n;
 }
 
 /* ---- Life cycle ------------------------------------------------------------------------- */

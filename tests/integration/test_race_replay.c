@@ -1103,6 +1103,37 @@ static void test_a_row_whose_outcome_changes_is_flaky(void **state) {
     rmdir(dir);
 }
 
+/* race record: a client's own sequence, printed as tokens, replays as written. */
+static void test_a_recorded_sequence_replays_as_written(void **state) {
+    (void)state;
+    char line[1024], ca[1100];
+    client_line("lockbridge-hold", SHORT_TTL_MS, line, sizeof line);
+    snprintf(ca, sizeof ca, "A=%s", line);
+    const char *rec[] = {"-p", port, "race", "record", "--key", KEY, "--record-steps", "5",
+                         "--json", "--client", ca, NULL};
+    lbt_proc p;
+    assert_int_equal(lbt_run(&p, rec), 0);
+    const char *at = strstr(p.out, "\"event\":\"race_record\"");
+    assert_non_null(at);
+    lbt_lines lines;
+    lbt_parse(&p, &lines);
+    const cJSON *r = lines.line[lines.n - 1];
+    char tokens[256];
+    snprintf(tokens, sizeof tokens, "%s", lbt_str_of(r, "tokens"));
+    assert_int_equal((int)lbt_num_of(r, "recorded"), 5);
+    lbt_lines_free(&lines);
+    /* lockbridge's wire lock: SETNX, then its release reads and deletes. */
+    assert_string_equal(tokens, "A:SETNX A:GET A:DEL A:SETNX A:GET");
+    const char *replay_args[] = {"-p", port, "race", "--schedule", tokens, "--key", KEY, "--json",
+                                 "--client", ca, NULL};
+    assert_int_equal(lbt_run(&p, replay_args), 0);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "passed");
+    assert_int_equal((int)lbt_num_of(res[0], "followed"), 5);
+    cJSON_Delete(res[0]);
+}
+
 /* Malformed and oversized requests close the sender's connection; the proxy
  * goes on, and a well-formed client then follows the schedule. */
 static void test_malformed_requests_close_only_their_connection(void **state) {
@@ -1272,6 +1303,7 @@ int main(void) {
         cmocka_unit_test(test_a_set_up_failure_is_a_junit_error),
         cmocka_unit_test(test_a_clients_own_validity_counts_for_its_hold),
         cmocka_unit_test(test_a_row_whose_outcome_changes_is_flaky),
+        cmocka_unit_test(test_a_recorded_sequence_replays_as_written),
         cmocka_unit_test(test_malformed_requests_close_only_their_connection),
         cmocka_unit_test(test_bad_schedules_are_refused),
     };

@@ -967,6 +967,41 @@ static lb__race_verdict finish(lb__race_proxy *p, int x) {
                         FINISH_STEPS);
 }
 
+/* A command that tries to acquire: where a release ends. */
+static int attempts(const cmd *m) {
+    return strcmp(m->name, "SETNX") == 0 || strcmp(m->name, "INCR") == 0 ||
+           strcmp(m->name, "GETSET") == 0 || (strcmp(m->name, "SET") == 0 && m->nx);
+}
+
+/* A:release: whatever the client's release sends (a DEL; GET then DEL; GET,
+ * GET, DEL-if-expired; a script) goes through, up to its next acquisition
+ * attempt or until it goes quiet; at least one command, which must not be an
+ * attempt. */
+static lb__race_verdict release(lb__race_proxy *p, int x) {
+    for (int n = 0; n < FINISH_STEPS; n++) {
+        if (n > 0) {
+            pump(p, now_ms() + (double)p->cfg.step_timeout_ms, settled, x);
+            if (!has_pending(p, x)) return LB__RACE_PASSED;
+        } else if (!pump(p, now_ms() + (double)p->cfg.step_timeout_ms, has_pending_or_exited, x) ||
+                   !has_pending(p, x)) {
+            char waited[64];
+            if (p->failed) return LB__RACE_ERROR;
+            snprintf(waited, sizeof waited, "within %lld ms", (long long)p->cfg.step_timeout_ms);
+            return silent(p, x, waited);
+        }
+        const cmd *m = pending_lock(p, x, NULL);
+        if (attempts(m)) {
+            if (n > 0) return LB__RACE_PASSED;
+            return not_followed(p, "%c sent %s, an acquisition attempt, not a release", name_of(x),
+                                m->name);
+        }
+        lb__race_verdict v = one_command(p, x, NULL);
+        if (v != LB__RACE_PASSED || p->violated) return v;
+    }
+    return not_followed(p, "%c's release did not end within %d commands", name_of(x),
+                        FINISH_STEPS);
+}
+
 static void crash(lb__race_proxy *p, int x) {
     p->cl[x].frozen = 1;
     p->cl[x].holds = 0;
@@ -1002,6 +1037,7 @@ static lb__race_verdict run_token(lb__race_proxy *p, const lb__race_tok *k) {
             pump(p, now_ms() + (double)p->cfg.step_timeout_ms, settled, x);
             return LB__RACE_PASSED;
         }
+        if (strcmp(k->cmd, "release") == 0) return release(p, x);
         return one_command(p, x, k->cmd);
     case LB__RACE_CRASH:
         trace_add(p, "[%c!] %c is frozen for good\n", name_of(x), name_of(x));

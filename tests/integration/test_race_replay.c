@@ -694,6 +694,37 @@ static void test_a_takeover_writing_a_past_expiry_is_caught(void **state) {
     redisFree(a);
 }
 
+/* A:release lets through whatever the client's release sends (here GET, GET,
+ * DEL) and stops at its next acquisition attempt, which the next step takes. */
+static void test_a_release_step_takes_the_clients_whole_release(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--schedule", "A:SETNX A:release A:SETNX", "--key",
+                          KEY, "--json", "--start-timeout-ms", "10000", NULL};
+    lbt_proc p;
+    lbt_spawn(&p, args);
+    lbt_wait_lines(&p, 1);
+    redisContext *a = client_conn(port_of(&p, 'A'));
+    send_cmd(a, "SETNX %s 1", KEY);
+    expect_reply_int(a, 1);
+    send_cmd(a, "GET %s", KEY);
+    send_cmd(a, "GET %s", KEY);
+    send_cmd(a, "DEL %s", KEY);
+    send_cmd(a, "SETNX %s 2", KEY);
+    expect_reply_any(a);
+    expect_reply_any(a);
+    expect_reply_int(a, 1);
+    expect_reply_int(a, 1);
+    assert_int_equal(lbt_finish(&p), 0);
+    cJSON *res[2];
+    assert_int_equal(results_of(&p, res, 2), 1);
+    assert_string_equal(lbt_str_of(res[0], "verdict"), "passed");
+    expect_in(lbt_str_of(res[0], "trace"),
+              "[A:release]\n  A -> GET " KEY "\n  A <- \"1\"\n  A -> GET " KEY "\n  A <- \"1\"\n"
+              "  A -> DEL " KEY "\n  A <- :1\n[A:SETNX]\n");
+    cJSON_Delete(res[0]);
+    redisFree(a);
+}
+
 /* The other tokens: A (any command), A:- (a step that sends nothing only
  * settles), B. (B steps until it holds or goes quiet), and A~N, which a real
  * process cannot be given: not followed. */
@@ -1290,6 +1321,7 @@ int main(void) {
         cmocka_unit_test(test_a_critical_section_on_another_connection_is_checked),
         cmocka_unit_test(test_a_counter_key_never_used_is_warned_about),
         cmocka_unit_test(test_a_takeover_writing_a_past_expiry_is_caught),
+        cmocka_unit_test(test_a_release_step_takes_the_clients_whole_release),
         cmocka_unit_test(test_bare_finish_and_skew_tokens),
         cmocka_unit_test(test_a_client_that_exits_is_named_with_its_status_and_stderr),
         cmocka_unit_test(test_a_client_that_never_connects_is_named),

@@ -1,6 +1,7 @@
 /* `lockbridge race`: the processes it starts: the clients under test (a shell
  * command line each) and, unless given one, its own redis-server. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -34,16 +35,50 @@ static int substitute(const char *in, int port, char *out, size_t cap) {
     return 0;
 }
 
-static void quiet_stdio(void) {
+/* stdin and stdout to /dev/null; stderr to `errpath`, truncated, when given. */
+static void quiet_stdio(const char *errpath) {
     int fd = open("/dev/null", O_RDWR);
     if (fd < 0) return;
     dup2(fd, STDIN_FILENO);
     dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
+    int efd = errpath ? open(errpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+    dup2(efd >= 0 ? efd : fd, STDERR_FILENO);
+    if (efd >= 0) close(efd);
     if (fd > STDERR_FILENO) close(fd);
 }
 
-pid_t lb__race_spawn(const char *cmdline, int port) {
+void lb__race_tail(const char *path, char *out, size_t cap) {
+    char buf[1024];
+    size_t n = 0;
+    out[0] = '\0';
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long end = ftell(f);
+        if (end > (long)sizeof buf - 1) fseek(f, end - (long)sizeof buf + 1, SEEK_SET);
+        else rewind(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+    }
+    fclose(f);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) n--;
+    /* The last lines that fit: a Java stack's first lines say the most, but
+     * the exception that ended the process is at the end. */
+    size_t start = n > cap / 2 ? n - cap / 2 : 0;
+    const char *nl = start ? memchr(buf + start, '\n', n - start) : NULL;
+    if (nl) start = (size_t)(nl - buf) + 1;
+    size_t o = 0;
+    for (size_t i = start; i < n && o + 4 < cap; i++) {
+        if (buf[i] == '\n') {
+            memcpy(out + o, " | ", 3);
+            o += 3;
+        } else if (buf[i] != '\r') {
+            out[o++] = (unsigned char)buf[i] < 0x20 || buf[i] == 0x7f ? '?' : buf[i];
+        }
+    }
+    out[o] = '\0';
+}
+
+pid_t lb__race_spawn(const char *cmdline, int port, const char *errpath) {
     char line[CMDLINE_MAX];
     if (substitute(cmdline, port, line, sizeof line) != 0) return -1;
     pid_t pid = fork();
@@ -51,7 +86,7 @@ pid_t lb__race_spawn(const char *cmdline, int port) {
         /* A group of its own, so that the client and anything its shell starts
          * (a JVM, a loop of tool runs) are killed together. */
         setpgid(0, 0);
-        quiet_stdio();
+        quiet_stdio(errpath);
         execl("/bin/sh", "sh", "-c", line, (char *)NULL);
         _exit(127);
     }
@@ -63,24 +98,43 @@ void lb__race_kill(pid_t pid) {
     if (pid <= 0) return;
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) continue;
 }
 
 /* ---- redis-server ------------------------------------------------------------------ */
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
+int lb__race_bind_loopback(int lo, int hi, int listen_too, int *port) {
+    int first = lo > 0 ? lo : 0, last = lo > 0 ? hi : 0;
+    for (int at = first; at <= last; at++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -1;
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)at);
+        socklen_t len = sizeof a;
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && (!listen_too || listen(fd, 16) == 0) &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
+            *port = ntohs(a.sin_port);
+            return fd;
+        }
+        close(fd);
+    }
+    return -1;
+}
+
+/* A port free now, in lo..hi when given; another process may take it before
+ * the server binds it, hence the caller's retries. `skip` ports are passed
+ * over (those tried already). */
+static int free_port(int lo, int hi, int skip) {
     int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
+    for (int k = 0; k <= skip; k++) {
+        int fd = lb__race_bind_loopback(lo, hi, 0, &port);
+        if (fd < 0) return -1;
+        close(fd);
+        if (lo > 0) lo = port + 1;
+    }
     return port;
 }
 
@@ -90,7 +144,7 @@ static pid_t server_spawn(const lb__race_server *s) {
     snprintf(port, sizeof port, "%d", s->port);
     pid_t pid = fork();
     if (pid == 0) {
-        quiet_stdio();
+        quiet_stdio(NULL);
         execlp(bin ? bin : "redis-server", bin ? bin : "redis-server", "--port", port, "--bind",
                "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize",
                "no", (char *)NULL);
@@ -128,7 +182,7 @@ static int await_server(lb__race_server *s) {
     return -1;
 }
 
-int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
+int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t cap) {
     memset(s, 0, sizeof *s);
     /* $TMPDIR when set, as mktemp(1) does. */
     const char *tmp = getenv("TMPDIR");
@@ -141,7 +195,7 @@ int lb__race_server_start(lb__race_server *s, char *err, size_t cap) {
     }
     /* Another process may take the free port first: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        s->port = free_port();
+        s->port = free_port(lo, hi, lo > 0 ? attempt : 0);
         if (s->port <= 0) continue;
         s->pid = server_spawn(s);
         if (s->pid > 0 && await_server(s) == 0) return 0;

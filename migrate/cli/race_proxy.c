@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "migrate/cli/race.h"
@@ -49,27 +50,43 @@ typedef struct cmd {
     int nx;          /* SET ... NX */
     int granted;     /* the schedule let it through */
     unsigned long seq;
+    double at;       /* when the proxy read it, ms */
 } cmd;
 
 typedef struct conn {
     int cfd, ufd, client;
+    int uport; /* the local port of its server connection, as CLIENT LIST shows it */
     buf in, out, up, rep;
     cmd *pend, *pend_tail, *fly, *fly_tail;
     size_t pend_bytes; /* bytes of the commands held back in pend */
-    int touched; /* has sent a lock-key command: its counter reads are critical sections */
     char lastget[LB_OBSERVED_MAX];
     size_t lastgetlen;
     int lastget_kind; /* 0 none, 1 a value, 2 nil */
-    int in_cs;
-    unsigned long cs_version;
 } conn;
+
+/* What the proxy saw of a client that did not follow: the cause it names. */
+typedef struct sighting {
+    int conns;            /* connections accepted */
+    long cmds, lock_cmds; /* commands read, and those on the lock key */
+    char last_other[200]; /* the last command on another key (as cmd.shown) */
+    char closed_held[24]; /* a connection closed with this lock command held */
+    double held_ms;       /* how long it had been held */
+    int exited, status;   /* the process ended, and its wait status */
+} sighting;
 
 typedef struct rclient {
     int listen_fd, port;
     pid_t pid;
+    char errpath[300]; /* its stderr; "" none */
     int frozen;
     int holds;
     double acq_at, last_rx;
+    sighting seen;
+    /* Critical sections are the client's, on whichever of its connections they
+     * run (a pool): once it has sent a lock-key command, its counter GET
+     * starts one and its SET ends it. */
+    int touched, in_cs;
+    unsigned long cs_version;
 } rclient;
 
 struct lb__race_proxy {
@@ -85,6 +102,9 @@ struct lb__race_proxy {
     size_t tracelen;
     char detail[1024], kind[32];
     int violated, followed, failed;
+    int resetting; /* connections closed by the tool, not by their clients */
+    int sections;  /* critical sections seen in this schedule */
+    char last_granted[24]; /* the name of the last lock-key command let through */
 };
 
 /* ---- Small helpers ------------------------------------------------------------------ */
@@ -142,6 +162,20 @@ static void violate(lb__race_proxy *p, const char *kind, const char *fmt, ...) {
 }
 
 static char name_of(int client) { return (char)('A' + client); }
+
+/* The run itself failed (the server lost, a signal): the schedule ends as an
+ * error, whatever the clients did. The first reason is kept. */
+static void fail(lb__race_proxy *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(lb__race_proxy *p, const char *fmt, ...) {
+    if (p->failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->detail, sizeof p->detail, fmt, ap);
+    va_end(ap);
+    snprintf(p->kind, sizeof p->kind, "error");
+    p->failed = 1;
+    trace_add(p, "  ERROR: %s\n", p->detail);
+}
 
 /* ---- RESP framing --------------------------------------------------------------------
  * Requests are arrays of bulk strings (what every client library sends); a
@@ -326,8 +360,9 @@ static cmd *pop(cmd **head, cmd **tail) {
 
 static int holds_validly(const lb__race_proxy *p, int i) {
     const rclient *c = &p->cl[i];
+    int64_t ttl = p->cfg.client_ttl_ms[i] > 0 ? p->cfg.client_ttl_ms[i] : p->cfg.ttl_ms;
     if (!c->holds || c->frozen) return 0;
-    return p->cfg.ttl_ms <= 0 || now_ms() - c->acq_at < (double)p->cfg.ttl_ms;
+    return ttl <= 0 || now_ms() - c->acq_at < (double)ttl;
 }
 
 static void acquire(lb__race_proxy *p, int x, const char *how) {
@@ -404,6 +439,22 @@ static void render_reply(const char *r, size_t n, char *out, size_t cap) {
     lb__cli_printable(out, cap, r, len > 60 ? 60 : len);
 }
 
+/* A takeover that writes an expiry no later than the expired one it replaced
+ * writes one already past, by the taker's own judgement that the old one had
+ * passed: a lock anyone may take at once. Judged from the two values alone, so
+ * that no client's clock or unit (L3 counts from a clock of its own) is
+ * guessed. */
+static void past_expiry(lb__race_proxy *p, int x, const cmd *m, const char *old, size_t oldlen) {
+    double now, was;
+    if (!m->val || lb__race_value_expiry(m->val, m->vallen, &now) != 0 ||
+        lb__race_value_expiry(old, oldlen, &was) != 0 || now > was)
+        return;
+    violate(p, "expired-write",
+            "%c took the lock over writing an expiry no later than the expired one it replaced "
+            "(%s): already past, anyone may take it at once",
+            name_of(x), m->shown);
+}
+
 static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *r, size_t n) {
     int x = c->client;
     const char *v = NULL;
@@ -418,8 +469,10 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     } else if (strcmp(m->name, "GETSET") == 0 && (r[0] == '$' || r[0] == '_')) {
         write_key(p, x, m);
         if (is_bulk && c->lastget_kind == 1 && vlen == c->lastgetlen &&
-            memcmp(v, c->lastget, vlen) == 0)
+            memcmp(v, c->lastget, vlen) == 0) {
             acquire(p, x, "GETSET returned the value its GET saw");
+            past_expiry(p, x, m, v, vlen);
+        }
     } else if ((strcmp(m->name, "DEL") == 0 || strcmp(m->name, "UNLINK") == 0) &&
                reply_is(r, n, ":1\r")) {
         delete_key(p, x, m);
@@ -436,39 +489,57 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     }
 }
 
-/* A counter GET on a connection that has used the lock starts a critical
- * section; its SET ends it. */
+/* A counter GET by a client that has used the lock (on any of its
+ * connections) starts a critical section; its SET ends it. */
 static void on_counter_send(lb__race_proxy *p, conn *c, const cmd *m) {
     int x = c->client;
-    if (strcmp(m->name, "GET") != 0 || !c->touched) return;
-    for (int i = 0; i < MAX_CONNS; i++) {
-        conn *o = p->conns[i];
-        if (o && o != c && o->in_cs && o->client != x && !p->cl[o->client].frozen)
+    if (strcmp(m->name, "GET") != 0 || !p->cl[x].touched) return;
+    for (int y = 0; y < p->cfg.nclients; y++)
+        if (y != x && p->cl[y].in_cs && !p->cl[y].frozen)
             violate(p, "overlap", "%c entered its critical section while %c is inside its own",
-                    name_of(x), name_of(o->client));
-    }
-    c->in_cs = 1;
+                    name_of(x), name_of(y));
+    p->cl[x].in_cs = 1;
+    p->sections++;
     acquire(p, x, "entered its critical section");
 }
 
 static void on_counter_reply(lb__race_proxy *p, conn *c, const cmd *m) {
-    if (!c->touched) return;
+    rclient *cl = &p->cl[c->client];
+    if (!cl->touched) return;
     if (strcmp(m->name, "GET") == 0) {
-        c->cs_version = p->counter_version;
+        cl->cs_version = p->counter_version;
         return;
     }
-    if (c->in_cs && c->cs_version != p->counter_version)
+    if (cl->in_cs && cl->cs_version != p->counter_version)
         violate(p, "lost-update", "%c's SET of the counter overwrote an update it had not read",
                 name_of(c->client));
     p->counter_version++;
-    c->in_cs = 0;
+    cl->in_cs = 0;
 }
 
 /* ---- Connections ------------------------------------------------------------------------ */
 
+/* A connection closed by its client with a lock command still held, or
+ * granted and not yet answered: most often a read timeout shorter than the
+ * schedule's waits. */
+static void note_held(lb__race_proxy *p, const conn *c) {
+    const cmd *held = NULL;
+    for (const cmd *m = c->fly; m && !held; m = m->next)
+        if (m->lock) held = m;
+    for (const cmd *m = c->pend; m && !held; m = m->next)
+        if (m->lock) held = m;
+    sighting *s = &p->cl[c->client].seen;
+    if (!held || p->resetting || p->cl[c->client].frozen) return;
+    snprintf(s->closed_held, sizeof s->closed_held, "%s", held->name);
+    s->held_ms = now_ms() - held->at;
+    trace_add(p, "  %c's connection closed with its %s held for %.0f ms\n", name_of(c->client),
+              held->name, s->held_ms);
+}
+
 static void conn_close(lb__race_proxy *p, int idx) {
     conn *c = p->conns[idx];
     if (!c) return;
+    note_held(p, c);
     for (int q = 0; q < 2; q++) {
         cmd **h = q ? &c->fly : &c->pend;
         while (*h) {
@@ -512,6 +583,8 @@ static void accept_conn(lb__race_proxy *p, int client) {
         if (!p->conns[i]) slot = i;
     int ufd = slot >= 0 ? upstream(p) : -1;
     conn *c = ufd >= 0 ? calloc(1, sizeof *c) : NULL;
+    if (slot >= 0 && ufd < 0)
+        fail(p, "the Redis server cannot be reached (for %c's new connection)", name_of(client));
     if (!c) {
         trace_add(p, "  %c: connection refused (no slot, or the server is unreachable)\n",
                   name_of(client));
@@ -524,9 +597,14 @@ static void accept_conn(lb__race_proxy *p, int client) {
     set_nonblock(fd);
     c->cfd = fd;
     c->ufd = ufd;
+    struct sockaddr_in la;
+    socklen_t lalen = sizeof la;
+    if (getsockname(ufd, (struct sockaddr *)&la, &lalen) == 0 && la.sin_family == AF_INET)
+        c->uport = ntohs(la.sin_port);
     c->client = client;
     p->conns[slot] = c;
     p->cl[client].last_rx = now_ms();
+    p->cl[client].seen.conns++;
 }
 
 static int ttl_command(const char *name) {
@@ -549,8 +627,8 @@ static void forward(lb__race_proxy *p, conn *c, cmd *m) {
         /* A holder's next command on the lock starts its release, unless it
          * only sets or reads the key's TTL (an INCR locker's EXPIRE, a renewal). */
         if (p->cl[x].holds && !ttl_command(m->name)) p->cl[x].holds = 0;
-        c->touched = 1;
-    } else if (m->counter && c->touched) {
+        p->cl[x].touched = 1;
+    } else if (m->counter && p->cl[x].touched) {
         trace_add(p, "  %c -> %s\n", name_of(x), m->shown);
         on_counter_send(p, c, m);
     }
@@ -574,6 +652,11 @@ static int take_requests(lb__race_proxy *p, conn *c) {
         cmd *m = cmd_new(p, c->in.d, used, &r);
         if (!m) return -1;
         m->seq = ++p->seq;
+        m->at = now_ms();
+        sighting *s = &p->cl[c->client].seen;
+        s->cmds++;
+        if (m->lock) s->lock_cmds++;
+        else snprintf(s->last_other, sizeof s->last_other, "%s", m->shown);
         c->pend_bytes += m->rawlen;
         push(&c->pend, &c->pend_tail, m);
         buf_drop(&c->in, used);
@@ -591,13 +674,14 @@ static void take_replies(lb__race_proxy *p, conn *c) {
             return;
         }
         if (buf_add(&c->out, c->rep.d, pos, 2 * OUT_MAX) != 0) p->failed = 1;
-        if (m->lock || (m->counter && c->touched)) {
+        int touched = p->cl[c->client].touched;
+        if (m->lock || (m->counter && touched)) {
             char shown[120];
             render_reply(c->rep.d, pos, shown, sizeof shown);
             trace_add(p, "  %c <- %s\n", name_of(c->client), shown);
         }
         if (m->lock) on_lock_reply(p, c, m, c->rep.d, pos);
-        if (m->counter && c->touched) on_counter_reply(p, c, m);
+        if (m->counter && touched) on_counter_reply(p, c, m);
         p->cl[c->client].last_rx = now_ms();
         if (m->seq == p->await_seq) p->await_state = 1;
         buf_drop(&c->rep, pos);
@@ -622,6 +706,13 @@ static int write_from(int fd, buf *b) {
     return 1;
 }
 
+/* A client that said QUIT is the one server close that is no failure. */
+static int sent_quit(const conn *c) {
+    for (const cmd *m = c->fly; m; m = m->next)
+        if (strcmp(m->name, "QUIT") == 0) return 1;
+    return 0;
+}
+
 static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
     rclient *cl = &p->cl[c->client];
     if (cev & (POLLIN | POLLHUP | POLLERR)) {
@@ -634,7 +725,12 @@ static int conn_events(lb__race_proxy *p, conn *c, short cev, short uev) {
         }
     }
     if (uev & (POLLIN | POLLHUP | POLLERR)) {
-        if (!read_into(c->ufd, &c->rep, OUT_MAX + READ_CHUNK)) return -1;
+        if (!read_into(c->ufd, &c->rep, OUT_MAX + READ_CHUNK)) {
+            take_replies(p, c);
+            if (!sent_quit(c))
+                fail(p, "the Redis server closed %c's connection", name_of(c->client));
+            return -1;
+        }
         take_replies(p, c);
     }
     advance(p, c);
@@ -682,6 +778,8 @@ static void poll_once(lb__race_proxy *p, int ms) {
 typedef int (*until_fn)(lb__race_proxy *p, int client);
 static int pump(lb__race_proxy *p, double deadline, until_fn done, int client) {
     for (;;) {
+        if (lb__race_stop_signal)
+            fail(p, "the run was stopped by signal %d", (int)lb__race_stop_signal);
         if (done && done(p, client)) return 1;
         if (p->failed) return 0;
         double left = deadline - now_ms();
@@ -743,25 +841,103 @@ static int name_matches(const cmd *m, const char *want) {
     return strcasecmp(m->name, want) == 0;
 }
 
+/* Whether client x's process has ended (reaped here; its wait status kept). */
+static int exited(lb__race_proxy *p, int x) {
+    rclient *c = &p->cl[x];
+    int st;
+    if (!c->seen.exited && c->pid > 0 && waitpid(c->pid, &st, WNOHANG) == c->pid) {
+        c->seen.exited = 1;
+        c->seen.status = st;
+    }
+    return c->seen.exited;
+}
+
+static int has_pending_or_exited(lb__race_proxy *p, int x) {
+    return has_pending(p, x) || exited(p, x);
+}
+
+/* The server's connections that are not the proxy's nor the tool's (named
+ * "lockbridge-race"): a client given the server's port instead of its own. */
+static int strays(const lb__race_proxy *p, char *last, size_t cap) {
+    char err[256];
+    int n = 0;
+    last[0] = '\0';
+    redisContext *rc = lb__cli_connect(p->cfg.upstream, err, sizeof err);
+    redisReply *r = rc ? redisCommand(rc, "CLIENT LIST") : NULL;
+    char *save = NULL, *text = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        const char *addr = strstr(l, " addr=127.0.0.1:"), *cmdf = strstr(l, " cmd=");
+        int port = addr ? atoi(addr + 16) : 0, ours = strstr(l, " name=lockbridge-race") != NULL;
+        for (int i = 0; i < MAX_CONNS && !ours; i++)
+            ours = p->conns[i] && p->conns[i]->uport == port;
+        if (ours || !cmdf || strncmp(cmdf, " cmd=client|list", 16) == 0 ||
+            strncmp(cmdf, " cmd=NULL", 9) == 0)
+            continue;
+        n++;
+        size_t k = strcspn(cmdf + 5, " ");
+        snprintf(last, cap, "%.*s", (int)(k < 40 ? k : 40), cmdf + 5);
+    }
+    if (r) freeReplyObject(r);
+    if (rc) redisFree(rc);
+    return n;
+}
+
+/* Why client x sent no lock-key command: the first cause that the proxy or
+ * the process table can name, else the wait itself (`waited`). */
+static lb__race_verdict silent(lb__race_proxy *p, int x, const char *waited) {
+    rclient *c = &p->cl[x];
+    char tail[400], last[48];
+    if (exited(p, x)) {
+        int st = c->seen.status;
+        lb__race_tail(c->errpath[0] ? c->errpath : NULL, tail, sizeof tail);
+        return not_followed(p, "%c's process %s %d; %s%s", name_of(x),
+                            WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
+                            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+                            tail[0] ? "its stderr ends: " : "it wrote nothing on stderr", tail);
+    }
+    if (c->seen.closed_held[0])
+        return not_followed(p, "%c closed its connection while its %s was held at the proxy "
+                            "(%.0f ms): a read timeout shorter than the schedule's waits?",
+                            name_of(x), c->seen.closed_held, c->seen.held_ms);
+    if (c->seen.conns == 0) {
+        int n = strays(p, last, sizeof last);
+        if (n > 0)
+            return not_followed(p, "%c never connected to its port %d, while %d connection(s) "
+                                "of no proxy's use the server (last command: %s): a client "
+                                "connected straight to the server? ({port} is its port)",
+                                name_of(x), c->port, n, last);
+        return not_followed(p, "%c never connected to its port %d %s", name_of(x), c->port,
+                            waited);
+    }
+    if (c->seen.lock_cmds == 0 && c->seen.cmds > 0)
+        return not_followed(p, "%c sent only commands on other keys than %s (%ld, the last: %s)",
+                            name_of(x), p->cfg.key, c->seen.cmds, c->seen.last_other);
+    return not_followed(p, "%c sent no command on the lock key %s", name_of(x), waited);
+}
+
 /* Lets client x's next lock-key command through and waits for its reply. */
 static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) {
     double t = (double)p->cfg.step_timeout_ms;
-    if (!pump(p, now_ms() + t, has_pending, x))
-        return p->failed ? LB__RACE_ERROR
-                         : not_followed(p, "%c sent no command on the lock key within %lld ms",
-                                        name_of(x), (long long)p->cfg.step_timeout_ms);
+    char waited[64];
+    if (!pump(p, now_ms() + t, has_pending_or_exited, x) || !has_pending(p, x)) {
+        if (p->failed) return LB__RACE_ERROR;
+        snprintf(waited, sizeof waited, "within %lld ms", (long long)p->cfg.step_timeout_ms);
+        return silent(p, x, waited);
+    }
     conn *c = NULL;
     cmd *m = pending_lock(p, x, &c);
     if (want && !name_matches(m, want))
         return not_followed(p, "%c sent %s, not %s", name_of(x), m->name, want);
     m->granted = 1;
+    snprintf(p->last_granted, sizeof p->last_granted, "%s", m->name);
     p->await_seq = m->seq;
     p->await_state = 0;
-    if (!pump(p, now_ms() + t, reply_done, x) || p->await_state < 0)
-        return p->failed ? LB__RACE_ERROR
-                         : not_followed(p, "%c's %s got no reply to deliver within %lld ms",
-                                        name_of(x), want ? want : "command",
-                                        (long long)p->cfg.step_timeout_ms);
+    if (!pump(p, now_ms() + t, reply_done, x) || p->await_state < 0) {
+        if (p->failed) return LB__RACE_ERROR;
+        if (p->await_state < 0) return silent(p, x, "");
+        return not_followed(p, "%c's %s got no reply to deliver within %lld ms", name_of(x),
+                            want ? want : "command", (long long)p->cfg.step_timeout_ms);
+    }
     pump(p, now_ms() + t, settled, x);
     return LB__RACE_PASSED;
 }
@@ -791,6 +967,41 @@ static lb__race_verdict finish(lb__race_proxy *p, int x) {
                         FINISH_STEPS);
 }
 
+/* A command that tries to acquire: where a release ends. */
+static int attempts(const cmd *m) {
+    return strcmp(m->name, "SETNX") == 0 || strcmp(m->name, "INCR") == 0 ||
+           strcmp(m->name, "GETSET") == 0 || (strcmp(m->name, "SET") == 0 && m->nx);
+}
+
+/* A:release: whatever the client's release sends (a DEL; GET then DEL; GET,
+ * GET, DEL-if-expired; a script) goes through, up to its next acquisition
+ * attempt or until it goes quiet; at least one command, which must not be an
+ * attempt. */
+static lb__race_verdict release(lb__race_proxy *p, int x) {
+    for (int n = 0; n < FINISH_STEPS; n++) {
+        if (n > 0) {
+            pump(p, now_ms() + (double)p->cfg.step_timeout_ms, settled, x);
+            if (!has_pending(p, x)) return LB__RACE_PASSED;
+        } else if (!pump(p, now_ms() + (double)p->cfg.step_timeout_ms, has_pending_or_exited, x) ||
+                   !has_pending(p, x)) {
+            char waited[64];
+            if (p->failed) return LB__RACE_ERROR;
+            snprintf(waited, sizeof waited, "within %lld ms", (long long)p->cfg.step_timeout_ms);
+            return silent(p, x, waited);
+        }
+        const cmd *m = pending_lock(p, x, NULL);
+        if (attempts(m)) {
+            if (n > 0) return LB__RACE_PASSED;
+            return not_followed(p, "%c sent %s, an acquisition attempt, not a release", name_of(x),
+                                m->name);
+        }
+        lb__race_verdict v = one_command(p, x, NULL);
+        if (v != LB__RACE_PASSED || p->violated) return v;
+    }
+    return not_followed(p, "%c's release did not end within %d commands", name_of(x),
+                        FINISH_STEPS);
+}
+
 static void crash(lb__race_proxy *p, int x) {
     p->cl[x].frozen = 1;
     p->cl[x].holds = 0;
@@ -806,16 +1017,27 @@ static lb__race_verdict run_token(lb__race_proxy *p, const lb__race_tok *k) {
     if (k->kind != LB__RACE_PAUSE && p->cl[x].frozen)
         return not_followed(p, "%c crashed earlier: it takes no more steps", name_of(x));
     switch (k->kind) {
-    case LB__RACE_PAUSE:
-        trace_add(p, "[+%lld] nobody's lock command goes through\n", (long long)k->ms);
-        pump(p, now_ms() + (double)k->ms, NULL, 0);
+    case LB__RACE_PAUSE: {
+        int64_t ms = k->per_mille_t ? k->per_mille_t * p->cfg.t_ms / 1000 : k->ms;
+        if (k->per_mille_t) {
+            char frac[8];
+            snprintf(frac, sizeof frac, ".%03lld", (long long)(k->per_mille_t % 1000));
+            for (size_t n = strlen(frac); n > 0 && (frac[n - 1] == '0' || frac[n - 1] == '.');)
+                frac[--n] = '\0';
+            trace_add(p, "[+%lld%sT] %lld ms: nobody's lock command goes through\n",
+                      (long long)(k->per_mille_t / 1000), frac, (long long)ms);
+        } else
+            trace_add(p, "[+%lld] nobody's lock command goes through\n", (long long)ms);
+        pump(p, now_ms() + (double)ms, NULL, 0);
         return p->failed ? LB__RACE_ERROR : LB__RACE_PASSED;
+    }
     case LB__RACE_STEP:
         trace_add(p, "[%c%s%s]\n", name_of(x), k->cmd[0] ? ":" : "", k->cmd);
         if (strcmp(k->cmd, "-") == 0) { /* nothing to send: its step only settles */
             pump(p, now_ms() + (double)p->cfg.step_timeout_ms, settled, x);
             return LB__RACE_PASSED;
         }
+        if (strcmp(k->cmd, "release") == 0) return release(p, x);
         return one_command(p, x, k->cmd);
     case LB__RACE_CRASH:
         trace_add(p, "[%c!] %c is frozen for good\n", name_of(x), name_of(x));
@@ -832,10 +1054,15 @@ static lb__race_verdict run_token(lb__race_proxy *p, const lb__race_tok *k) {
     }
 }
 
+/* Every client named waits on a lock-key command, or one of them has ended:
+ * no use waiting for it. */
 static int all_pending(lb__race_proxy *p, int n) {
-    for (int i = 0; i < n; i++)
-        if (!has_pending(p, i)) return 0;
-    return 1;
+    int all = 1;
+    for (int i = 0; i < n; i++) {
+        if (!has_pending(p, i) && exited(p, i)) return 1;
+        all &= has_pending(p, i);
+    }
+    return all;
 }
 
 lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
@@ -845,15 +1072,15 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
                             name_of(s->clients - 1), p->cfg.nclients);
     /* Every client named must be waiting on its first lock-key command before
      * the first step, so that the first steps do not race process start-up. */
-    if (!pump(p, now_ms() + (double)start_timeout_ms, all_pending, s->clients)) {
-        for (int i = 0; i < s->clients; i++)
-            if (!has_pending(p, i))
-                return p->failed ? LB__RACE_ERROR
-                                 : not_followed(p, "%c sent no command on the lock key within "
-                                                "%lld ms of the start (port %d)",
-                                                name_of(i), (long long)start_timeout_ms,
-                                                p->cl[i].port);
-    }
+    pump(p, now_ms() + (double)start_timeout_ms, all_pending, s->clients);
+    for (int i = 0; i < s->clients; i++)
+        if (!has_pending(p, i)) {
+            char waited[64];
+            if (p->failed) return LB__RACE_ERROR;
+            snprintf(waited, sizeof waited, "within %lld ms of the start",
+                     (long long)start_timeout_ms);
+            return silent(p, i, waited);
+        }
     for (int i = 0; i < s->n; i++) {
         lb__race_verdict v = run_token(p, &s->tok[i]);
         if (v != LB__RACE_PASSED) return v;
@@ -861,28 +1088,48 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
         if (p->violated) return LB__RACE_CAUGHT;
     }
     trace_add(p, "  followed to the end (%d tokens)\n", s->n);
+    if (p->cfg.counter_key && p->sections == 0)
+        trace_add(p, "  note: no critical section seen on %s (no GET of it by a client after "
+                  "its lock commands): overlap and lost-update were not checked\n",
+                  p->cfg.counter_key);
     return LB__RACE_PASSED;
 }
 
-/* ---- Life cycle ------------------------------------------------------------------------- */
+/* A script's name is not on the wire: any script call is recorded as EVAL,
+ * which matches any of them when replayed. */
+static const char *token_name(const char *name) {
+    return strncmp(name, "EVAL", 4) == 0 || strcmp(name, "FCALL") == 0 ? "EVAL" : name;
+}
 
-static int listen_loopback(int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
+int lb__race_proxy_record(lb__race_proxy *p, int x, int steps, int64_t start_timeout_ms,
+                          char *out, size_t cap) {
+    size_t o = 0;
+    out[0] = '\0';
+    if (!pump(p, now_ms() + (double)start_timeout_ms, has_pending_or_exited, x) ||
+        !has_pending(p, x)) {
+        char waited[64];
+        if (p->failed) return -1;
+        snprintf(waited, sizeof waited, "within %lld ms of the start",
+                 (long long)start_timeout_ms);
+        silent(p, x, waited);
         return -1;
     }
-    set_nonblock(fd);
-    *port = ntohs(a.sin_port);
-    return fd;
+    int n = 0;
+    for (; n < steps; n++) {
+        if (one_command(p, x, NULL) != LB__RACE_PASSED) break;
+        int w = snprintf(out + o, cap - o, "%s%c:%s", n ? " " : "", name_of(x),
+                         token_name(p->last_granted));
+        if (w < 0 || (size_t)w >= cap - o) break;
+        o += (size_t)w;
+    }
+    if (p->failed) return -1;
+    /* A client that went quiet before `steps` ended its sequence: that is
+     * what it does alone, not a fault. */
+    p->detail[0] = '\0';
+    return n;
 }
+
+/* ---- Life cycle ------------------------------------------------------------------------- */
 
 lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char *err,
                                    size_t cap) {
@@ -895,9 +1142,14 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
     p->owner = -1;
     for (int i = 0; i < cfg->nclients; i++) p->cl[i].listen_fd = -1;
     for (int i = 0; i < cfg->nclients; i++) {
-        p->cl[i].listen_fd = listen_loopback(&p->cl[i].port);
+        p->cl[i].listen_fd = lb__race_bind_loopback(cfg->port_lo, cfg->port_hi, 1, &p->cl[i].port);
+        if (p->cl[i].listen_fd >= 0) set_nonblock(p->cl[i].listen_fd);
         if (p->cl[i].listen_fd < 0) {
-            snprintf(err, cap, "cannot listen on a loopback port: %s", strerror(errno));
+            if (cfg->port_lo > 0)
+                snprintf(err, cap, "no free loopback port in %d-%d for client %c", cfg->port_lo,
+                         cfg->port_hi, name_of(i));
+            else
+                snprintf(err, cap, "cannot listen on a loopback port: %s", strerror(errno));
             lb__race_proxy_free(p);
             return NULL;
         }
@@ -907,7 +1159,9 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
 }
 
 void lb__race_proxy_reset(lb__race_proxy *p) {
+    p->resetting = 1;
     for (int i = 0; i < MAX_CONNS; i++) conn_close(p, i);
+    p->resetting = 0;
     /* Connections still queued are kept: an outside client may have
      * connected as soon as the ports were printed; a dead client's queued
      * connection is accepted and then closed at its end of file. */
@@ -923,22 +1177,26 @@ void lb__race_proxy_reset(lb__race_proxy *p) {
     p->await_state = 0;
     p->trace[0] = p->detail[0] = p->kind[0] = '\0';
     p->tracelen = 0;
-    p->violated = p->followed = p->failed = 0;
+    p->violated = p->followed = p->failed = p->sections = 0;
 }
 
 void lb__race_proxy_free(lb__race_proxy *p) {
     if (!p) return;
+    p->resetting = 1;
     for (int i = 0; i < MAX_CONNS; i++) conn_close(p, i);
     for (int i = 0; i < p->cfg.nclients; i++)
         if (p->cl[i].listen_fd >= 0) close(p->cl[i].listen_fd);
     free(p);
 }
 
-void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid) {
-    if (client >= 0 && client < p->cfg.nclients) p->cl[client].pid = pid;
+void lb__race_proxy_set_pid(lb__race_proxy *p, int client, pid_t pid, const char *errpath) {
+    if (client < 0 || client >= p->cfg.nclients) return;
+    p->cl[client].pid = pid;
+    snprintf(p->cl[client].errpath, sizeof p->cl[client].errpath, "%s", errpath ? errpath : "");
 }
 
 const char *lb__race_proxy_trace(const lb__race_proxy *p) { return p->trace; }
 const char *lb__race_proxy_detail(const lb__race_proxy *p) { return p->detail; }
 const char *lb__race_proxy_kind(const lb__race_proxy *p) { return p->kind; }
 int lb__race_proxy_followed(const lb__race_proxy *p) { return p->followed; }
+int lb__race_proxy_sections(const lb__race_proxy *p) { return p->sections; }

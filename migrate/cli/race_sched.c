@@ -37,10 +37,33 @@ static int parse_cmd(const char *s, char *out, size_t cap) {
     return 0;
 }
 
+/* "3.1T": a multiple of the validity, at most three decimals, more than 0
+ * and at most 1000 times; kept in thousandths so that no rounding of a
+ * binary fraction decides a pause's length. */
+static int parse_scale(const char *s, int64_t *per_mille) {
+    int64_t whole = 0, frac = 0;
+    int digits = 0, decimals = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++) {
+        if (digits >= 4) return -1;
+        whole = whole * 10 + (*s - '0');
+    }
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9'; s++) {
+            if (++decimals > 3) return -1;
+            frac = frac * 10 + (*s - '0');
+        }
+    if (digits == 0 || (decimals == 0 && s[-1] == '.') || strcmp(s, "T") != 0) return -1;
+    while (decimals++ < 3) frac *= 10;
+    *per_mille = whole * 1000 + frac;
+    return *per_mille > 0 && *per_mille <= 1000000 ? 0 : -1;
+}
+
 static int parse_token(const char *t, lb__race_tok *k) {
     memset(k, 0, sizeof *k);
     if (t[0] == '+') {
         k->kind = LB__RACE_PAUSE;
+        size_t n = strlen(t);
+        if (n > 1 && t[n - 1] == 'T') return parse_scale(t + 1, &k->per_mille_t);
         return parse_ms(t + 1, 0, &k->ms);
     }
     k->client = client_of(t[0]);
@@ -77,6 +100,7 @@ int lb__race_parse(const char *text, lb__race_sched *out, char *why, size_t cap)
             return -1;
         }
         if (k->kind != LB__RACE_PAUSE && k->client + 1 > out->clients) out->clients = k->client + 1;
+        if (k->per_mille_t) out->scaled = 1;
         out->n++;
     }
     if (out->n == 0) {
@@ -136,12 +160,13 @@ static int copy_schedule(char *dst, size_t cap, const char *src) {
 }
 
 /* "[L1] A:SETNX ...": a schedule for one locker. */
-static int variant_line(lb__race_row *row, const char *line) {
+static int variant_line(lb__race_row *row, const char *line, int lineno) {
     const char *close = strchr(line, ']');
     size_t n = close ? (size_t)(close - line - 1) : 0;
     if (!close || n == 0 || n >= sizeof row->variant[0].locker) return -1;
     if (row->nvariants >= LB__RACE_MAX_VARIANTS) return -1;
     int i = row->nvariants++;
+    row->variant[i].line = lineno;
     memcpy(row->variant[i].locker, line + 1, n);
     row->variant[i].locker[n] = '\0';
     const char *s = close + 1;
@@ -149,14 +174,15 @@ static int variant_line(lb__race_row *row, const char *line) {
     return copy_schedule(row->variant[i].schedule, sizeof row->variant[i].schedule, s);
 }
 
-static int row_line(lb__race_row *row, char *line, int *schedules) {
+static int row_line(lb__race_row *row, char *line, int lineno, int *schedules) {
     size_t n = strlen(line);
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
         line[--n] = '\0';
     if (n == 0) return 0;
     if (line[0] == '#') return header_line(row, line);
-    if (line[0] == '[') return variant_line(row, line);
+    if (line[0] == '[') return variant_line(row, line, lineno);
     if (++*schedules > 1) return -1;
+    row->line = lineno;
     return copy_schedule(row->schedule, sizeof row->schedule, line);
 }
 
@@ -171,6 +197,7 @@ static void row_name(lb__race_row *row, const char *path) {
 int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap) {
     memset(row, 0, sizeof *row);
     row_name(row, path);
+    snprintf(row->path, sizeof row->path, "%s", path);
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(why, cap, "%s: %s", path, strerror(errno));
@@ -183,7 +210,7 @@ int lb__race_row_read(const char *path, lb__race_row *row, char *why, size_t cap
         if (lineno > 200 || (strlen(line) == sizeof line - 1 && line[sizeof line - 2] != '\n')) {
             snprintf(why, cap, "%s:%d: line too long or file too long", path, lineno);
             rc = -1;
-        } else if (row_line(row, line, &schedules) != 0) {
+        } else if (row_line(row, line, lineno, &schedules) != 0) {
             snprintf(why, cap, "%s:%d: not a schedule, \"[LOCKER] schedule\", \"# race:\" or "
                      "\"# expect NAME=pass|caught|caught:KIND|n/a\" line (one schedule only)",
                      path, lineno);
@@ -202,6 +229,14 @@ const char *lb__race_row_schedule(const lb__race_row *row, const char *locker) {
     for (int i = 0; locker && i < row->nvariants; i++)
         if (strcmp(row->variant[i].locker, locker) == 0) return row->variant[i].schedule;
     return row->schedule;
+}
+
+void lb__race_row_where(const lb__race_row *row, const char *locker, char *out, size_t cap) {
+    int line = row->line;
+    for (int i = 0; locker && i < row->nvariants; i++)
+        if (strcmp(row->variant[i].locker, locker) == 0) line = row->variant[i].line;
+    if (row->path[0]) snprintf(out, cap, "%s:%d", row->path, line);
+    else snprintf(out, cap, "%s", row->name);
 }
 
 /* The locker's own expectation, else the row's default ("*"), else pass. */

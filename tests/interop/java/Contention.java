@@ -21,6 +21,7 @@ final class Contention {
         long timeoutMs = -1;    /* -1: the locker's own default */
         long retrySleepMs = -1; /* -1: the locker's own default */
         long abandonEvery;      /* 0: never */
+        int readTimeoutMs = Resp.DEFAULT_TIMEOUT_MS; /* connect and read, ms */
     }
 
     /** One client's figures. */
@@ -58,7 +59,7 @@ final class Contention {
 
     Result run() throws Exception {
         Result res = new Result();
-        try (Resp r = new Resp(cfg.host, cfg.port)) {
+        try (Resp r = new Resp(cfg.host, cfg.port, cfg.readTimeoutMs)) {
             res.counterStart = readCounter(r, cfg.counterKey);
         }
         CountDownLatch ready = new CountDownLatch(cfg.clients);
@@ -76,7 +77,7 @@ final class Contention {
         stopAt[0] = System.nanoTime() + (long) (cfg.seconds * 1e9);
         go.countDown(); /* publishes stopAt to the clients */
         for (Thread t : threads) t.join();
-        try (Resp r = new Resp(cfg.host, cfg.port)) {
+        try (Resp r = new Resp(cfg.host, cfg.port, cfg.readTimeoutMs)) {
             res.counterEnd = readCounter(r, cfg.counterKey);
         }
         return res;
@@ -87,7 +88,7 @@ final class Contention {
         Resp[] conn = new Resp[1];
         boolean counted = false;
         try {
-            conn[0] = new Resp(cfg.host, cfg.port);
+            conn[0] = new Resp(cfg.host, cfg.port, cfg.readTimeoutMs);
             ready.countDown();
             counted = true;
             go.await();
@@ -132,7 +133,7 @@ final class Contention {
                     /* The connection's state is unknown: start afresh, like a
                      * restarted process. */
                     closeCounting(st, conn);
-                    conn[0] = new Resp(cfg.host, cfg.port);
+                    conn[0] = new Resp(cfg.host, cfg.port, cfg.readTimeoutMs);
                     locker = factory.apply(env(conn[0], stopAt, events));
                 }
                 LockerEnv.sleepMs(Math.max(1, cfg.retrySleepMs));

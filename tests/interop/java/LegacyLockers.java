@@ -13,6 +13,7 @@ public final class LegacyLockers {
         "usage: java LegacyLockers contend --kind KIND --key K --counter-key C\n"
         + "         [--host H] [--port P] [--clients N] [--seconds S] [--cs-sleep-ms X]\n"
         + "         [--timeout-ms T] [--retry-sleep-ms R] [--abandon-every K]\n"
+        + "         [--read-timeout-ms M]\n"
         + "KIND: L1 L1-INCR L1-INCR2 L2 L3 L4 L5 R M1\n"
         + "  --timeout-ms   the locker's validity; defaults: L1 900000, L1-INCR* 60000\n"
         + "                 (EXPIRE, whole seconds), L2 5000, L3 2147483647 (its\n"
@@ -20,7 +21,9 @@ public final class LegacyLockers {
         + "                 R 10000 (whole seconds), M1 30000 (PX)\n"
         + "  --retry-sleep-ms  sleep between attempts (default 10; M1 200; L2 and L3\n"
         + "                 use their own loops and ignore it)\n"
-        + "  --abandon-every K  every K-th acquisition of a client skips its release\n";
+        + "  --abandon-every K  every K-th acquisition of a client skips its release\n"
+        + "  --read-timeout-ms M  connect and read timeout of every connection\n"
+        + "                 (default 5000; 2000 is a common client library's default)\n";
 
     private LegacyLockers() {
     }
@@ -113,6 +116,7 @@ public final class LegacyLockers {
                 case "--timeout-ms": c.timeoutMs = number(name, v, 0, 1_000_000_000_000L); break;
                 case "--retry-sleep-ms": c.retrySleepMs = number(name, v, 0, 3_600_000); break;
                 case "--abandon-every": c.abandonEvery = number(name, v, 0, Long.MAX_VALUE); break;
+                case "--read-timeout-ms": c.readTimeoutMs = (int) number(name, v, 1, 3_600_000); break;
                 default: throw new UsageException("unknown option " + name);
             }
         }

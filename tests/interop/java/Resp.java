@@ -22,8 +22,8 @@ final class Resp implements Closeable {
         }
     }
 
-    /** Connect and read timeout, milliseconds. */
-    private static final int TIMEOUT_MS = 5000;
+    /** Connect and read timeout unless one is given, milliseconds. */
+    static final int DEFAULT_TIMEOUT_MS = 5000;
     /** Longest bulk string accepted from the server, bytes. */
     private static final int BULK_MAX = 16 << 20;
 
@@ -33,11 +33,16 @@ final class Resp implements Closeable {
     private long commands;
 
     Resp(String host, int port) throws IOException {
+        this(host, port, DEFAULT_TIMEOUT_MS);
+    }
+
+    /** A connection whose connect and every read give up after timeoutMs. */
+    Resp(String host, int port, int timeoutMs) throws IOException {
         socket = new Socket();
         try {
             socket.setTcpNoDelay(true);
-            socket.setSoTimeout(TIMEOUT_MS);
-            socket.connect(new InetSocketAddress(host, port), TIMEOUT_MS);
+            socket.setSoTimeout(timeoutMs);
+            socket.connect(new InetSocketAddress(host, port), timeoutMs);
             in = new BufferedInputStream(socket.getInputStream());
             out = new BufferedOutputStream(socket.getOutputStream());
         } catch (IOException e) {

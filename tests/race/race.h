@@ -48,9 +48,12 @@ typedef struct lbr_part_config {
  * double-INCR generation of L1), "lb-compat", "lb-migrate-modern" (the
  * mode-following lock fixed in a mode), "lb-follow-legacy", "lb-follow-compat"
  * (following the control key of the namespace named by the key, from that
- * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client whose
- * every step sets the namespace's mode, alternately the first and the second;
- * it never holds the lock), "lb-fair", "lb-fair-fenced" (lockbridge's fair
+ * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client that
+ * sets the namespace's mode, alternately the first and the second, each in two
+ * steps: an EVAL that reads the stage (the control key and when it began),
+ * then mode_set as a compare-and-set on the stage read, refused when another
+ * change came in between; it checks nothing else and never holds the lock),
+ * "lb-fair", "lb-fair-fenced" (lockbridge's fair
  * token lock in a blocking wait, tests/race/fair_parts.c: each step is one
  * attempt of the wait, which keeps its token and queue place until it holds
  * the lock; a release hands the lock to the oldest live waiter and publishes

@@ -104,9 +104,12 @@ int lbr_part_mode(const lbr_part *p);
 int lbr_never_holds(const lbr_part *p);
 int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n);
 const char *lbr_no_value(const lbr_part *p, size_t *len);
-/* "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
- * legacy, compat, modern (mode set, with --observe-ms 0 --override
- * observation, every other check as the tool makes it by default) or sweep
+/* Before its first command an operator stores the namespace's configuration
+ * (`mode config ... --override NAME`, part of that first step, once per
+ * world; a tool that has no such override gets the values on each mode set).
+ * "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
+ * legacy, compat, modern (mode set with --override observation, a watch of
+ * 0 ms stored; every other check as the tool makes it by default) or sweep
  * (--expire-live): its scan and checks are one step and its mode write
  * (held back by a relay of its connections, tests/race/tool.c) the next, so
  * two operators interleave. Its tool runs under libfaketime with the
@@ -114,7 +117,8 @@ const char *lbr_no_value(const lbr_part *p, size_t *len);
  * "operator" runs the lockbridge tool (LB_RACE_TOOL, else $BUILD/lockbridge,
  * else build/lockbridge) against the world's server, one command a step: mode
  * set compat, sweep, mode set modern, in turn ("operator-back": compat,
- * modern, compat, legacy). A command that did not run as intended (an exit
+ * modern, compat, legacy), validity, refresh and watch of 0 ms stored. A
+ * command that did not run as intended (an exit
  * other than success, or than the gate's refusal for a mode set) breaks the
  * world: the step returns LBR_BROKEN. */
 

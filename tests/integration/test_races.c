@@ -926,18 +926,18 @@ static void test_migration_races(void **state) {
          LBR_OK, 0, 0},
         {"switch compat->modern while a follower holds a compat lock",
          {"switch-compat-modern", "lb-follow-compat", "lb-follow-compat"}, 0,
-         "B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch C:migrate_acquire "
+         "B:migrate_touch B:migrate_acquire A:EVAL A:mode_set C:migrate_touch C:migrate_acquire "
          "B:migrate_release C:migrate_touch C:migrate_acquire C:migrate_release B?",
          LBR_OK, 0, 0},
         {"step back modern->compat while a follower holds a token",
          {"switch-compat-modern", "lb-follow-compat", "lb-follow-compat"}, 0,
-         "A:mode_set B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch "
+         "A:EVAL A:mode_set B:migrate_touch B:migrate_acquire A:EVAL A:mode_set C:migrate_touch "
          "C:migrate_acquire B:migrate_release C?",
          LBR_OK, 0, 0},
         {"step back compat->legacy while a follower holds a compat lock",
          {"switch-legacy-compat", "lb-follow-legacy", "lb-follow-legacy"}, 0,
-         "A:mode_set B:migrate_touch B:migrate_acquire A:mode_set C:migrate_touch C:SETNX "
-         "C:GET B:migrate_release C?",
+         "A:EVAL A:mode_set B:migrate_touch B:migrate_acquire A:EVAL A:mode_set "
+         "C:migrate_touch C:SETNX C:GET B:migrate_release C?",
          LBR_OK, 0, 0},
         {"legacy beside modern is unsafe even for lockbridge: a wire GETSET over a token",
          {"lb-wire", "lb-migrate-modern", "lb-wire"}, 0,
@@ -1014,9 +1014,11 @@ static void test_followers_reread_the_mode_every_refresh_interval(void **state) 
     (void)state;
     static char later[256], skip[160];
     snprintf(later, sizeof later,
-             "A:mode_set B:migrate_touch B:migrate_acquire B:migrate_release A:mode_set "
-             "B:migrate_acquire B:migrate_release +%d B:migrate_touch B:SETNX B?", LBR_REFRESH_MS);
-    snprintf(skip, sizeof skip, "A:mode_set A:mode_set B:migrate_touch C:mode_set");
+             "A:EVAL A:mode_set B:migrate_touch B:migrate_acquire B:migrate_release A:EVAL "
+             "A:mode_set B:migrate_acquire B:migrate_release +%d B:migrate_touch B:SETNX B?",
+             LBR_REFRESH_MS);
+    snprintf(skip, sizeof skip,
+             "A:EVAL A:mode_set A:EVAL A:mode_set B:migrate_touch C:EVAL C:mode_set");
     const scenario t[] = {
         {"a follower keeps the mode it read until its refresh interval has passed",
          {"switch-legacy-compat", "lb-follow-compat-refresh"}, 0, later, LBR_OK, 0, 0},
@@ -1089,7 +1091,7 @@ static const hole_search hole_searches[] = {
      * modern -> legacy" after 15 schedules. */
     {"hole 5: a vanished control key moves a legacy-configured follower two stages", 5, 0,
      {"switch-compat-modern", "lb-follow-legacy", "vanish-mode"}, {0}, {0}, "ms",
-     "A:mode_set B:migrate_touch", 4, NULL, 0},
+     "A:EVAL A:mode_set B:migrate_touch", 4, NULL, 0},
     /* Hole 1, fixed (evidence of a legacy writer survives sweep): the operator
      * runs the real tool: mode set compat, sweep --expire-live, mode set modern.
      * Before the fix: "the gate let modern in while B" at the first schedule. */
@@ -1203,7 +1205,7 @@ static void test_search_no_legacy_beside_a_token_after_the_control_key_vanished(
     static const gate_search g = {
         "legacy set after the control key vanished under a modern fleet",
         {"operator:legacy", "lb-follow-compat-refresh", "vanish-mode", "switch-compat-modern"},
-        {0}, {0}, "D:mode_set D! B:migrate_touch B:migrate_acquire", 2, 0, "modern", 0};
+        {0}, {0}, "D:EVAL D:mode_set D! B:migrate_touch B:migrate_acquire", 2, 0, "modern", 0};
     run_gate_search(&g);
 }
 

@@ -87,6 +87,15 @@ static lbr_part *mlock_part(const char *kind, const lbr_part_config *cfg, lb_mod
 }
 
 /* ---- the mode switch ------------------------------------------------------------------- */
+/* A switch is two steps, as a follower or an operator that writes a mode
+ * makes it: a read of the stage (the control key and the gate record's
+ * since_ms, in one script), then the mode write as a compare-and-set on the
+ * stage read, so that another change in between refuses it. It checks nothing
+ * else: a switch lands wherever a schedule puts it. */
+static const char stage_read[] =
+    "return {redis.call('GET', KEYS[1]) or false,\n"
+    "        redis.call('HGET', KEYS[2], 'since_ms') or false}\n";
+
 typedef struct switcher {
     lb_machine m; /* first: the machine's address is the switcher's */
     lbr_part part;
@@ -94,24 +103,68 @@ typedef struct switcher {
     lb_mode modes[2]; /* set in turn: modes[0], modes[1], modes[0], ... */
     int sets;
     int state;
+    char mode[32];  /* the control key read ("" absent) */
+    char since[24]; /* the stage's start read ("-" none recorded) */
+    int absent;
 } switcher;
 
 #define SWITCHER(p) ((switcher *)(void *)((char *)(p) - offsetof(switcher, part)))
 
+static int read_stage(lb_machine *m) {
+    switcher *s = (switcher *)(void *)m;
+    lb__cmd_reset(&m->cmd);
+    lb__cmd_argz(&m->cmd, "EVAL");
+    lb__cmd_argz(&m->cmd, stage_read);
+    lb__cmd_argz(&m->cmd, "2");
+    lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
+    lb__cmd_arg(&m->cmd, s->ns.gate, s->ns.gatelen);
+    s->state = 1;
+    return LB_STEP_SEND;
+}
+
+/* Keeps the stage the read returned: a string or nil for each field. */
+static int keep_stage(switcher *s, const redisReply *r) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+    const redisReply *mode = r->element[0], *since = r->element[1];
+    if ((mode->type != REDIS_REPLY_STRING && mode->type != REDIS_REPLY_NIL) ||
+        (since->type != REDIS_REPLY_STRING && since->type != REDIS_REPLY_NIL) ||
+        (mode->type == REDIS_REPLY_STRING && mode->len >= sizeof s->mode) ||
+        (since->type == REDIS_REPLY_STRING && since->len >= sizeof s->since))
+        return -1;
+    s->absent = mode->type == REDIS_REPLY_NIL;
+    snprintf(s->mode, sizeof s->mode, "%.*s", s->absent ? 0 : (int)mode->len,
+             s->absent ? "" : mode->str);
+    int none = since->type == REDIS_REPLY_NIL;
+    snprintf(s->since, sizeof s->since, "%.*s", none ? 1 : (int)since->len, none ? "-" : since->str);
+    return 0;
+}
+
+/* ARGV: the mode, the mode read ("" when absent), the channel, the start
+ * read, and "absent" when the key was. */
+static int write_mode(switcher *s) {
+    lb_machine *m = &s->m;
+    lb__cmd_script(m, &lb__script_mode_set, "2");
+    lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
+    lb__cmd_arg(&m->cmd, s->ns.gate, s->ns.gatelen);
+    lb__cmd_argz(&m->cmd, lb_mode_name(s->modes[s->sets % 2]));
+    lb__cmd_argz(&m->cmd, s->mode);
+    lb__cmd_arg(&m->cmd, s->ns.channel, s->ns.channellen);
+    lb__cmd_argz(&m->cmd, s->since);
+    lb__cmd_argz(&m->cmd, s->absent ? "absent" : "");
+    s->state = 2;
+    return LB_STEP_SEND;
+}
+
 static int switch_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     switcher *s = (switcher *)(void *)m;
     (void)now;
-    if (s->state == 0) {
-        const char *name = lb_mode_name(s->modes[s->sets % 2]);
-        lb__cmd_script(m, &lb__script_mode_set, "2");
-        lb__cmd_arg(&m->cmd, s->ns.mode, s->ns.modelen);
-        lb__cmd_arg(&m->cmd, s->ns.gate, s->ns.gatelen);
-        lb__cmd_argz(&m->cmd, name);
-        lb__cmd_argz(&m->cmd, "");
-        lb__cmd_arg(&m->cmd, s->ns.channel, s->ns.channellen);
-        s->state = 1;
-        return LB_STEP_SEND;
+    if (s->state == 0) return read_stage(m);
+    if (s->state == 1) {
+        if (keep_stage(s, r) != 0) return lb__fail(m, LB_EPROTO, "the stage could not be read");
+        return write_mode(s);
     }
+    if (r && r->type == REDIS_REPLY_INTEGER && r->integer == -1)
+        return lb__fail(m, LB_ESTATE, "another change came in between: nothing written");
     if (!r || r->type != REDIS_REPLY_INTEGER || r->integer < 0)
         return lb__fail(m, LB_EPROTO, "mode switch failed");
     s->sets++;

@@ -1,7 +1,8 @@
 /* The operator as a race participant: it runs the real lockbridge tool against
  * the world's server, a list operator's command in two steps (its checks, then
- * its held mode write), and a command that did not run as intended (a tool
- * that is missing, refuses the options, fails to connect) breaks the world. */
+ * its held mode write), after storing the namespace's configuration once per
+ * world; a command that did not run as intended (a tool that is missing,
+ * refuses the options, fails to connect) breaks the world. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +30,33 @@ typedef struct op {
     char control[LB_NS_KEY_MAX]; /* the namespace's control key */
     int port;
     char args[512];        /* the running command's arguments */
+    int configured;        /* the namespace's configuration is stored */
+    int old_options;       /* the tool has no `mode config --override`: values on mode set */
     lbr_tool *tool;
     char broken[2048];     /* why a step did not run as intended; "" */
 } op;
 
 #define OP(p) ((op *)(void *)((char *)(p) - offsetof(op, part)))
 
-/* The arguments of the operator's next command. The first two styles pass only
- * the check their step is about: no stage time (their worlds' followers re-read
- * the mode before every acquire) and no watching of the server's counts (the
- * world's own legacy clients send SETNX); their sweep gives live locks a TTL
- * (--expire-live). A list operator judges stage time as the tool does by
- * default, its world's pauses moving the stage's start (lbr_warp_gate). */
+/* The configuration an operator stores before its first command, as `mode
+ * config` takes it: the first two styles store no stage time (their worlds'
+ * followers re-read the mode before every acquire); every style stores a watch
+ * of 0 ms (the world's own legacy clients send SETNX), which its mode set then
+ * skips by name (--override observation). A list operator judges stage time as
+ * the tool does by default, its world's pauses moving the stage's start
+ * (lbr_warp_gate). */
+static void config_args(op *o) {
+    static const char fixed[] = "--ttl-ms 0 --refresh-ms 0 --observe-ms 0 --override ttl-ms "
+                                "--override refresh-ms --override observe-ms";
+    static const char list[] = "--observe-ms 0 --override observe-ms";
+    snprintf(o->args, sizeof o->args, "mode config --ns %s --match %s %s", o->key, o->key,
+             o->style == LIST ? list : fixed);
+}
+
+/* The arguments of the operator's next command. A tool that has no `mode
+ * config --override` (one from before values only tightened) is given the
+ * same values on each mode set instead. The first two styles' sweep gives
+ * live locks a TTL (--expire-live). */
 static void next_args(op *o) {
     static const char *const back[] = {"compat", "modern", "compat", "legacy"};
     static const char fixed[] = "--observe-ms 0 --override observation --ttl-ms 0 --refresh-ms 0";
@@ -50,18 +66,21 @@ static void next_args(op *o) {
                                                   : o->done % 3 == 2 ? "modern"
                                                                      : "compat")
                                                : o->actions[o->done % o->nactions];
+    const char *values = !o->old_options ? "--override observation"
+                         : o->style == LIST ? list
+                                            : fixed;
     if (strcmp(action, "sweep") == 0)
         snprintf(o->args, sizeof o->args, "sweep --ns %s --match %s --expire-live", o->key, o->key);
     else snprintf(o->args, sizeof o->args, "mode set %s --ns %s --match %s %s", action, o->key,
-                  o->key, o->style == LIST ? list : fixed);
+                  o->key, values);
 }
 
 /* Ran as intended: a sweep that succeeded, a mode set that set (or found the
  * mode already set) or that the gate refused (6: nothing written). */
-static void judge(op *o) {
-    int st = lbr_tool_status(o->tool);
+static void judge(op *o, const lbr_tool *t) {
+    int st = lbr_tool_status(t);
     int ok = st == 0 || (st == 6 && strncmp(o->args, "mode set", 8) == 0);
-    const char *out = lbr_tool_output(o->tool);
+    const char *out = lbr_tool_output(t);
     int len = (int)strlen(out);
     while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' ')) len--;
     if (!ok && !o->broken[0])
@@ -75,10 +94,34 @@ static int64_t real_ms(void) {
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
+/* The old tool's refusal of an override given to `mode config`. */
+#define NO_CONFIG_OVERRIDE "--override does not apply to config"
+
+/* Stores the namespace's configuration, to the end of the command. A tool
+ * that refuses it with exactly the old tool's usage error is one from before
+ * values only tightened: its mode sets are given the values instead. */
+static void configure(op *o) {
+    config_args(o);
+    o->configured = 1;
+    lbr_tool_config tc = {o->port, o->args, NULL, 0};
+    lbr_tool *t = lbr_tool_start(&tc);
+    if (!t) {
+        snprintf(o->broken, sizeof o->broken, "`%s %s` could not start: %s", lbr_tool_path(),
+                 o->args, strerror(errno));
+        return;
+    }
+    if (lbr_tool_status(t) == 1 && strstr(lbr_tool_output(t), NO_CONFIG_OVERRIDE))
+        o->old_options = 1;
+    else judge(o, t);
+    lbr_tool_free(t);
+}
+
 /* Starts the command and relays it to its held write or its end. A list
  * operator's tool reads the operator's clock (the world's virtual time and
  * the operator's offset) as its host clock. */
 static void start(op *o, const lb_now *now) {
+    if (!o->configured) configure(o);
+    if (o->broken[0]) return;
     next_args(o);
     lbr_tool_config tc = {o->port, o->args, o->style == LIST ? o->control : NULL,
                           o->style == LIST ? now->wall_us / 1000 - real_ms() : 0};
@@ -90,7 +133,7 @@ static void start(op *o, const lb_now *now) {
 }
 
 static int finish(op *o) {
-    if (o->tool) judge(o);
+    if (o->tool) judge(o, o->tool);
     lbr_tool_free(o->tool);
     o->tool = NULL;
     o->done++;

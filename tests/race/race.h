@@ -48,9 +48,12 @@ typedef struct lbr_part_config {
  * double-INCR generation of L1), "lb-compat", "lb-migrate-modern" (the
  * mode-following lock fixed in a mode), "lb-follow-legacy", "lb-follow-compat"
  * (following the control key of the namespace named by the key, from that
- * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client whose
- * every step sets the namespace's mode, alternately the first and the second;
- * it never holds the lock), "lb-fair", "lb-fair-fenced" (lockbridge's fair
+ * mode), "switch-legacy-compat", "switch-compat-modern" (a pseudo-client that
+ * sets the namespace's mode, alternately the first and the second, each in two
+ * steps: an EVAL that reads the stage (the control key and when it began),
+ * then mode_set as a compare-and-set on the stage read, refused when another
+ * change came in between; it checks nothing else and never holds the lock),
+ * "lb-fair", "lb-fair-fenced" (lockbridge's fair
  * token lock in a blocking wait, tests/race/fair_parts.c: each step is one
  * attempt of the wait, which keeps its token and queue place until it holds
  * the lock; a release hands the lock to the oldest live waiter and publishes
@@ -101,9 +104,12 @@ int lbr_part_mode(const lbr_part *p);
 int lbr_never_holds(const lbr_part *p);
 int lbr_never_valid(const lbr_part *p, const lb_codec *c, const lb_now *n);
 const char *lbr_no_value(const lbr_part *p, size_t *len);
-/* "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
- * legacy, compat, modern (mode set, with --observe-ms 0 --override
- * observation, every other check as the tool makes it by default) or sweep
+/* Before its first command an operator stores the namespace's configuration
+ * (`mode config ... --override NAME`, part of that first step, once per
+ * world; a tool that has no such override gets the values on each mode set).
+ * "operator:A,B,..." runs the tool's commands A, B, ... in turn, each of
+ * legacy, compat, modern (mode set with --override observation, a watch of
+ * 0 ms stored; every other check as the tool makes it by default) or sweep
  * (--expire-live): its scan and checks are one step and its mode write
  * (held back by a relay of its connections, tests/race/tool.c) the next, so
  * two operators interleave. Its tool runs under libfaketime with the
@@ -111,7 +117,8 @@ const char *lbr_no_value(const lbr_part *p, size_t *len);
  * "operator" runs the lockbridge tool (LB_RACE_TOOL, else $BUILD/lockbridge,
  * else build/lockbridge) against the world's server, one command a step: mode
  * set compat, sweep, mode set modern, in turn ("operator-back": compat,
- * modern, compat, legacy). A command that did not run as intended (an exit
+ * modern, compat, legacy), validity, refresh and watch of 0 ms stored. A
+ * command that did not run as intended (an exit
  * other than success, or than the gate's refusal for a mode set) breaks the
  * world: the step returns LBR_BROKEN. */
 

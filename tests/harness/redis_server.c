@@ -52,6 +52,10 @@ static pid_t spawn(lbt_redis *r, const char *const *extra) {
     argv[n++] = "--dir"; argv[n++] = r->dir;
     argv[n++] = "--logfile"; argv[n++] = log;
     argv[n++] = "--daemonize"; argv[n++] = "no";
+    /* A replica's full sync starts at once: by default a primary waits 5 s
+     * for more replicas before a diskless sync (every cluster and sentinel
+     * start, and every failover, paid it). */
+    argv[n++] = "--repl-diskless-sync-delay"; argv[n++] = "0";
     for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = extra[i];
     argv[n] = NULL;
     pid_t pid = fork();

@@ -162,8 +162,10 @@ test-bins: $(TEST_BINS) $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 # so the flags this Makefile asks pkg-config for when it is read (DEP_CFLAGS,
 # CMOCKA_LIBS, EVENT_LIBS) come from the installed packages, and no compile can
 # start before the install (as it could under -j with check-deps as a sibling).
+# That second make builds one job per CPU unless -j was given.
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1))
 test: check-deps
-	$(MAKE) test-run
+	$(MAKE) $(BUILD_JOBS) test-run
 
 # Builds everything and runs every suite; `make test` without the dependency check.
 test-run: all test-bins
@@ -172,13 +174,13 @@ test-run: all test-bins
 # One group of suites: tests/unit (no server, no tool), or tests/integration
 # (real redis-servers, the tool, the Java lockers).
 unit: check-deps
-	$(MAKE) unit-run
+	$(MAKE) $(BUILD_JOBS) unit-run
 
 unit-run: $(TEST_UNIT_BINS)
 	BUILD=$(BUILD) bash tests/run.sh $(TEST_UNIT_BINS)
 
 integration: check-deps
-	$(MAKE) integration-run
+	$(MAKE) $(BUILD_JOBS) integration-run
 
 integration-run: all $(TEST_INT_BINS) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 	BUILD=$(BUILD) bash tests/run.sh $(call TEST_ORDER,$(TEST_INT_BINS))
@@ -347,13 +349,15 @@ clean:
 help:
 	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
-	@echo "make test       build and run unit, integration and JVM interop tests"
+	@echo "make test       build and run unit, integration and JVM interop tests, side by side"
+	@echo "                (LB_TEST_JOBS at a time, default CPUs + 1; about 3 min on 2 cores)"
 	@echo "make unit       build and run tests/unit only (no server needed)"
 	@echo "make integration  build and run tests/integration only (servers, tool, JVM)"
 	@echo "make asan       the same tests under ASan+UBSan"
 	@echo "make tsan       the threaded tests (TSAN_TESTS) under ThreadSanitizer"
 	@echo "make valgrind   unit and library integration tests under valgrind"
-	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
+	@echo "make explore    the race searches at their written depths, the lockbridge"
+	@echo "                fleets' to EXPLORE_DEPTH (default 7; CI: 5)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
 	@echo "make bench-peers  install the peers make bench compares with (opt-in)"

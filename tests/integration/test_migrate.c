@@ -23,6 +23,8 @@
 #include "harness/churn.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
+#include "harness/cancel.h"
 #include "lockbridge/lockbridge.h"
 #include "migrate/internal.h"
 
@@ -687,47 +689,14 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
     }
 }
 
-/* The application's cancel: its own condition variable behind lb_clock.sleep_ms. */
-typedef struct canceller {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int cancelled;
-} canceller;
-
-static int cancellable_sleep(void *ud, int64_t ms) {
-    canceller *c = ud;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->cancelled && ms > 0 && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
-    }
-    int cancelled = c->cancelled;
-    pthread_mutex_unlock(&c->mu);
-    return cancelled;
-}
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A handle asleep on the waiter (back-off 5 s, wait 8 s) ends with
  * LB_ECANCELED soon after another thread cancels (2 s: a generous bound),
  * holding nothing; it acquires once the holder is gone. */
 static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **state) {
     (void)state;
     lbt_del("mig:cancel");
-    canceller c = {.cancelled = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    lb_clock clock = {.sleep_ms = cancellable_sleep, .ud = &c};
+    lbt_canceller c;
+    lbt_canceller_init(&c);
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
     wo.port = server.port;
@@ -738,25 +707,22 @@ static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **st
     lb_mlock_options_init(&o);
     o.mode = LB_MODE_MODERN;
     o.backoff_min_ms = o.backoff_max_ms = 5000;
-    o.clock = &clock;
+    o.clock = &c.clock;
     assert_int_equal(lb_mlock_new(&b, "mig:cancel", 10, &o), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(a, lb_on_conn(admin)), LB_OK);
     mjob j = {.l = b, .c = lbt_redis_connect(&server), .w = w, .wait_ms = 8000};
     assert_non_null(j.c);
     pthread_t th;
-    int64_t start = mono_ms();
+    int64_t start = lbt_mono_ms();
     assert_int_equal(pthread_create(&th, NULL, mjob_main, &j), 0);
     for (int i = 0; waiter_stats(w).blocked != 1; i++) {
         assert_true(i < 2000);
         usleep(5000);
     }
-    pthread_mutex_lock(&c.mu);
-    c.cancelled = 1;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
+    lbt_cancel(&c);
     pthread_join(th, NULL);
     assert_int_equal(j.rc, LB_ECANCELED);
-    assert_true(mono_ms() - start < 2000);
+    assert_true(lbt_mono_ms() - start < 2000);
     assert_false(lb_mlock_info_of(b).held);
     assert_key_is_ours("mig:cancel", a);
     assert_int_equal(lb_mlock_release(a, lb_on_conn(admin)), LB_OK);
@@ -766,8 +732,7 @@ static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **st
     lb_waiter_free(w);
     lb_mlock_free(a);
     lb_mlock_free(b);
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
+    lbt_canceller_destroy(&c);
 }
 
 static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {

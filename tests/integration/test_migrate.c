@@ -1385,16 +1385,38 @@ static int teardown(void **state) {
 }
 
 /* ---- Polling beside a lock turned over fast ------------------------------------------ */
-/* A compat value written afresh (valid 30 s from now, with its TTL): to a
- * waiter, a holder just begun. */
+/* A compat holder that writes its value afresh (valid 30 s from the wall
+ * clock's now, with its TTL), and that instant. */
+typedef struct fresh_holder {
+    lbt_holder h;
+    int64_t written_us;
+} fresh_holder;
+
 static int renew_compat(void *ud) {
-    lbt_holder *h = ud;
+    fresh_holder *f = ud;
+    lb_codec codec;
+    lb_now now = lb_clock_now(NULL);
+    int64_t span = 0;
     char v[64];
-    size_t len = lbt_expiry_value("ms", 30000, v);
-    redisReply *r = redisCommand(h->c, "SET %s %b PX 31000", h->key, v, len);
+    size_t len = 0;
+    if (lb_codec_parse(&codec, "ms") != LB_OK || lb_codec_ms_to_units(&codec, 30000, &span) != LB_OK ||
+        lb_codec_encode(&codec, lb_codec_now(&codec, &now) + span, v, sizeof v, &len) != LB_OK)
+        return -1;
+    f->written_us = now.wall_us;
+    redisReply *r = redisCommand(f->h.c, "SET %s %b PX 31000", f->h.key, v, len);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* The waiter's wall clock beside a holder written afresh before each attempt:
+ * the instant of the last write, so that the holder is just begun (age 0) at
+ * every attempt however late a busy host runs it. (On the real clock, an
+ * attempt a few ms late saw a holder a few ms old, and the 20x rule let it
+ * sleep 60 or 80 ms.) ud: the lbt_sleeps whose hook renews the holder. */
+static int64_t at_the_last_write(void *ud) {
+    const lbt_sleeps *s = ud;
+    return ((const fresh_holder *)s->after_ud)->written_us;
 }
 
 /* As for the token lock: a compat waiter refused by holders only ever just
@@ -1404,19 +1426,20 @@ static int renew_compat(void *ud) {
 static void test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(void **state) {
     (void)state;
     for (int young = 1; young >= 0; young--) {
-        lbt_holder h = {lbt_redis_connect(&server), "mig:young"};
-        assert_non_null(h.c);
-        lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &h};
-        lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
-        lb_mlock *l = lbt_mlock(h.key, LB_MODE_COMPAT, "ms", 30000, &clock);
-        assert_int_equal(renew_compat(&h), 0);
+        fresh_holder f = {{lbt_redis_connect(&server), "mig:young"}, 0};
+        assert_non_null(f.h.c);
+        lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &f};
+        lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps,
+                          .wall_us = young ? at_the_last_write : NULL};
+        lb_mlock *l = lbt_mlock(f.h.key, LB_MODE_COMPAT, "ms", 30000, &clock);
+        assert_int_equal(renew_compat(&f), 0);
         assert_int_equal(lb_mlock_acquire(l, lb_on_conn(admin), young ? 1000 : 1500), LB_ETIMEDOUT);
         assert_true(sleeps.calls >= 5);
         assert_int_equal(sleeps.after_failures, 0);
         if (young) assert_in_range(sleeps.longest_ms, 1, 40);
         else assert_in_range(sleeps.longest_ms, 41, 100);
-        lbt_del(h.key);
-        redisFree(h.c);
+        lbt_del(f.h.key);
+        redisFree(f.h.c);
         lb_mlock_free(l);
     }
 }

@@ -13,6 +13,7 @@ jobs=${LB_TEST_JOBS:-$((cpus + 1))}
 case $jobs in '' | *[!0-9]* | 0) echo "run.sh: LB_TEST_JOBS must be a positive integer" >&2; exit 2 ;; esac
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/lb-tests.XXXXXX") || exit 2
+: >"$work/times"
 # An interrupted run stops the binaries it started (timeout passes the signal
 # on), then removes its files.
 trap 'cat "$work"/*.pid 2>/dev/null | while read -r p; do kill "$p" 2>/dev/null; done

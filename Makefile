@@ -350,7 +350,7 @@ help:
 	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
 	@echo "make test       build and run unit, integration and JVM interop tests, side by side"
-	@echo "                (LB_TEST_JOBS at a time, default CPUs + 1; about 3 min on 2 cores)"
+	@echo "                (LB_TEST_JOBS at a time, default CPUs + 1; under 4 min on 2 cores)"
 	@echo "make unit       build and run tests/unit only (no server needed)"
 	@echo "make integration  build and run tests/integration only (servers, tool, JVM)"
 	@echo "make asan       the same tests under ASan+UBSan"

@@ -144,6 +144,12 @@ HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_UNIT_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_INT_BINS  := $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)
+# tests/run.sh runs the binaries side by side in the order given: the longest
+# go first (timed on a 2-core machine, these four take over half of the run),
+# so that no long one starts last and runs alone at the end.
+TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races test_interop \
+    test_race_replay test_modern_wait)
+TEST_ORDER = $(filter $(TEST_LONG),$(1)) $(filter-out $(TEST_LONG),$(1))
 TEST_OBJ  := $(TEST_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o)
 # Keep these objects between runs (they are only prerequisites of pattern rules).
 .SECONDARY: $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(TEST_OBJ)
@@ -169,26 +175,28 @@ test-bins: $(TEST_BINS) $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 # so the flags this Makefile asks pkg-config for when it is read (DEP_CFLAGS,
 # CMOCKA_LIBS, EVENT_LIBS) come from the installed packages, and no compile can
 # start before the install (as it could under -j with check-deps as a sibling).
+# That second make builds one job per CPU unless -j was given.
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1))
 test: check-deps
-	$(MAKE) test-run
+	$(MAKE) $(BUILD_JOBS) test-run
 
 # Builds everything and runs every suite; `make test` without the dependency check.
 test-run: all test-bins
-	BUILD=$(BUILD) sh tests/run.sh $(TEST_BINS)
+	BUILD=$(BUILD) bash tests/run.sh $(call TEST_ORDER,$(TEST_BINS))
 
 # One group of suites: tests/unit (no server, no tool), or tests/integration
 # (real redis-servers, the tool, the Java lockers).
 unit: check-deps
-	$(MAKE) unit-run
+	$(MAKE) $(BUILD_JOBS) unit-run
 
 unit-run: $(TEST_UNIT_BINS)
-	BUILD=$(BUILD) sh tests/run.sh $(TEST_UNIT_BINS)
+	BUILD=$(BUILD) bash tests/run.sh $(TEST_UNIT_BINS)
 
 integration: check-deps
-	$(MAKE) integration-run
+	$(MAKE) $(BUILD_JOBS) integration-run
 
 integration-run: all $(TEST_INT_BINS) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
-	BUILD=$(BUILD) sh tests/run.sh $(TEST_INT_BINS)
+	BUILD=$(BUILD) bash tests/run.sh $(call TEST_ORDER,$(TEST_INT_BINS))
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
 asan:
@@ -207,13 +215,18 @@ tsan: check-deps
 	$(MAKE) WERROR=-Werror BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/%)
 	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	    sh tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
+	    bash tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
 
-# Deeper exhaustive exploration of interleavings than `make test` runs.
+# The exhaustive searches of test_races at the depths they are written for
+# (`make test` runs each a step shallower, see search_depth there), the
+# lockbridge fleets' searches to EXPLORE_DEPTH steps (two clients; three: two
+# less). CI runs `make explore EXPLORE_DEPTH=5`, the written depth (about 5 min
+# on 2 cores); the default, 7, takes far longer.
 EXPLORE_DEPTH ?= 7
 # The searches' operator runs the tool of this build.
 explore: $(BUILD)/tests/integration/test_races $(TOOL)
-	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
+	BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) \
+	    $(BUILD)/tests/integration/test_races
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).
@@ -221,7 +234,7 @@ VALGRIND_TESTS := $(TEST_UNIT_BINS) \
     $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async \
         test_self_renewing)
 valgrind: test-bins
-	BUILD=$(BUILD) VALGRIND=1 sh tests/run.sh $(VALGRIND_TESTS)
+	BUILD=$(BUILD) VALGRIND=1 bash tests/run.sh $(VALGRIND_TESTS)
 
 deps:
 	sh tools/deps.sh
@@ -352,13 +365,15 @@ clean:
 help:
 	@echo "make            libraries (static, shared) and the lockbridge tool"
 	@echo "make deps       install build/test dependencies from Debian packages"
-	@echo "make test       build and run unit, integration and JVM interop tests"
+	@echo "make test       build and run unit, integration and JVM interop tests, side by side"
+	@echo "                (LB_TEST_JOBS at a time, default CPUs + 1; under 4 min on 2 cores)"
 	@echo "make unit       build and run tests/unit only (no server needed)"
 	@echo "make integration  build and run tests/integration only (servers, tool, JVM)"
 	@echo "make asan       the same tests under ASan+UBSan"
 	@echo "make tsan       the threaded tests (TSAN_TESTS) under ThreadSanitizer"
 	@echo "make valgrind   unit and library integration tests under valgrind"
-	@echo "make explore    race exploration to a deeper bound (EXPLORE_DEPTH=7)"
+	@echo "make explore    the race searches at their written depths, the lockbridge"
+	@echo "                fleets' to EXPLORE_DEPTH (default 7; CI: 5)"
 	@echo "make demo       lockbridge and Java lockers contending on a temporary redis"
 	@echo "make bench      benchmarks; report in docs/benchmarks.md"
 	@echo "make bench-peers  install the peers make bench compares with (opt-in)"

@@ -1,5 +1,6 @@
 /* Starts, inspects and stops a local six-node Redis Cluster (see cluster.h). */
 #include "harness/cluster.h"
+#include "harness/sleep.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -8,17 +9,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Runs redis-cli --cluster create over the six nodes; its chatter goes to a
  * log in the first node's directory. */
@@ -115,14 +105,14 @@ static int node_ok(lbt_cluster *c, int i) {
 }
 
 int lbt_cluster_wait_ok(lbt_cluster *c, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = lbt_mono_ms() + timeout_ms;
     do {
         int ok = 1;
         for (int i = 0; i < LBT_CLUSTER_NODES && ok; i++)
             if (c->node[i].pid > 0 && !node_ok(c, i)) ok = 0;
         if (ok) return 0;
-        sleep_ms(100);
-    } while (now_ms() < deadline);
+        lbt_sleep_ms(100);
+    } while (lbt_mono_ms() < deadline);
     return -1;
 }
 

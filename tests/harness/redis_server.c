@@ -1,5 +1,6 @@
 /* Starts and stops real redis-server processes for tests (see redis_server.h). */
 #include "harness/redis_server.h"
+#include "harness/sleep.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,11 +14,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* Asks the kernel for a free port; the server may still lose a race for it, in
  * which case lbt_redis_start tries another. */
@@ -52,6 +48,10 @@ static pid_t spawn(lbt_redis *r, const char *const *extra) {
     argv[n++] = "--dir"; argv[n++] = r->dir;
     argv[n++] = "--logfile"; argv[n++] = log;
     argv[n++] = "--daemonize"; argv[n++] = "no";
+    /* A replica's full sync starts at once: by default a primary waits 5 s
+     * for more replicas before a diskless sync (every cluster and sentinel
+     * start, and every failover, paid it). */
+    argv[n++] = "--repl-diskless-sync-delay"; argv[n++] = "0";
     for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = extra[i];
     argv[n] = NULL;
     pid_t pid = fork();
@@ -87,7 +87,7 @@ int lbt_redis_start(lbt_redis *r, const char *const *extra) {
             int status;
             if (waitpid(r->pid, &status, WNOHANG) == r->pid) { r->pid = 0; break; }
             if (answers_ping(r)) return 0;
-            sleep_ms(50);
+            lbt_sleep_ms(50);
         }
         if (r->pid > 0) {
             kill(r->pid, SIGKILL);
@@ -110,7 +110,7 @@ static void stop_process(lbt_redis *r) {
             waitpid(r->pid, &status, 0);
             break;
         }
-        sleep_ms(50);
+        lbt_sleep_ms(50);
     }
     r->pid = 0;
 }
@@ -128,7 +128,7 @@ int lbt_redis_restart(lbt_redis *r, const char *const *extra) {
             return -1;
         }
         if (answers_ping(r)) return 0;
-        sleep_ms(50);
+        lbt_sleep_ms(50);
     }
     return -1;
 }

@@ -1,5 +1,6 @@
 /* Starts and stops a primary, its replica and three sentinels (see sentinel.h). */
 #include "harness/sentinel.h"
+#include "harness/sleep.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -11,17 +12,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -85,7 +75,7 @@ static int start_sentinel(lbt_redis *r, int primary_port) {
                 break;
             }
             if (text_of(r, "PING", buf, sizeof buf) == 0) return 0;
-            sleep_ms(50);
+            lbt_sleep_ms(50);
         }
         if (r->pid > 0) {
             kill(r->pid, SIGKILL);
@@ -146,15 +136,15 @@ static int replica_linked(lbt_sentinels *s) {
 }
 
 int lbt_sentinels_wait_replica(lbt_sentinels *s, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = lbt_mono_ms() + timeout_ms;
     while (!replica_linked(s)) {
-        if (now_ms() > deadline) return -1;
-        sleep_ms(100);
+        if (lbt_mono_ms() > deadline) return -1;
+        lbt_sleep_ms(100);
     }
     for (int i = 0; i < LBT_SENTINELS; i++)
         while (known_replicas(s, i) < 1) {
-            if (now_ms() > deadline) return -1;
-            sleep_ms(100);
+            if (lbt_mono_ms() > deadline) return -1;
+            lbt_sleep_ms(100);
         }
     return 0;
 }
@@ -166,17 +156,17 @@ int lbt_sentinels_start(lbt_sentinels *s) {
     snprintf(port, sizeof port, "%d", s->data[0].port);
     const char *replica[] = {"--replicaof", "127.0.0.1", port, NULL};
     if (lbt_redis_start(&s->data[1], replica) != 0) goto fail;
-    int64_t deadline = now_ms() + 15000;
+    int64_t deadline = lbt_mono_ms() + 15000;
     while (text_of(&s->data[1], "INFO replication", info, sizeof info) != 0 ||
            !strstr(info, "master_link_status:up")) {
-        if (now_ms() > deadline) goto fail;
-        sleep_ms(50);
+        if (lbt_mono_ms() > deadline) goto fail;
+        lbt_sleep_ms(50);
     }
     for (int i = 0; i < LBT_SENTINELS; i++) {
         if (start_sentinel(&s->sentinel[i], s->data[0].port) != 0) goto fail;
         snprintf(s->addr[i], sizeof s->addr[i], "127.0.0.1:%d", s->sentinel[i].port);
     }
-    if (lbt_sentinels_wait_replica(s, (int)(deadline - now_ms())) == 0) return 0;
+    if (lbt_sentinels_wait_replica(s, (int)(deadline - lbt_mono_ms())) == 0) return 0;
 fail:
     fprintf(stderr, "harness: could not start the primary, replica and sentinels\n");
     lbt_sentinels_stop(s);
@@ -216,13 +206,13 @@ static int says_master(lbt_redis *r) {
 }
 
 int lbt_sentinels_wait_primary(lbt_sentinels *s, int i, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = lbt_mono_ms() + timeout_ms;
     do {
         int all = says_master(&s->data[i]);
         for (int k = 0; k < LBT_SENTINELS && all; k++)
             if (named_port(s, k) != s->data[i].port) all = 0;
         if (all) return 0;
-        sleep_ms(100);
-    } while (now_ms() < deadline);
+        lbt_sleep_ms(100);
+    } while (lbt_mono_ms() < deadline);
     return -1;
 }

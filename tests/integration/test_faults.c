@@ -23,15 +23,10 @@
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static void sleep_ms(int64_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 /* A connection to `port` whose commands time out after `timeout_ms`. */
 static redisContext *connect_port(int port, int64_t timeout_ms) {
@@ -257,7 +252,7 @@ static void test_stopped_server_past_the_ttl_hands_the_lock_on(void **state) {
     lbt_redis_pause(r, 1);
     assert_int_equal(lb_lock_extend(a, lb_on_conn(ca), 300, LB_EXTEND_REPLACE), LB_EIO);
     assert_true(lb_lock_info_of(a).held); /* unknown: the extend may yet run */
-    sleep_ms(500);
+    lbt_sleep_ms(500);
     lbt_redis_pause(r, 0);
 
     cb = connect_port(r->port, 2000);
@@ -298,7 +293,7 @@ static void test_client_pause_is_a_timeout_never_a_grant(void **state) {
     assert_true(lb_lock_info_of(a).held);
     redisFree(cb);
     redisFree(ca);
-    sleep_ms(900); /* past the pause and the TTL */
+    lbt_sleep_ms(900); /* past the pause and the TTL */
 
     ca = connect_port(r->port, 2000);
     cb = connect_port(r->port, 2000);
@@ -334,7 +329,7 @@ static void test_debug_sleep_lands_a_timed_out_write_that_lapses(void **state) {
     int done = 0;
     assert_int_equal(redisAppendCommand(sleeper, "DEBUG SLEEP 0.4"), REDIS_OK);
     while (!done) assert_int_equal(redisBufferWrite(sleeper, &done), REDIS_OK);
-    sleep_ms(50);
+    lbt_sleep_ms(50);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_info_of(a).held);
     void *reply = NULL;
@@ -507,7 +502,7 @@ static void test_delay_below_and_beyond_the_timeout(void **state) {
     lbt_proxy_delay(px, 400);
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_EIO);
     assert_false(lb_lock_info_of(a).held);
-    sleep_ms(500);
+    lbt_sleep_ms(500);
     assert_string_equal(value_at(px_server->port, "f:delay"), lb_lock_info_of(a).token);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
     assert_int_equal(lb_lock_acquire(b, lb_on_conn(cb), 3000), LB_OK);
@@ -609,7 +604,7 @@ static lb_watchdog *watchdog_via(int port) {
 static int wait_lost(lb_watchdog *wd, const lb_lock *l, lb_watch_reason *reason) {
     int rc = LB_OK;
     for (int i = 0; i < 500 && (rc = lb_watchdog_check(wd, l, NULL, reason)) == LB_OK; i++)
-        sleep_ms(10);
+        lbt_sleep_ms(10);
     return rc;
 }
 
@@ -627,11 +622,11 @@ static void test_watchdog_survives_a_cut_and_reports_a_black_hole(void **state) 
     assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(ca)), LB_OK);
     assert_int_equal(lb_watchdog_watch(wd, a, NULL), LB_OK);
     /* The watchdog's connection must be through the proxy before it is cut. */
-    for (int i = 0; i < 500 && lbt_proxy_accepted(px) < 1; i++) sleep_ms(10);
+    for (int i = 0; i < 500 && lbt_proxy_accepted(px) < 1; i++) lbt_sleep_ms(10);
     assert_int_equal(lbt_proxy_accepted(px), 1);
 
     lbt_proxy_cut(px);
-    sleep_ms(1000); /* more than three TTLs */
+    lbt_sleep_ms(1000); /* more than three TTLs */
     lb_watch_reason reason = (lb_watch_reason)0;
     assert_int_equal(lb_watchdog_check(wd, a, NULL, &reason), LB_OK);
     assert_int_equal(lb_lock_try_acquire(b, lb_on_conn(cb)), LB_EBUSY);
@@ -831,7 +826,7 @@ static void test_read_only_replica_refuses_every_write(void **state) {
     snprintf(port, sizeof port, "%d", master->port);
     const char *const rep[] = {"--replicaof", "127.0.0.1", port, NULL};
     lbt_redis *replica = start_server(rep);
-    for (int i = 0; i < 200 && !replica_in_sync(replica->port); i++) sleep_ms(50);
+    for (int i = 0; i < 200 && !replica_in_sync(replica->port); i++) lbt_sleep_ms(50);
     assert_true(replica_in_sync(replica->port));
 
     redisContext *cm = connect_port(master->port, 2000), *cr = connect_port(replica->port, 2000);

@@ -16,6 +16,8 @@
 
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
+#include "harness/cancel.h"
 #include "legacy/internal.h"
 #include "lockbridge/lockbridge.h"
 
@@ -602,47 +604,10 @@ static void test_blocking_acquire_times_out_then_wins_after_release(void **state
     }
 }
 
-/* The application's cancel: its own condition variable behind lb_clock.sleep_ms,
- * signalled from another thread. */
-typedef struct canceller {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int cancelled;
-} canceller;
-
-static int cancellable_sleep(void *ud, int64_t ms) {
-    canceller *c = ud;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->cancelled && ms > 0 && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
-    }
-    int cancelled = c->cancelled;
-    pthread_mutex_unlock(&c->mu);
-    return cancelled;
-}
-
 static void *cancel_soon(void *arg) {
-    canceller *c = arg;
-    struct timespec ts = {0, 200 * 1000000};
-    nanosleep(&ts, NULL);
-    pthread_mutex_lock(&c->mu);
-    c->cancelled = 1;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    lbt_sleep_ms(200);
+    lbt_cancel(arg);
     return NULL;
-}
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* A wait of 8 s on a lock held for 30 s ends with LB_ECANCELED soon after
@@ -650,18 +615,16 @@ static int64_t mono_ms(void) {
  * holding nothing; the handle acquires once the holder is gone. */
 static void test_blocking_acquire_is_cancelled_by_the_clocks_sleep_hook(void **state) {
     (void)state;
-    canceller c = {.cancelled = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    lb_clock clock = {.sleep_ms = cancellable_sleep, .ud = &c};
+    lbt_canceller c;
+    lbt_canceller_init(&c);
     lb_legacy_lock *holder = lbt_lock(&combos[0], "lg:cancel", 30000, NULL);
-    lb_legacy_lock *waiter = lbt_lock(&combos[0], "lg:cancel", 30000, &clock);
+    lb_legacy_lock *waiter = lbt_lock(&combos[0], "lg:cancel", 30000, &c.clock);
     assert_int_equal(lb_legacy_try_acquire(holder, lb_on_conn(admin)), LB_OK);
     pthread_t th;
-    int64_t start = mono_ms();
+    int64_t start = lbt_mono_ms();
     assert_int_equal(pthread_create(&th, NULL, cancel_soon, &c), 0);
     assert_int_equal(lb_legacy_acquire(waiter, lb_on_conn(admin), 8000), LB_ECANCELED);
-    assert_true(mono_ms() - start < 2000);
+    assert_true(lbt_mono_ms() - start < 2000);
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_key_is_ours("lg:cancel", holder);
     assert_int_equal(lb_legacy_release(holder, lb_on_conn(admin)), LB_OK);
@@ -669,8 +632,7 @@ static void test_blocking_acquire_is_cancelled_by_the_clocks_sleep_hook(void **s
     assert_int_equal(lb_legacy_release(waiter, lb_on_conn(admin)), LB_OK);
     lb_legacy_lock_free(holder);
     lb_legacy_lock_free(waiter);
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
+    lbt_canceller_destroy(&c);
 }
 
 static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) {

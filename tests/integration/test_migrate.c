@@ -23,6 +23,8 @@
 #include "harness/churn.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
+#include "harness/cancel.h"
 #include "lockbridge/lockbridge.h"
 #include "migrate/internal.h"
 
@@ -687,47 +689,14 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
     }
 }
 
-/* The application's cancel: its own condition variable behind lb_clock.sleep_ms. */
-typedef struct canceller {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int cancelled;
-} canceller;
-
-static int cancellable_sleep(void *ud, int64_t ms) {
-    canceller *c = ud;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)(ms / 1000);
-    until.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->cancelled && ms > 0 && pthread_cond_timedwait(&c->cv, &c->mu, &until) == 0) {
-    }
-    int cancelled = c->cancelled;
-    pthread_mutex_unlock(&c->mu);
-    return cancelled;
-}
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* A handle asleep on the waiter (back-off 5 s, wait 8 s) ends with
  * LB_ECANCELED soon after another thread cancels (2 s: a generous bound),
  * holding nothing; it acquires once the holder is gone. */
 static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **state) {
     (void)state;
     lbt_del("mig:cancel");
-    canceller c = {.cancelled = 0};
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    lb_clock clock = {.sleep_ms = cancellable_sleep, .ud = &c};
+    lbt_canceller c;
+    lbt_canceller_init(&c);
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
     wo.port = server.port;
@@ -738,25 +707,22 @@ static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **st
     lb_mlock_options_init(&o);
     o.mode = LB_MODE_MODERN;
     o.backoff_min_ms = o.backoff_max_ms = 5000;
-    o.clock = &clock;
+    o.clock = &c.clock;
     assert_int_equal(lb_mlock_new(&b, "mig:cancel", 10, &o), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(a, lb_on_conn(admin)), LB_OK);
     mjob j = {.l = b, .c = lbt_redis_connect(&server), .w = w, .wait_ms = 8000};
     assert_non_null(j.c);
     pthread_t th;
-    int64_t start = mono_ms();
+    int64_t start = lbt_mono_ms();
     assert_int_equal(pthread_create(&th, NULL, mjob_main, &j), 0);
     for (int i = 0; waiter_stats(w).blocked != 1; i++) {
         assert_true(i < 2000);
         usleep(5000);
     }
-    pthread_mutex_lock(&c.mu);
-    c.cancelled = 1;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
+    lbt_cancel(&c);
     pthread_join(th, NULL);
     assert_int_equal(j.rc, LB_ECANCELED);
-    assert_true(mono_ms() - start < 2000);
+    assert_true(lbt_mono_ms() - start < 2000);
     assert_false(lb_mlock_info_of(b).held);
     assert_key_is_ours("mig:cancel", a);
     assert_int_equal(lb_mlock_release(a, lb_on_conn(admin)), LB_OK);
@@ -766,8 +732,7 @@ static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **st
     lb_waiter_free(w);
     lb_mlock_free(a);
     lb_mlock_free(b);
-    pthread_cond_destroy(&c.cv);
-    pthread_mutex_destroy(&c.mu);
+    lbt_canceller_destroy(&c);
 }
 
 static void test_legacy_mode_speaks_the_legacy_protocol(void **state) {
@@ -1420,16 +1385,38 @@ static int teardown(void **state) {
 }
 
 /* ---- Polling beside a lock turned over fast ------------------------------------------ */
-/* A compat value written afresh (valid 30 s from now, with its TTL): to a
- * waiter, a holder just begun. */
+/* A compat holder that writes its value afresh (valid 30 s from the wall
+ * clock's now, with its TTL), and that instant. */
+typedef struct fresh_holder {
+    lbt_holder h;
+    int64_t written_us;
+} fresh_holder;
+
 static int renew_compat(void *ud) {
-    lbt_holder *h = ud;
+    fresh_holder *f = ud;
+    lb_codec codec;
+    lb_now now = lb_clock_now(NULL);
+    int64_t span = 0;
     char v[64];
-    size_t len = lbt_expiry_value("ms", 30000, v);
-    redisReply *r = redisCommand(h->c, "SET %s %b PX 31000", h->key, v, len);
+    size_t len = 0;
+    if (lb_codec_parse(&codec, "ms") != LB_OK || lb_codec_ms_to_units(&codec, 30000, &span) != LB_OK ||
+        lb_codec_encode(&codec, lb_codec_now(&codec, &now) + span, v, sizeof v, &len) != LB_OK)
+        return -1;
+    f->written_us = now.wall_us;
+    redisReply *r = redisCommand(f->h.c, "SET %s %b PX 31000", f->h.key, v, len);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* The waiter's wall clock beside a holder written afresh before each attempt:
+ * the instant of the last write, so that the holder is just begun (age 0) at
+ * every attempt however late a busy host runs it. (On the real clock, an
+ * attempt a few ms late saw a holder a few ms old, and the 20x rule let it
+ * sleep 60 or 80 ms.) ud: the lbt_sleeps whose hook renews the holder. */
+static int64_t at_the_last_write(void *ud) {
+    const lbt_sleeps *s = ud;
+    return ((const fresh_holder *)s->after_ud)->written_us;
 }
 
 /* As for the token lock: a compat waiter refused by holders only ever just
@@ -1439,19 +1426,20 @@ static int renew_compat(void *ud) {
 static void test_a_compat_wait_beside_a_lock_turned_over_fast_asks_within_20_ms(void **state) {
     (void)state;
     for (int young = 1; young >= 0; young--) {
-        lbt_holder h = {lbt_redis_connect(&server), "mig:young"};
-        assert_non_null(h.c);
-        lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &h};
-        lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
-        lb_mlock *l = lbt_mlock(h.key, LB_MODE_COMPAT, "ms", 30000, &clock);
-        assert_int_equal(renew_compat(&h), 0);
+        fresh_holder f = {{lbt_redis_connect(&server), "mig:young"}, 0};
+        assert_non_null(f.h.c);
+        lbt_sleeps sleeps = {.after = young ? renew_compat : NULL, .after_ud = &f};
+        lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps,
+                          .wall_us = young ? at_the_last_write : NULL};
+        lb_mlock *l = lbt_mlock(f.h.key, LB_MODE_COMPAT, "ms", 30000, &clock);
+        assert_int_equal(renew_compat(&f), 0);
         assert_int_equal(lb_mlock_acquire(l, lb_on_conn(admin), young ? 1000 : 1500), LB_ETIMEDOUT);
         assert_true(sleeps.calls >= 5);
         assert_int_equal(sleeps.after_failures, 0);
         if (young) assert_in_range(sleeps.longest_ms, 1, 40);
         else assert_in_range(sleeps.longest_ms, 41, 100);
-        lbt_del(h.key);
-        redisFree(h.c);
+        lbt_del(f.h.key);
+        redisFree(f.h.c);
         lb_mlock_free(l);
     }
 }

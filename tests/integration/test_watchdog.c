@@ -17,6 +17,7 @@
 
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -29,11 +30,6 @@ static int64_t mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void sleep_ms(int64_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 /* What lost callbacks reported, shared with the watchdog's thread. */
@@ -88,7 +84,7 @@ static int rec_wait(recorder *r, int64_t max_ms) {
     pthread_mutex_lock(&r->mu);
     while (r->calls == 0 && mono_ns() < end) {
         pthread_mutex_unlock(&r->mu);
-        sleep_ms(5);
+        lbt_sleep_ms(5);
         pthread_mutex_lock(&r->mu);
     }
     int n = r->calls;
@@ -147,7 +143,7 @@ static int wait_gone(const char *key, int64_t max_ms) {
     int64_t end = mono_ns() + max_ms * 1000000;
     while (lbt_int(conn, "EXISTS %s", key) != 0) {
         if (mono_ns() > end) return 0;
-        sleep_ms(10);
+        lbt_sleep_ms(10);
     }
     return 1;
 }
@@ -180,7 +176,7 @@ static void test_keeps_a_300ms_lock_held_for_five_ttls(void **state) {
     int64_t acquired_deadline = lb_lock_info_of(l).deadline_ns;
     watch(wd, l, &r, 0, 0);
     for (int i = 0; i < 15; i++) {
-        sleep_ms(100);
+        lbt_sleep_ms(100);
         assert_string_equal(lbt_get(conn, "wd:keep"), lb_lock_info_of(l).token);
     }
     int64_t deadline = 0;
@@ -217,7 +213,7 @@ static void test_one_thread_renews_forty_locks(void **state) {
     }
     assert_int_equal(thread_count(), before + 1);
     for (int round = 0; round < 5; round++) {
-        sleep_ms(200);
+        lbt_sleep_ms(200);
         for (int i = 0; i < N; i++) {
             snprintf(key, sizeof key, "wd:many:%d", i);
             assert_string_equal(lbt_get(conn, key), lb_lock_info_of(locks[i]).token);
@@ -316,7 +312,7 @@ static void test_lost_when_the_server_is_paused_past_the_ttl(void **state) {
     rec_init(&r);
     lb_lock *l = held_lock("wd:paused", 300);
     watch(wd, l, &r, 0, 0);
-    sleep_ms(150);
+    lbt_sleep_ms(150);
     lbt_redis_pause(&server, 1);
     int calls = rec_wait(&r, 5000);
     int64_t deadline = 0;
@@ -394,11 +390,11 @@ static void test_reconnects_when_its_connection_is_killed(void **state) {
     lb_lock *l = held_lock("wd:killed", 300);
     watch(wd, l, &r, 0, 0);
     for (int i = 0; i < 3; i++) {
-        sleep_ms(150);
+        lbt_sleep_ms(150);
         lbt_cmd_ok(conn, "CLIENT KILL TYPE normal");
     }
     for (int i = 0; i < 6; i++) {
-        sleep_ms(100);
+        lbt_sleep_ms(100);
         assert_string_equal(lbt_get(conn, "wd:killed"), lb_lock_info_of(l).token);
     }
     lb_watchdog_stats st = stats(wd);
@@ -419,7 +415,7 @@ static void test_server_restart_is_reported_as_refused_after_reconnecting(void *
     rec_init(&r);
     lb_lock *l = held_lock("wd:restart", 5000);
     watch(wd, l, &r, 0.02, 0);
-    sleep_ms(300);
+    lbt_sleep_ms(300);
     assert_true(stats(wd).renewals >= 1);
     redisFree(conn);
     conn = NULL;
@@ -491,7 +487,7 @@ static void test_unwatch_or_release_racing_renewal_leaves_nothing_behind(void **
         assert_true(lbt_int(conn, "PTTL %s", "wd:race") > 59000);
         assert_int_equal(lb_lock_release(next, lb_on_conn(conn)), LB_OK);
     }
-    sleep_ms(20);
+    lbt_sleep_ms(20);
     int calls = 0, late = 0;
     for (int i = 0; i < ROUNDS; i++) {
         calls += recs[i].calls;
@@ -520,7 +516,7 @@ static void on_lost_slowly(const lb_lock *lock, lb_watch_reason reason, const ch
     slow_callback *s = ud;
     (void)lock, (void)reason, (void)detail;
     __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST);
-    sleep_ms(100);
+    lbt_sleep_ms(100);
     __atomic_store_n(&s->finished, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -537,7 +533,7 @@ static void test_unwatch_waits_for_a_callback_in_flight(void **state) {
     assert_int_equal(lb_watchdog_watch(wd, l, &o), LB_OK);
     lbt_cmd_ok(conn, "DEL wd:slow");
     int64_t end = mono_ns() + INT64_C(5000000000);
-    while (!__atomic_load_n(&s.started, __ATOMIC_SEQ_CST) && mono_ns() < end) sleep_ms(1);
+    while (!__atomic_load_n(&s.started, __ATOMIC_SEQ_CST) && mono_ns() < end) lbt_sleep_ms(1);
     assert_true(__atomic_load_n(&s.started, __ATOMIC_SEQ_CST));
     assert_int_equal(lb_watchdog_unwatch(wd, l), LB_OK);
     /* Once unwatch returns the callback is over: its data may be freed. */
@@ -598,7 +594,7 @@ static void test_freeing_a_watched_lock_stops_its_renewal(void **state) {
     rec_init(&r);
     lb_lock *l = held_lock("wd:freed", 300);
     watch(wd, l, &r, 0.1, 0);
-    sleep_ms(100);
+    lbt_sleep_ms(100);
     lb_lock_free(l); /* not released: the key must lapse with its TTL */
     assert_int_equal(stats(wd).watched, 0);
     assert_true(wait_gone("wd:freed", 5000));
@@ -683,7 +679,7 @@ static void test_watch_options_are_checked(void **state) {
     /* Not held any more; then a lease that already ran out. */
     assert_int_equal(lb_watchdog_watch(wd, l, NULL), LB_ESTATE);
     lb_lock *brief = held_lock("wd:brief", 30);
-    sleep_ms(60);
+    lbt_sleep_ms(60);
     assert_int_equal(lb_watchdog_watch(wd, brief, NULL), LB_EEXPIRED);
     assert_int_equal(stats(wd).watched, 0);
     lb_lock_free(brief);
@@ -887,7 +883,7 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     recorder r;
     rec_init(&r);
     watch(wd, l, &r, 0, 0);
-    sleep_ms(700);
+    lbt_sleep_ms(700);
     assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_info_of(l).token);
     assert_int_equal(rec_calls(&r), 0);
     assert_int_equal(lb_lock_release(l, lb_on_conn(owner)), LB_OK);
@@ -902,10 +898,10 @@ static void test_connects_with_password_and_db_or_a_callback(void **state) {
     assert_int_equal(__atomic_load_n(&connects, __ATOMIC_SEQ_CST), 1);
     assert_int_equal(lb_lock_try_acquire(l, lb_on_conn(owner)), LB_OK);
     watch(wd, l, &r, 0, 0);
-    sleep_ms(150);
+    lbt_sleep_ms(150);
     rep = redisCommand(owner, "CLIENT KILL TYPE normal");
     freeReplyObject(rep);
-    sleep_ms(500);
+    lbt_sleep_ms(500);
     assert_string_equal(lbt_get(owner, "wd:secured"), lb_lock_info_of(l).token);
     assert_true(__atomic_load_n(&connects, __ATOMIC_SEQ_CST) >= 2);
     assert_int_equal(rec_calls(&r), 0);

@@ -20,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "harness/redis_server.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 /* Tunables. A fault stalls the server for at most PAUSE_MAX_MS; a command
@@ -106,23 +107,10 @@ static atomic_llong faults_kill, faults_kill_waiter, faults_pause, faults_sleep,
     faults_stall, fault_errors;
 static atomic_llong stalls_by_kind[K_COUNT];
 
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t wall_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms) {
-    if (ms <= 0) return;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
 }
 
 static void set_id(int slot, long long id) {
@@ -271,7 +259,7 @@ static void critical_section(client *cl) {
         atomic_fetch_add(&f->other_errors, 1);
         return;
     }
-    sleep_ms(cs_sleep_ms);
+    lbt_sleep_ms(cs_sleep_ms);
     if (lease_left_ms(cl) < SAFE_MS) {
         atomic_fetch_add(&f->late_skips, 1);
         return;
@@ -295,7 +283,7 @@ static void release_held(client *cl) {
     fleet *f = cl->f;
     for (int i = 0; i < RELEASE_TRIES && held(cl); i++) {
         if (ensure_connected(cl) != 0) {
-            sleep_ms(50);
+            lbt_sleep_ms(50);
             continue;
         }
         int rc = release(cl);
@@ -317,7 +305,7 @@ static void *client_main(void *arg) {
     fleet *f = cl->f;
     while (!atomic_load(&stopping)) {
         if (ensure_connected(cl) != 0) {
-            sleep_ms(20);
+            lbt_sleep_ms(20);
             continue;
         }
         int rc = acquire(cl);
@@ -334,7 +322,7 @@ static void *client_main(void *arg) {
             fprintf(stderr, "soak: %s client %d: acquire: %s\n", kind_names[cl->k], cl->slot,
                     lb_err_name(rc));
             atomic_fetch_add(&f->other_errors, 1);
-            sleep_ms(10);
+            lbt_sleep_ms(10);
             continue;
         }
         atomic_fetch_add(&f->acquisitions, 1);
@@ -345,7 +333,7 @@ static void *client_main(void *arg) {
         if (atomic_exchange(&cl->stall, 0)) {
             atomic_fetch_add(&faults_stall, 1);
             atomic_fetch_add(&stalls_by_kind[cl->k], 1);
-            sleep_ms(STALL_MS);
+            lbt_sleep_ms(STALL_MS);
         }
         release_held(cl);
     }
@@ -376,12 +364,12 @@ static void *fault_main(void *arg) {
     (void)arg;
     redisContext *c = NULL;
     unsigned stall_turn = (unsigned)(rng() % NFLEETS);
-    int64_t next_stall = mono_ms() + STALL_EVERY_MS;
+    int64_t next_stall = lbt_mono_ms() + STALL_EVERY_MS;
     while (!atomic_load(&stopping)) {
-        sleep_ms(rng_between(GAP_MIN_MS, GAP_MAX_MS));
+        lbt_sleep_ms(rng_between(GAP_MIN_MS, GAP_MAX_MS));
         if (atomic_load(&stopping)) break;
         /* A holder stall needs its whole length before the run ends. */
-        if (mono_ms() >= next_stall && mono_ms() + STALL_MS + 1000 < run_end) {
+        if (lbt_mono_ms() >= next_stall && lbt_mono_ms() + STALL_MS + 1000 < run_end) {
             /* Each fleet in turn, and within it each kind in turn. */
             fleet *f = &fleets[stall_turn % NFLEETS];
             kind want = f->kinds[(stall_turn / NFLEETS) % (unsigned)f->nkinds];
@@ -392,7 +380,7 @@ static void *fault_main(void *arg) {
             for (int i = 0; i < nclients; i++)
                 if (clients[i].f == f && clients[i].k == want && k-- == 0)
                     atomic_store(&clients[i].stall, 1);
-            next_stall = mono_ms() + STALL_EVERY_MS;
+            next_stall = lbt_mono_ms() + STALL_EVERY_MS;
         }
         if (!c) c = dial(-1, PAUSE_MAX_MS + 5000);
         if (!c) {
@@ -413,7 +401,7 @@ static void *fault_main(void *arg) {
         } else if (which < 8) {
             r = redisCommand(c, "CLIENT PAUSE %lld", (long long)ms);
             atomic_fetch_add(&faults_pause, 1);
-            if (r) sleep_ms(ms);
+            if (r) lbt_sleep_ms(ms);
         } else {
             r = redisCommand(c, "DEBUG SLEEP %.3f", (double)ms / 1000.0);
             atomic_fetch_add(&faults_sleep, 1);
@@ -489,9 +477,9 @@ static int64_t json_i64(const cJSON *o, const char *name) {
 static void reap_java(fleet *f) {
     if (f->java_pid <= 0) return;
     int st = 0;
-    int64_t until = mono_ms() + JAVA_GRACE_S * 1000;
+    int64_t until = lbt_mono_ms() + JAVA_GRACE_S * 1000;
     pid_t got;
-    while ((got = waitpid(f->java_pid, &st, WNOHANG)) == 0 && mono_ms() < until) sleep_ms(50);
+    while ((got = waitpid(f->java_pid, &st, WNOHANG)) == 0 && lbt_mono_ms() < until) lbt_sleep_ms(50);
     if (got == 0) {
         kill(f->java_pid, SIGKILL);
         waitpid(f->java_pid, &st, 0);
@@ -658,7 +646,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NFLEETS && !failed; i++)
         if (fleets[i].java_clients > 0) spawn_java(&fleets[i], java_cp, (int)seconds);
 
-    int64_t t0 = mono_ms();
+    int64_t t0 = lbt_mono_ms();
     run_end = t0 + seconds * 1000;
     pthread_t fault_th;
     int fault_started = 0;
@@ -668,9 +656,9 @@ int main(int argc, char **argv) {
     }
     if (!failed && pthread_create(&fault_th, NULL, fault_main, NULL) == 0) fault_started = 1;
     else failed = 1;
-    while (!failed && !atomic_load(&stopping) && mono_ms() - t0 < seconds * 1000) sleep_ms(100);
+    while (!failed && !atomic_load(&stopping) && lbt_mono_ms() - t0 < seconds * 1000) lbt_sleep_ms(100);
     stop_everything(&fault_th, fault_started);
-    double elapsed = (double)(mono_ms() - t0) / 1000.0;
+    double elapsed = (double)(lbt_mono_ms() - t0) / 1000.0;
     lb_waiter_stats ws;
     lb_waiter_stats_get(waiter, &ws);
     lb_waiter_free(waiter);

@@ -14,15 +14,11 @@
 
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
 static redisContext *conn;
-
-static void sleep_ms(int64_t ms) {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* A watchdog given no server at all is refused and says what to set: there
  * is no default address it could renew on by mistake. */
@@ -68,7 +64,7 @@ static void test_renewal_keeps_the_lock_past_its_ttl_through_the_target(void **s
     lb_watchdog *wd = watchdog_on_target();
     lb_lock *l = renewing_lock(wd, "self:kept", 600);
     assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
-    sleep_ms(2400);
+    lbt_sleep_ms(2400);
     assert_string_equal(lbt_get(conn, "self:kept"), lb_lock_info_of(l).token);
     assert_int_equal(lb_lock_info_of(l).held, 1);
     assert_int_equal(lb_watchdog_check(wd, l, NULL, NULL), LB_OK);
@@ -93,7 +89,7 @@ static void test_a_deleted_key_is_reported_as_lost(void **state) {
     lbt_cmd_ok(conn, "DEL self:deleted");
     /* The bound only keeps a broken build from hanging (a renewal is due
      * every 100 ms); it is not what is tested. */
-    for (int i = 0; i < 500 && lb_lock_info_of(l).held; i++) sleep_ms(10);
+    for (int i = 0; i < 500 && lb_lock_info_of(l).held; i++) lbt_sleep_ms(10);
     assert_int_equal(lb_lock_info_of(l).held, 0);
     lb_watch_reason why = LB_WATCH_NONE;
     assert_int_equal(lb_watchdog_check(wd, l, NULL, &why), LB_ELOST);

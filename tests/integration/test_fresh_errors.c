@@ -144,6 +144,7 @@ static const char *const without_text[] = {
     "lb_legacy_options_init", "lb_legacy_info_of", "lb_mlock_new", "lb_mlock_free",
     "lb_mlock_options_init", "lb_mlock_info_of", "lb_mlock_notify", "lb_machine_command",
     "lb_machine_errstr", "lb_machine_commands",
+    "lb_lock_name_refused", /* its reason is its return value */
 };
 
 /* The families whose functions report through a handle's text or an errbuf. */

@@ -2637,10 +2637,15 @@ static void cancel_one_wait(const char *key, int fair, int with_waiter) {
 }
 
 /* ---- Polling beside a lock turned over fast ------------------------------------------ */
-/* Writes the key afresh with a whole TTL: to a waiter, a holder just begun. */
+/* Writes the key afresh with a whole TTL: to a waiter, a holder just begun.
+ * The waiter reads the holder's age as its own validity (30 s) less the PTTL
+ * it meets, and counts up to its back-off's 100 ms more than its validity as
+ * age 0; a PTTL of 30 s plus 90 ms keeps the holder just begun for an attempt
+ * that a busy host runs up to 90 ms after the write (on 30 s flat, an
+ * attempt 3 ms late met a holder 3 ms old and the 20x rule let it sleep 60). */
 static int renew_young(void *ud) {
     lbt_holder *h = ud;
-    redisReply *r = redisCommand(h->c, "SET %s someone-else PX 30000", h->key);
+    redisReply *r = redisCommand(h->c, "SET %s someone-else PX 30090", h->key);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r) freeReplyObject(r);
     return ok ? 0 : -1;

@@ -42,12 +42,12 @@ SHARED      := $(BUILD)/liblockbridge.so.$(VERSION)
 STATIC      := $(BUILD)/liblockbridge.a
 TOOL        := $(BUILD)/lockbridge
 
-# Library code: every .c of the modules except the tool's own (migrate/cli).
+# Library code: every .c of the modules; the tool (tool/) is built apart.
 LIB_SRC := $(wildcard core/*.c legacy/*.c modern/*.c migrate/*.c)
 LUA_SRC := $(sort $(wildcard */scripts/*.lua))
 GEN_SRC := $(BUILD)/gen/scripts.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scripts.o
-TOOL_SRC := $(wildcard migrate/cli/*.c)
+TOOL_SRC := $(wildcard tool/*/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/cli.h"
 
 enum {
     G_HOST, G_PORT, G_SOCKET, G_PASSWORD, G_USER, G_DB, G_HELP, G_VERSION, G_JSON, G_SENTINEL,

@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/cli.h"
 
 double lb__cli_mono_ms(void) {
     struct timespec ts;

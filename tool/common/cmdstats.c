@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 /* The calls= figure of one command in an INFO commandstats reply; 0 when the
  * command never ran (no line), -1 when the line cannot be read. */

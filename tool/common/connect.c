@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 /* Connecting and each reply are bounded so that a server that stopped answering
  * ends the command with an error rather than a hang, in milliseconds. Lock

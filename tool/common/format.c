@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
 
 int lb__cli_codecs_read(lb__cli_codecs *out, const lb__cli_args *a,
                         const lb__cli_optdef *opts) {

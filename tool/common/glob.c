@@ -1,6 +1,6 @@
 /* Redis's glob patterns (SCAN MATCH) matched here: which namespace's stored
  * pattern a key falls under, and whether a watched command touched one. */
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
 
 /* One character class at p ("[...]", p past '['): whether c is in it, and
  * where the pattern goes on. An unclosed class runs to the end, as Redis's. */

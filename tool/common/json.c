@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/cli.h"
 
 static int json_output;
 

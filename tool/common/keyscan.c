@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "lockbridge/cluster.h"
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
 
 /* Read-only: never writes, so it is safe on any key, whatever it holds. A
  * value is cut at ARGV[1] bytes; its full length is returned beside it. Two

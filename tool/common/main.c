@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 static int run_help(const lb__cli_args *a);
 

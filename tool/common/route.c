@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "lockbridge/cluster.h"
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 /* The options that reach `key`'s primary, into *out (host kept in host[]). */
 static int owner_conn(const lb__cli_topo *t, const char *key, lb__cli_conn *out, char *host,

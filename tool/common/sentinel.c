@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "lockbridge/sentinel.h"
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 /* "host:port" or "[v6]:port" into host and port. */
 static int split_addr(const char *s, char *host, size_t cap, int *port) {

@@ -6,7 +6,8 @@
 
 #include "core/cluster_internal.h"
 #include "lockbridge/cluster.h"
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
 
 /* 1 when INFO cluster says cluster_enabled:1, 0 when it says otherwise or has
  * no such section (a server built without cluster support), -1 on an error.

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
-#include "migrate/cli/latency.h"
+#include "tool/common/server.h"
+#include "tool/lock/lockopts.h"
+#include "tool/lock/latency.h"
 
 #define CLIENTS_MAX 1024
 #define SECONDS_MAX 604800           /* a week */

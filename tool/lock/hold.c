@@ -2,7 +2,8 @@
  * a while, release it and report whether it was still ours. */
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
+#include "tool/lock/lockopts.h"
 
 static const lb__cli_optdef opts[] = {LB__CLI_LOCK_OPTDEFS, {"--hold-ms", 1}, {NULL, 0}};
 

@@ -2,7 +2,8 @@
  * judged by the library's format classifier. Read-only. */
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
 
 #define MAX_BYTES_DEFAULT 256 /* bytes of the value shown */
 

@@ -1,7 +1,7 @@
 /* The latency histogram: bucket arithmetic, merging and quantiles. */
 #include <math.h>
 
-#include "migrate/cli/latency.h"
+#include "tool/lock/latency.h"
 
 #define SUB (1u << LB__CLI_LAT_SUB_BITS)
 

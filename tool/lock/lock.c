@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
+#include "tool/lock/lockopts.h"
 
 struct lb__cli_lock {
     const lb__cli_lockopts *lo;

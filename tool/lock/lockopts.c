@@ -2,7 +2,7 @@
  * clock offset, release margin and fencing, checked before any connection is made. */
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/lock/lockopts.h"
 
 const char *lb__cli_variant_name(lb_legacy_variant v) {
     return v == LB_LEGACY_SCRIPTED ? "scripted" : "wire";

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 #define SAMPLES_DEFAULT 7
 #define SAMPLES_MAX 1000

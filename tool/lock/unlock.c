@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
 
 /* Deletes KEYS[1] only if it is a string holding exactly ARGV[1]; otherwise
  * says what is there: {1} deleted; {0, type, value or false, pttl}. */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "migrate/cli/race.h"
+#include "tool/race/race.h"
 
 static const lb__cli_optdef opts[] = {
     {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},

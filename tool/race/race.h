@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
 
 /* ---- Schedules ------------------------------------------------------------------ */
 #define LB__RACE_MAX_CLIENTS 8  /* client names A..H */

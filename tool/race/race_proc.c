@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "migrate/cli/race.h"
+#include "tool/race/race.h"
 
 #define CMDLINE_MAX 8192
 

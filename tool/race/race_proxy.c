@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "migrate/cli/race.h"
+#include "tool/race/race.h"
 
 /* Every size a client or the server controls is bounded: a client may not have
  * more than IN_MAX bytes unparsed (one command included) nor more than OUT_MAX

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/race.h"
+#include "tool/race/race.h"
 
 static int client_of(char c) {
     return c >= 'A' && c < 'A' + LB__RACE_MAX_CLIENTS ? c - 'A' : -1;

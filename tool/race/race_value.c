@@ -1,6 +1,6 @@
 /* What a lock's value seen in a race says of its expiry: the number of a
  * timestamp value, bare or as the one field of a legacy JSON value. */
-#include "migrate/cli/race.h"
+#include "tool/race/race.h"
 
 #include <stdlib.h>
 #include <string.h>

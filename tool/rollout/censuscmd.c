@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/server.h"
+#include "tool/rollout/survey.h"
 
 #define STALE_MS_DEFAULT INT64_C(30000) /* milliseconds */
 

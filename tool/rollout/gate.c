@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/rollout/gate.h"
 
 /* Raises a field to ARGV[2] unless it already holds a later instant: evidence
  * only ever grows, whichever scan writes last. KEYS[1] gate hash; ARGV[1]

@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/rollout/gate.h"
 
 /* Each value, its option, its field in the record, what it is, its default
  * and bounds (ms). A larger value is always the stricter one: a longer

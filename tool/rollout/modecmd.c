@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
+#include "tool/rollout/gate.h"
+#include "tool/rollout/survey.h"
 #include "migrate/internal.h"
 
 #define OBSERVE_PAUSE_MS 100               /* between the observation's scans, ms */

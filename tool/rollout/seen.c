@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/rollout/gate.h"
 
 #define SEEN_MIN_SLOTS 1024 /* slots of a new set (a power of two) */
 

@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
+#include "tool/rollout/gate.h"
+#include "tool/rollout/survey.h"
 
 #define COUNT_DEFAULT 1000
 #define COUNT_MAX 100000

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
+#include "tool/rollout/gate.h"
+#include "tool/rollout/survey.h"
 
 /* A timestamp's expiry in epoch ms by its codec, or -1 when its clock cannot be
  * judged from here (a monotonic clock, an ambiguous value). */

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
+#include "tool/rollout/gate.h"
+#include "tool/rollout/survey.h"
 
 #define GRACE_MS_DEFAULT INT64_C(60000) /* milliseconds */
 #define PIPELINE 500                    /* scripts in flight at once */

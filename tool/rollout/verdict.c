@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/rollout/gate.h"
+#include "tool/rollout/survey.h"
 
 static const char *const check_names[LB__CLI_CHECKS] = {
     "adjacency", "control-key", "incr", "legacy-writers", "observation",

@@ -10,7 +10,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "migrate/cli/cli.h"
+#include "tool/common/keys.h"
+#include "tool/common/server.h"
+#include "tool/rollout/gate.h"
 
 /* How long the end of a watch waits for its marker to come through, ms. */
 #define WATCH_FINISH_MS 5000

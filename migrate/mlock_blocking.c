@@ -1,7 +1,7 @@
 /* Blocking acquire of the mode-following lock, polling or waking on release
  * through a waiter: compat and modern releases publish on the key's release
  * channel; a legacy DEL or an expiry is bounded by the back-off. */
-#include "lockbridge/wait.h"
+#include "lockbridge/waiter.h"
 #include "migrate/internal.h"
 
 static int try_once(void *lock, lb_target t) { return lb_mlock_try_acquire(lock, t); }

@@ -1,8 +1,8 @@
-/* lockbridge wait: blocking acquire of a token lock that wakes on release.
+/* lockbridge waiter: blocking acquire of a token lock that wakes on release.
  * A waiter is one subscriber connection per client, read by a thread of its
  * own, carrying the release channel of every lock its users wait for. */
-#ifndef LOCKBRIDGE_WAIT_H
-#define LOCKBRIDGE_WAIT_H
+#ifndef LOCKBRIDGE_WAITER_H
+#define LOCKBRIDGE_WAITER_H
 
 #include <stdint.h>
 

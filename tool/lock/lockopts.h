@@ -3,7 +3,7 @@
 #ifndef LOCKBRIDGE_CLI_LOCKOPTS_H
 #define LOCKBRIDGE_CLI_LOCKOPTS_H
 
-#include "lockbridge/wait.h"
+#include "lockbridge/waiter.h"
 #include "tool/common/cli.h"
 
 /* ---- Lock options shared by the lock commands ------------------------------------ */

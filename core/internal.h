@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/time.h>
 
+#include "core/escape.h"
 #include "lockbridge/core.h"
 
 struct redisReply;
@@ -111,8 +112,6 @@ int lb__refuse(char *errstr, int status, const char *fmt, ...)
 /* Classifies an error reply: LB_EWRONGTYPE for WRONGTYPE, LB_EREDIS otherwise,
  * with the server's message copied (bounded, non-printable bytes escaped). */
 int lb__reply_error(lb_machine *m, const struct redisReply *r, const char *during);
-/* Escapes up to `max` bytes of `s` for an error message. */
-void lb__escape(char *out, size_t cap, const char *s, size_t len);
 
 /* Allocation through an optional allocator. */
 void *lb__alloc(const lb_allocator *a, size_t size);

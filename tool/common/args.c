@@ -25,24 +25,6 @@ void lb__cli_args_init(lb__cli_args *a, const char *prog) {
     a->conn.db = -1;
 }
 
-void lb__cli_printable(char *out, size_t cap, const char *s, size_t len) {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    if (cap == 0) return;
-    for (size_t i = 0; i < len && o + 5 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-}
-
 int lb__cli_usage(const lb__cli_args *a, const char *fmt, ...) {
     char msg[512];
     va_list ap;
@@ -78,7 +60,7 @@ int lb__cli_int(const lb__cli_args *a, const char *what, const char *s, int64_t 
     char shown[64];
     int64_t v;
     *out = 0;
-    lb__cli_printable(shown, sizeof shown, s, strlen(s));
+    lb__escape(shown, sizeof shown, s, strlen(s));
     if (lb__cli_parse_i64(s, strlen(s), &v) != 0 || v < min || v > max) {
         lb__cli_usage(a, "%s expects a whole number from %lld to %lld, got \"%s\"", what,
                       (long long)min, (long long)max, shown);
@@ -157,7 +139,7 @@ static int take_option(lb__cli_args *a, int argc, char **argv, int *i,
     const char *s = argv[*i], *eq = s[1] == '-' ? strchr(s, '=') : NULL;
     size_t len = eq ? (size_t)(eq - s) : strlen(s);
     char shown[64];
-    lb__cli_printable(shown, sizeof shown, s, len);
+    lb__escape(shown, sizeof shown, s, len);
     int g = find(globals, s, len), c = g >= 0 ? -1 : find(opts, s, len);
     if (g < 0 && c < 0) return lb__cli_usage(a, "unknown option \"%s\"", shown), -1;
     int has_value = g >= 0 ? globals[g].has_value : opts[c].has_value;
@@ -200,7 +182,7 @@ int lb__cli_parse(lb__cli_args *a, int argc, char **argv, const lb__cli_optdef *
             if (stop_at_pos) break;
             if (a->npos >= max_pos) {
                 char shown[64];
-                lb__cli_printable(shown, sizeof shown, s, strlen(s));
+                lb__escape(shown, sizeof shown, s, strlen(s));
                 return lb__cli_usage(a, "unexpected argument \"%s\"", shown), -1;
             }
             a->pos[a->npos++] = s;

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
 
+#include "core/escape.h"
 #include "lockbridge/lockbridge.h"
 
 /* Exit codes shared by every command (docs/cli.md keeps the table). */
@@ -122,8 +123,6 @@ int lb__cli_parse_i64(const char *s, size_t len, int64_t *out);
  * [min, max]. On error prints a usage message naming `what` and returns -1. */
 int lb__cli_int(const lb__cli_args *a, const char *what, const char *s, int64_t min,
                 int64_t max, int64_t *out);
-/* Writes `s` with every byte outside printable ASCII as \xHH, bounded by `cap`. */
-void lb__cli_printable(char *out, size_t cap, const char *s, size_t len);
 
 /* ---- Time ---------------------------------------------------------------------------- */
 /* The monotonic clock in milliseconds, with a fraction. */

@@ -15,10 +15,10 @@
 void lb__cli_endpoint(const lb__cli_conn *o, char *out, size_t cap) {
     char shown[256];
     if (o->socket) {
-        lb__cli_printable(shown, sizeof shown, o->socket, strlen(o->socket));
+        lb__escape(shown, sizeof shown, o->socket, strlen(o->socket));
         snprintf(out, cap, "unix:%s", shown);
     } else {
-        lb__cli_printable(shown, sizeof shown, o->host, strlen(o->host));
+        lb__escape(shown, sizeof shown, o->host, strlen(o->host));
         snprintf(out, cap, "%s:%d", shown, o->port);
     }
 }

@@ -18,7 +18,7 @@ int lb__cli_codecs_read(lb__cli_codecs *out, const lb__cli_args *a,
     for (int i = 0; i < n; i++) {
         if (lb_codec_parse(&out->codec[i], specs[i]) != LB_OK ||
             lb_codec_format(&out->codec[i], out->spec[i], sizeof out->spec[i]) != LB_OK) {
-            lb__cli_printable(shown, sizeof shown, specs[i], strlen(specs[i]));
+            lb__escape(shown, sizeof shown, specs[i], strlen(specs[i]));
             return lb__cli_usage(a, "unknown --codec \"%s\" (ms, s, float, json or "
                                  "json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono)", shown), -1;
         }

@@ -85,7 +85,7 @@ static int hexval(char c) {
 }
 
 /* A string added by quote_bytes, back to its bytes (each \u00XX is one byte),
- * then shown with lb__cli_printable. */
+ * then shown with lb__escape. */
 static void show_raw_string(FILE *f, const char *raw) {
     size_t n = strlen(raw), o = 0;
     char *bytes = malloc(n + 1), *shown = NULL;
@@ -102,7 +102,7 @@ static void show_raw_string(FILE *f, const char *raw) {
         }
         shown = malloc(o * 4 + 6);
     }
-    if (shown) lb__cli_printable(shown, o * 4 + 6, bytes, o);
+    if (shown) lb__escape(shown, o * 4 + 6, bytes, o);
     fputs(shown ? shown : raw, f);
     free(shown);
     free(bytes);
@@ -164,7 +164,7 @@ int lb__cli_emit(cJSON *o) {
 
 int lb__cli_error(const lb__cli_args *a, const char *key, int status, const char *detail) {
     char shown[512];
-    lb__cli_printable(shown, sizeof shown, detail, strlen(detail));
+    lb__escape(shown, sizeof shown, detail, strlen(detail));
     fprintf(stderr, "%s: %s\n", a->prog, shown);
     if (!json_output) return LB__CLI_EXIT_REDIS; /* people read stderr */
     cJSON *o = lb__cli_event("error");

@@ -52,7 +52,7 @@ static int load(lb__cli_reader *r, char *err, size_t cap) {
     else if (!rep) snprintf(err, cap, "SCRIPT LOAD: %s", r->c->errstr);
     else if (rep->type == REDIS_REPLY_ERROR) {
         char msg[160];
-        lb__cli_printable(msg, sizeof msg, rep->str, (size_t)rep->len);
+        lb__escape(msg, sizeof msg, rep->str, (size_t)rep->len);
         snprintf(err, cap, "SCRIPT LOAD refused: %s", msg);
     } else snprintf(err, cap, "SCRIPT LOAD: unexpected reply");
     if (rep) freeReplyObject(rep);
@@ -120,7 +120,7 @@ static int reply_error(redisContext *c, const redisReply *rep, const char *what,
     char msg[200];
     if (!rep) snprintf(err, cap, "%s: %s", what, c->errstr[0] ? c->errstr : "no reply");
     else if (rep->type == REDIS_REPLY_ERROR) {
-        lb__cli_printable(msg, sizeof msg, rep->str, (size_t)rep->len);
+        lb__escape(msg, sizeof msg, rep->str, (size_t)rep->len);
         snprintf(err, cap, "%s refused: %s", what, msg);
     } else snprintf(err, cap, "%s: unexpected reply", what);
     return -1;

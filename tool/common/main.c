@@ -58,7 +58,7 @@ static int run_help(const lb__cli_args *a) {
     const lb__cli_command *cmd = lookup(a->pos[0]);
     if (!cmd) {
         char shown[64];
-        lb__cli_printable(shown, sizeof shown, a->pos[0], strlen(a->pos[0]));
+        lb__escape(shown, sizeof shown, a->pos[0], strlen(a->pos[0]));
         return lb__cli_usage(a, "no command \"%s\"", shown);
     }
     fputs(cmd->help, stdout);
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     const lb__cli_command *cmd = lookup(name);
     if (!cmd) {
         char shown[64];
-        lb__cli_printable(shown, sizeof shown, name, strlen(name));
+        lb__escape(shown, sizeof shown, name, strlen(name));
         return lb__cli_usage(&a, "unknown command \"%s\"", shown);
     }
     return dispatch(&a, cmd, rest - 1, argv + 2 + used);

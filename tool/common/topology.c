@@ -64,7 +64,7 @@ static int read_slots(lb__cli_topo *t, redisContext *c, const lb__cli_conn *base
         char msg[160] = "unexpected reply";
         if (!r) snprintf(msg, sizeof msg, "%s", c->errstr[0] ? c->errstr : "no reply");
         else if (r->type == REDIS_REPLY_ERROR)
-            lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
+            lb__escape(msg, sizeof msg, r->str, (size_t)r->len);
         snprintf(err, cap, "CLUSTER SLOTS: %s", msg);
         if (r) freeReplyObject(r);
         return -1;

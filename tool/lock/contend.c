@@ -111,7 +111,7 @@ static int read_counter(redisContext *c, const char *key, int64_t *v, char *err,
         rc = 0;
     else if (r->type == REDIS_REPLY_ERROR) {
         char msg[128];
-        lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
+        lb__escape(msg, sizeof msg, r->str, (size_t)r->len);
         snprintf(err, cap, "GET counter: %s", msg);
     } else snprintf(err, cap, "the counter key does not hold a decimal integer");
     if (r) freeReplyObject(r);

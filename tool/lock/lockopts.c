@@ -32,7 +32,7 @@ int lb__cli_mode_parse(const char *s, lb__cli_mode *out) {
 static int read_mode(lb__cli_lockopts *out, const lb__cli_args *a, const char *mode) {
     char shown[64];
     if (!mode) mode = "legacy";
-    lb__cli_printable(shown, sizeof shown, mode, strlen(mode));
+    lb__escape(shown, sizeof shown, mode, strlen(mode));
     if (lb__cli_mode_parse(mode, &out->mode) != 0) {
         lb__cli_usage(a, "unknown --mode \"%s\" (legacy, compat or modern)", shown);
         return -1;
@@ -46,7 +46,7 @@ static int read_codec(lb__cli_lockopts *out, const lb__cli_args *a, const char *
     if (lb_codec_parse(&out->legacy.codec, spec) != LB_OK ||
         lb_codec_format(&out->legacy.codec, out->codec_spec, sizeof out->codec_spec) !=
             LB_OK) {
-        lb__cli_printable(shown, sizeof shown, spec, strlen(spec));
+        lb__escape(shown, sizeof shown, spec, strlen(spec));
         lb__cli_usage(a, "unknown --codec \"%s\" (ms, s, float, json or "
                       "json:field=NAME,unit=ns|us|ms|s,clock=epoch|mono)", shown);
         return -1;
@@ -59,7 +59,7 @@ static int read_variant(lb__cli_lockopts *out, const lb__cli_args *a, const char
     if (!v || strcmp(v, "wire") == 0) out->legacy.variant = LB_LEGACY_WIRE;
     else if (strcmp(v, "scripted") == 0) out->legacy.variant = LB_LEGACY_SCRIPTED;
     else {
-        lb__cli_printable(shown, sizeof shown, v, strlen(v));
+        lb__escape(shown, sizeof shown, v, strlen(v));
         lb__cli_usage(a, "unknown --variant \"%s\" (wire or scripted)", shown);
         return -1;
     }
@@ -115,7 +115,7 @@ static int read_following(lb__cli_lockopts *out, const lb__cli_args *a,
     lb_mlock_options_init(m);
     out->following = ns || out->mode == LB__CLI_MODE_COMPAT;
     if (ns && lb_ns_keys_init(&k, ns, strlen(ns)) != LB_OK) {
-        lb__cli_printable(shown, sizeof shown, ns, strlen(ns));
+        lb__escape(shown, sizeof shown, ns, strlen(ns));
         return lb__cli_usage(a, "bad --ns \"%s\": empty, too long, or a '}' without a hash "
                              "tag", shown), -1;
     }

@@ -73,7 +73,7 @@ static int take_sample(redisContext *c, const lb_clock *clock, sample *s, char *
     if (!r) snprintf(err, cap, "TIME: %s", c->errstr);
     else if (r->type == REDIS_REPLY_ERROR) {
         char msg[128];
-        lb__cli_printable(msg, sizeof msg, r->str, (size_t)r->len);
+        lb__escape(msg, sizeof msg, r->str, (size_t)r->len);
         snprintf(err, cap, "TIME refused: %s", msg);
     } else if (rc != 0) snprintf(err, cap, "TIME: the reply is not two decimal integers");
     if (r) freeReplyObject(r);

@@ -303,7 +303,7 @@ static void describe(cmd *m, const char *d, const req *r) {
     for (int i = 0; i < r->argc && i < 4 && o + 80 < sizeof m->shown; i++) {
         size_t n = r->len[i] > 48 ? 48 : r->len[i];
         if (i) m->shown[o++] = ' ';
-        lb__cli_printable(m->shown + o, sizeof m->shown - o - 8, d + r->off[i], n);
+        lb__escape(m->shown + o, sizeof m->shown - o - 8, d + r->off[i], n);
         o += strlen(m->shown + o);
         if (n < r->len[i]) o += (size_t)snprintf(m->shown + o, sizeof m->shown - o, "...");
     }
@@ -426,7 +426,7 @@ static void render_reply(const char *r, size_t n, char *out, size_t cap) {
     size_t vlen;
     if (reply_bulk(r, n, &v, &vlen) == 0) {
         char tmp[80];
-        lb__cli_printable(tmp, sizeof tmp, v, vlen > 60 ? 60 : vlen);
+        lb__escape(tmp, sizeof tmp, v, vlen > 60 ? 60 : vlen);
         snprintf(out, cap, "\"%s\"%s", tmp, vlen > 60 ? "..." : "");
         return;
     }
@@ -436,7 +436,7 @@ static void render_reply(const char *r, size_t n, char *out, size_t cap) {
     }
     const char *nl = memchr(r, '\r', n);
     size_t len = nl ? (size_t)(nl - r) : n;
-    lb__cli_printable(out, cap, r, len > 60 ? 60 : len);
+    lb__escape(out, cap, r, len > 60 ? 60 : len);
 }
 
 /* A takeover that writes an expiry no later than the expired one it replaced

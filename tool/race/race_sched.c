@@ -95,7 +95,7 @@ int lb__race_parse(const char *text, lb__race_sched *out, char *why, size_t cap)
         }
         lb__race_tok *k = &out->tok[out->n];
         if (parse_token(t, k) != 0) {
-            lb__cli_printable(shown, sizeof shown, t, strlen(t));
+            lb__escape(shown, sizeof shown, t, strlen(t));
             snprintf(why, cap, "bad token \"%s\"", shown);
             return -1;
         }

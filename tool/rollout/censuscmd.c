@@ -36,7 +36,7 @@ static const char help[] =
 
 static void show_entry(const lb_census_entry *e, int first) {
     char id[96], host[64];
-    lb__cli_printable(id, sizeof id, e->id, strlen(e->id));
+    lb__escape(id, sizeof id, e->id, strlen(e->id));
     if (!lb__cli_is_json()) {
         if (first) printf("%-40s %-7s %-24s %8s %-10s %10s\n", "ID", "MODE", "HOST", "PID",
                           "VERSION", "AGE_MS");
@@ -44,7 +44,7 @@ static void show_entry(const lb_census_entry *e, int first) {
             printf("%-40s (not a census entry: left alone)\n", id);
             return;
         }
-        lb__cli_printable(host, sizeof host, e->host, strlen(e->host));
+        lb__escape(host, sizeof host, e->host, strlen(e->host));
         printf("%-40s %-7s %-24s %8lld %-10s %10lld%s\n", id, lb_mode_name(e->mode), host,
                (long long)e->pid, e->version, (long long)e->age_ms, e->stale ? " stale" : "");
         return;

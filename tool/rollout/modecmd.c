@@ -106,12 +106,12 @@ static int foreign_key(const lb__cli_args *a, const char *ns, int rc) {
     char shown[128], value[64] = "", found[80] = "";
     lb_ns_keys k;
     lb_ns_keys_init(&k, ns, strlen(ns));
-    lb__cli_printable(shown, sizeof shown, k.mode, k.modelen);
+    lb__escape(shown, sizeof shown, k.mode, k.modelen);
     char err[256];
     redisContext *c = rc == LB_EFOREIGN ? lb__cli_connect(&a->conn, err, sizeof err) : NULL;
     redisReply *r = c ? redisCommand(c, "GETRANGE %b 0 40", k.mode, k.modelen) : NULL;
     if (r && r->type == REDIS_REPLY_STRING) {
-        lb__cli_printable(value, sizeof value, r->str, (size_t)r->len);
+        lb__escape(value, sizeof value, r->str, (size_t)r->len);
         snprintf(found, sizeof found, " \"%s\"", value);
     }
     if (r) freeReplyObject(r);
@@ -594,7 +594,7 @@ static int run(const lb__cli_args *a) {
             return lb__cli_usage(a, "%s does not apply to %s", opts[i].name, verb);
     }
     if (is_set && lb_mode_parse(a->pos[1], strlen(a->pos[1]), &to) != LB_OK) {
-        lb__cli_printable(shown, sizeof shown, a->pos[1], strlen(a->pos[1]));
+        lb__escape(shown, sizeof shown, a->pos[1], strlen(a->pos[1]));
         return lb__cli_usage(a, "unknown mode \"%s\" (legacy, compat or modern)", shown);
     }
     if (is_set && checks_read(a, &k) != 0) return LB__CLI_EXIT_USAGE;

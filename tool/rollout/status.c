@@ -84,7 +84,7 @@ static void text_num(int64_t v, int width) {
 
 static void text_row(const rows *r, const lb__cli_key *k, const lb_class *cl) {
     char key[40], detail[48] = "";
-    lb__cli_printable(key, sizeof key, k->key, k->keylen);
+    lb__escape(key, sizeof key, k->key, k->keylen);
     if (cl->format == LB_FORMAT_LEGACY || cl->format == LB_FORMAT_COMPAT)
         snprintf(detail, sizeof detail, "%s%s", r->cs->spec[cl->codec],
                  cl->expired ? ",expired" : "");
@@ -187,7 +187,7 @@ static void summary_json(const char *ns, const lb__cli_survey *s, const char *ne
 static void summary_text(const char *ns, const lb__cli_survey *s, const char *next,
                          const lb__cli_verdict *v, const char *verdict, uint64_t more) {
     char shown[128];
-    lb__cli_printable(shown, sizeof shown, ns, strlen(ns));
+    lb__escape(shown, sizeof shown, ns, strlen(ns));
     if (more) printf("... %llu more (--limit)\n", (unsigned long long)more);
     printf("\nnamespace %s: mode %s%s\n", shown, mode_shown(s),
            s->mode_found || s->mode_rc != LB_OK ? "" : " (no control key: followers may be in "
@@ -278,7 +278,7 @@ int lb__cli_scanopts_read(lb__cli_scanopts *o, const lb__cli_args *a,
     o->match = lb__cli_opt(a, defs, "--match");
     if (!o->match) o->match = "*";
     if (lb__cli_pattern_check(o->match, why, sizeof why) != 0) {
-        lb__cli_printable(shown, sizeof shown, o->match, strlen(o->match));
+        lb__escape(shown, sizeof shown, o->match, strlen(o->match));
         return lb__cli_usage(a, "bad --match \"%s\": %s", shown, why), -1;
     }
     if (v && lb__cli_int(a, "--count", v, 1, COUNT_MAX, &count) != 0) return -1;
@@ -314,8 +314,8 @@ static void list_namespaces(const lb__cli_args *a, int max) {
             char shown[160];
             /* "{ns}:lb-mode" is ns's; "t{a}:lb-mode" is the tagged "t{a}"'s. */
             if (k[0] == '{' && k[nslen - 1] == '}' && !memchr(k + 1, '{', nslen - 2))
-                lb__cli_printable(shown, sizeof shown, k + 1, nslen - 2);
-            else lb__cli_printable(shown, sizeof shown, k, nslen);
+                lb__escape(shown, sizeof shown, k + 1, nslen - 2);
+            else lb__escape(shown, sizeof shown, k, nslen);
             fprintf(stderr, "%s  --ns %s\n", found ? "" : "namespaces on this server:\n", shown);
             found++;
         }
@@ -340,7 +340,7 @@ int lb__cli_ns_read(const lb__cli_args *a, const lb__cli_optdef *defs, const cha
         return -1;
     }
     if (lb_ns_keys_init(&k, *ns, strlen(*ns)) != LB_OK) {
-        lb__cli_printable(shown, sizeof shown, *ns, strlen(*ns));
+        lb__escape(shown, sizeof shown, *ns, strlen(*ns));
         return lb__cli_usage(a, "bad --ns \"%s\": empty, too long, or a '}' without a hash "
                              "tag", shown), -1;
     }

@@ -22,7 +22,7 @@ static int64_t expiry_ms(const lb__cli_survey *s, const lb_class *cl) {
 
 static void example(lb__cli_examples *e, const lb__cli_key *k, int64_t remaining_ms) {
     if (e->n >= LB__CLI_EXAMPLES) return;
-    lb__cli_printable(e->key[e->n].key, sizeof e->key[0].key, k->key, k->keylen);
+    lb__escape(e->key[e->n].key, sizeof e->key[0].key, k->key, k->keylen);
     e->key[e->n++].remaining_ms = remaining_ms;
 }
 

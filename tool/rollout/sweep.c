@@ -250,7 +250,7 @@ static void show_items(const sweep *s, int dry) {
         const char *outcome = dry ? "dry run" : it->done ? "done" : "changed meanwhile: left";
         if (!lb__cli_is_json()) {
             char key[64];
-            lb__cli_printable(key, sizeof key, it->key, it->keylen);
+            lb__escape(key, sizeof key, it->key, it->keylen);
             if (i == 0) printf("%-40s %-7s %15s  %s\n", "KEY", "ACTION", "AT_EPOCH_MS", "OUTCOME");
             printf("%-40s %-7s %15lld  %s\n", key, what, (long long)it->deadline_ms, outcome);
             continue;

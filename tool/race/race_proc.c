@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tool/common/redis_child.h"
 #include "tool/race/race.h"
 
 #define CMDLINE_MAX 8192
@@ -138,50 +139,6 @@ static int free_port(int lo, int hi, int skip) {
     return port;
 }
 
-static pid_t server_spawn(const lb__race_server *s) {
-    const char *bin = getenv("LB_REDIS_SERVER");
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        quiet_stdio(NULL);
-        execlp(bin ? bin : "redis-server", bin ? bin : "redis-server", "--port", port, "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s->dir, "--daemonize",
-               "no", (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-static int answers(int port) {
-    lb__cli_conn at = {"127.0.0.1", port, NULL, NULL, NULL, -1};
-    char err[200];
-    redisContext *c = lb__cli_connect(&at, err, sizeof err);
-    int ok = 0;
-    if (c) {
-        redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        redisFree(c);
-    }
-    return ok;
-}
-
-/* Waits up to 10 s for the server to answer; 0 when it does. */
-static int await_server(lb__race_server *s) {
-    for (int i = 0; i < 200; i++) {
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return -1;
-        }
-        if (answers(s->port)) return 0;
-        lb__cli_sleep_ms(50);
-    }
-    lb__race_kill(s->pid);
-    s->pid = 0;
-    return -1;
-}
-
 int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t cap) {
     memset(s, 0, sizeof *s);
     /* $TMPDIR when set, as mktemp(1) does. */
@@ -197,8 +154,8 @@ int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t 
     for (int attempt = 0; attempt < 5; attempt++) {
         s->port = free_port(lo, hi, lo > 0 ? attempt : 0);
         if (s->port <= 0) continue;
-        s->pid = server_spawn(s);
-        if (s->pid > 0 && await_server(s) == 0) return 0;
+        s->pid = lb__redis_spawn(s->port, s->dir, NULL, NULL, 1);
+        if (s->pid > 0 && lb__redis_await(&s->pid, s->port) == 0) return 0;
     }
     rmdir(s->dir);
     snprintf(err, cap, "could not start redis-server (set LB_REDIS_SERVER or give -p)");
@@ -206,12 +163,7 @@ int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t 
 }
 
 void lb__race_server_stop(lb__race_server *s) {
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        for (int i = 0; i < 100 && waitpid(s->pid, NULL, WNOHANG) == 0; i++) lb__cli_sleep_ms(50);
-        lb__race_kill(s->pid);
-        s->pid = 0;
-    }
+    lb__redis_stop(&s->pid);
     if (s->dir[0]) {
         char path[sizeof s->dir + 16];
         snprintf(path, sizeof path, "%s/dump.rdb", s->dir);

@@ -42,12 +42,12 @@ SHARED      := $(BUILD)/liblockbridge.so.$(VERSION)
 STATIC      := $(BUILD)/liblockbridge.a
 TOOL        := $(BUILD)/lockbridge
 
-# Library code: every .c of the modules except the tool's own (migrate/cli).
+# Library code: every .c of the modules; the tool (tool/) is built apart.
 LIB_SRC := $(wildcard core/*.c legacy/*.c modern/*.c migrate/*.c)
 LUA_SRC := $(sort $(wildcard */scripts/*.lua))
 GEN_SRC := $(BUILD)/gen/scripts.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scripts.o
-TOOL_SRC := $(wildcard migrate/cli/*.c)
+TOOL_SRC := $(wildcard tool/*/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
 
@@ -140,7 +140,8 @@ TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
-HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
+# The tool's redis-server starter is the tests' too (it needs hiredis only).
+HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tool/common/redis_child.o
 TEST_UNIT_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_INT_BINS  := $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)

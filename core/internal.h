@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/time.h>
 
+#include "core/escape.h"
 #include "lockbridge/core.h"
 
 struct redisReply;
@@ -111,8 +112,6 @@ int lb__refuse(char *errstr, int status, const char *fmt, ...)
 /* Classifies an error reply: LB_EWRONGTYPE for WRONGTYPE, LB_EREDIS otherwise,
  * with the server's message copied (bounded, non-printable bytes escaped). */
 int lb__reply_error(lb_machine *m, const struct redisReply *r, const char *during);
-/* Escapes up to `max` bytes of `s` for an error message. */
-void lb__escape(char *out, size_t cap, const char *s, size_t len);
 
 /* Allocation through an optional allocator. */
 void *lb__alloc(const lb_allocator *a, size_t size);
@@ -127,7 +126,7 @@ int lb__sub64(int64_t a, int64_t b, int64_t *out);
  * as lapsed at once (start_ns), never as endless. */
 int64_t lb__lease_end_ns(int64_t start_ns, int64_t ms);
 
-/* Real time for blocking drivers (core/wait.c): monotonic milliseconds, a
+/* Real time for blocking drivers (core/realtime.c): monotonic milliseconds, a
  * sleep restarted after signals, and a deadline `wait_ms` from now that
  * saturates at INT64_MAX. */
 int64_t lb__mono_ms(void);
@@ -229,7 +228,7 @@ uint64_t lb__waiter_gen(struct lb_waiter *w, lb__wchan *c);
  * unheard until an event (a drop is followed by one when it is back). */
 int lb__waiter_listening(struct lb_waiter *w, lb__wchan *c);
 void lb__waiter_unwatch(struct lb_waiter *w, lb__wchan *c, lb__wrec *rec);
-/* A blocking acquire through a waiter (core/wait_loop.c): the caller sets
+/* A blocking acquire through a waiter (core/acquire_loop.c): the caller sets
  * everything above `ch`; lb__wait_run peeks, attempts, watches the channel
  * when busy, and sleeps between attempts until one ends the wait. */
 typedef struct lb__wait {
@@ -260,7 +259,7 @@ int lb__wait_run(lb__wait *s);
 size_t lb__waiter_inbox(struct lb_waiter *w, const char **name);
 /* For a wait that is never handed the lock (`handed` of lb__wait). */
 int lb__no_hand_off(void *ud);
-/* The blocking acquire of a lock kind without hand-offs (core/poll.c): the
+/* The blocking acquire of a lock kind without hand-offs (core/acquire_polling.c): the
  * caller sets the fields above `foreign` and the back-off; w may be NULL
  * (back-off only). Returns the attempt's status, LB_ETIMEDOUT, or LB_EFOREIGN
  * when the last attempt met a value left alone. */

@@ -61,24 +61,6 @@ int lb__refuse(char *errstr, int status, const char *fmt, ...) {
     return status;
 }
 
-void lb__escape(char *out, size_t cap, const char *s, size_t len) {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    if (cap == 0) return;
-    for (size_t i = 0; i < len && o + 5 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-}
-
 int lb__reply_error(lb_machine *m, const redisReply *r, const char *during) {
     char msg[96];
     lb__escape(msg, sizeof msg, r->str ? r->str : "", r->str ? (size_t)r->len : 0);

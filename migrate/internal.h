@@ -80,10 +80,10 @@ struct lb_mlock {
     char errstr[LB__ERRSTR_CAP];
 };
 
-/* The cross-format operations (migrate/xformat.c): acquire, release and
+/* The cross-format operations (migrate/crossformat.c): acquire, release and
  * extend of compat and modern values, run on the handle's machine for the
  * operation l->op in mode l->op_mode. */
-#define LB__STATE_X 16 /* states from here on belong to xformat.c */
+#define LB__STATE_X 16 /* states from here on belong to crossformat.c */
 int lb__x_start(lb_mlock *l, const lb_now *now);
 int lb__x_step(lb_mlock *l, const struct redisReply *r, const lb_now *now);
 

@@ -1,6 +1,6 @@
 /* The mode-following lock handle: options, creation (with its legacy lock,
  * companion names and census identity), state accessors, the sync wrappers
- * and the blocking acquire. The protocol lives in mlock_ops.c and xformat.c. */
+ * and the blocking acquire. The protocol lives in mlock_ops.c and crossformat.c. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>

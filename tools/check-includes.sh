@@ -29,7 +29,7 @@ done
 cflags="-std=c11 -D_GNU_SOURCE -fsyntax-only -Werror=implicit-function-declaration
         -Werror=implicit-int -I$tmp -Iinclude -I. -Itests $(pkg-config --cflags libcjson 2>/dev/null || true)"
 bad=0
-for f in core/*.c legacy/*.c modern/*.c migrate/*.c migrate/cli/*.c examples/*.c \
+for f in core/*.c legacy/*.c modern/*.c migrate/*.c tool/*/*.c examples/*.c \
          tests/*/*.c; do
     # shellcheck disable=SC2086
     if ! $CC $cflags -c "$f" -o /dev/null 2>"$tmp/err"; then

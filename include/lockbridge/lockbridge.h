@@ -18,7 +18,7 @@
 #include "lockbridge/migrate.h"
 #include "lockbridge/cluster.h"
 #include "lockbridge/sentinel.h"
-#include "lockbridge/wait.h"
+#include "lockbridge/waiter.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -250,7 +250,7 @@ int lb_mlock_try_acquire(lb_mlock *l, lb_target t);
 int lb_mlock_acquire(lb_mlock *l, lb_target t, int64_t wait_ms);
 /* As lb_mlock_acquire, and wakes at once when a compat or modern holder's
  * release is published on the key's channel, through a waiter of the token
- * lock (lockbridge/wait.h; NULL: back-off only). A legacy holder's DEL
+ * lock (lockbridge/waiter.h; NULL: back-off only). A legacy holder's DEL
  * publishes nothing: its end is found within the back-off bound. */
 struct lb_waiter;
 int lb_mlock_acquire_wait(lb_mlock *l, lb_target t, struct lb_waiter *w,

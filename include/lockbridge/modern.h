@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "lockbridge/core.h"
-#include "lockbridge/wait.h"
+#include "lockbridge/waiter.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,7 +26,7 @@ typedef struct lb_lock_options {
     int64_t backoff_max_ms; /* blocking acquire: longest sleep, milliseconds */
     const lb_clock *clock;  /* NULL: system clocks; must outlive the lock */
     const lb_allocator *allocator; /* NULL: malloc; must outlive the lock */
-    /* Fair mode (see lockbridge/wait.h): blocking acquires queue and a release
+    /* Fair mode (see lockbridge/waiter.h): blocking acquires queue and a release
      * hands the lock to the oldest live waiter. Every client of a key must use
      * it, with the same fencing setting. */
     int fair;                 /* 1: fair mode */
@@ -166,7 +166,7 @@ typedef struct lb_quorum_info {
 } lb_quorum_info;
 lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
 
-/* ---- Waiting through a waiter (wait.h) ---------------------------------------- */
+/* ---- Waiting through a waiter (waiter.h) --------------------------------------- */
 /* Acquires `l` on target `t`, waiting up to `wait_ms` (INT64_MAX: as long
  * as it takes). Between attempts it sleeps the lock's jittered back-off, never
  * longer than the holder's remaining TTL, and wakes at once when the holder's
@@ -178,7 +178,7 @@ lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
  * command; with w NULL on one connection it waits on its grant list as
  * lb_lock_acquire does. No
  * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT,
- * LB_ECANCELED (the clock's sleep_ms hook; lockbridge/wait.h), or an
+ * LB_ECANCELED (the clock's sleep_ms hook; lockbridge/waiter.h), or an
  * attempt's error (LB_EWRONGTYPE, LB_EIO...). A
  * fair waiter that times out leaves the queue; if a hand-off reached it at
  * that moment it returns LB_OK instead. */

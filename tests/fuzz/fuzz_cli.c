@@ -1,4 +1,4 @@
-/* Fuzz target for the lockbridge tool's argument parsing (migrate/cli/args.c,
+/* Fuzz target for the lockbridge tool's argument parsing (tool/common/args.c,
  * compiled in here since the tool is not part of the library): the input,
  * split at NUL bytes, is an argument vector. Whatever it holds, the parser
  * accepts it or refuses it with a message; what it accepts stays within its
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "migrate/cli/args.c"
+#include "tool/common/args.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

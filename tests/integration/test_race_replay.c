@@ -23,7 +23,7 @@
 #include "harness/proc.h"
 #include "harness/redis_server.h"
 /* The proxy's reading of values, tested on its own (a pure function). */
-#include "migrate/cli/race_value.c"
+#include "tool/race/race_value.c"
 
 #define KEY "race:lock"
 #define COUNTER "race:counter"

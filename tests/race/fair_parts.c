@@ -28,7 +28,7 @@ int lbr_fair_untimed_key(redisContext *c, const char *key, char *bad, size_t cap
  * lock, and names an inbox that a subscription of its own listens to. */
 typedef struct fairpart fairpart;
 
-/* The baton's steps of a wait on one connection (modern/acquire_wait.c's
+/* The baton's steps of a wait on one connection (modern/blocking.c's
  * baton_wait): its SET NX, its mark (the library's mark script), and its
  * BLPOP, a non-blocking pop here (a baton pushed while it would have blocked
  * is popped at the step after the push, sent later than the BLPOP was: a
@@ -167,7 +167,7 @@ int lbr_fair_blocked_on_baton(const lbr_part *p, const lb_machine *running) {
 }
 
 /* An attempt of the wait; the first one begins it (a fresh token) and, as
- * modern/acquire_wait.c does once its waiter listens, names the inbox. A
+ * modern/blocking.c does once its waiter listens, names the inbox. A
  * wait out of time makes its last attempt a leave, as give_up() does, and
  * ends there unless the leave found the lock handed to it; the next step
  * begins a new wait. */
@@ -309,7 +309,7 @@ int lbr_part_read_inbox(lbr_part *p) {
      * waiter's thread drops it. */
     if (!fp->waiting || fp->left || !grant_for(msg, len, lb_lock_info_of(fp->lock).token, &place, &fence))
         return 0;
-    /* As modern/acquire_wait.c's handed(): a fenced grant without its number
+    /* As modern/blocking.c's handed(): a fenced grant without its number
      * is left to the next attempt; otherwise the library judges the place. */
     if (fp->fenced && fence <= 0) return 0;
     if (lb__fair_handed(fp->lock, place, fp->fenced ? fence : 0) != LB_OK) return 0;

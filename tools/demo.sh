@@ -186,14 +186,14 @@ stage_wait() { for pid in $STAGE_PIDS; do wait "$pid" || true; done; }
 
 show_status() { # TITLE
     echo "  -- lockbridge status ($1) --"
-    lb status --ns demo --match 'demo:rollout:g*' --codec ms --window-ms 1000 --limit 0 2>&1 |
+    lb status --ns demo --limit 0 2>&1 |
         sed 's/^/     /' || true
 }
 
 set_mode() { # MODE [options]: prints the tool's answer and its exit code
     m=$1
     shift
-    out=$(lb mode set "$m" --ns demo --match 'demo:rollout:g*' --codec ms --window-ms 1000 --observe-ms 1500 "$@" 2>&1) && rc=0 || rc=$?
+    out=$(lb mode set "$m" --ns demo "$@" 2>&1) && rc=0 || rc=$?
     printf '%s\n' "$out" | sed 's/^/     /'
     echo "     (exit $rc)"
 }
@@ -227,11 +227,15 @@ rollout() {
     echo "== Staged rollout: $GROUPS groups of tasks, one at a time per group, groups in parallel =="
     c0=0
     for g in $(seq 1 "$GROUPS"); do c0=$((c0 + $(counter "demo:done:g$g"))); done
-    # The first set stores the namespace's gate configuration: its keys, codec,
-    # the fleet's validity and how often followers re-read the mode (a stage
-    # must last their sum before the next change).
-    lb mode set legacy --ns demo --match 'demo:rollout:g*' --codec ms \
-        --ttl-ms "$ROLLOUT_TTL" --refresh-ms 1000 >/dev/null
+    # The namespace's gate configuration, stored once: its keys, codec, the
+    # fleet's validity and how often followers re-read the mode (a stage must
+    # last their sum before the next change), and a window and watch short
+    # enough for a demo. Values shorter than the defaults loosen the gate, so
+    # each is named with --override. No mode is set: until one is, followers
+    # use their configured mode (legacy here).
+    lb mode config --ns demo --match 'demo:rollout:g*' --codec ms \
+        --ttl-ms "$ROLLOUT_TTL" --refresh-ms 1000 --window-ms 1000 --observe-ms 1500 \
+        --override ttl-ms --override window-ms --override observe-ms >/dev/null
     # The Java fleet: one L4 client per group, through the legacy and compat stages.
     JAVA_PIDS=""
     for g in $(seq 1 "$GROUPS"); do

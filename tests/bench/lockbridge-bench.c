@@ -249,9 +249,9 @@ static double paired_ratio(const contended *r, const paired_result *p, char *m, 
     "; a turn on the baton: the wait's mark (an EVAL running GET and SET, so that it "     \
     "never writes over another program's value) and its BLPOP (and its SET NX unless it " \
     "began right after its own release handed the lock on), the release's EVALSHA "       \
-    "running GET of the mark, GET, ZPOPMIN (the queue comes first), RPUSH, PEXPIRE and "   \
-    "SET, and the section's 2: 13 in a loop, 14 otherwise; a wait the baton misses for "   \
-    "fair_baton_ms queues, and a queued turn costs 21"
+    "running one MGET of the key and the mark, ZPOPMIN (the queue comes first), RPUSH, "  \
+    "PEXPIRE and SET, and the section's 2: 12 in a loop, 13 otherwise; a wait the baton "  \
+    "misses for fair_baton_ms queues, and a queued turn costs 21"
 /* Why a queued fair turn cannot be 12 commands with what the fair mode promises. */
 #define FAIR_CALLS_FLOOR                                                                    \
     "; a fair turn runs two scripts: the release (EVALSHA, the GET that proves it ours, "    \

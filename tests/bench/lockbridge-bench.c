@@ -256,7 +256,8 @@ static double paired_ratio(const contended *r, const paired_result *p, char *m, 
     "began right after its own release handed the lock on), the release's EVALSHA "       \
     "running one MGET of the key and the mark, ZPOPMIN (the queue comes first), RPUSH, "  \
     "PEXPIRE and SET, and the section's 2: 12 in a loop, 13 otherwise; a wait the baton "  \
-    "misses for fair_baton_ms queues, and a queued turn costs 21"
+    "misses for fair_baton_ms queues, and a queued turn costs 21; the run's end cuts "     \
+    "each client's last wait short, its commands counted with no acquisition"
 /* Why a queued fair turn cannot be 12 commands with what the fair mode promises. */
 #define FAIR_CALLS_FLOOR                                                                    \
     "; a fair turn runs two scripts: the release (EVALSHA, the GET that proves it ours, "    \

@@ -17,21 +17,6 @@ typedef struct wait_state {
     int64_t note_at_ms; /* outside fair mode: when a refused wait notes itself next */
 } wait_state;
 
-/* A wait through a waiter keeps the listeners' mark alive, so that releases
- * publish (modern/listen.c): before its first attempt, then at most once
- * per LB__LISTEN_EVERY_MS of the handle's waits. Its failure is ignored and
- * its message kept out of the attempt's. */
-static void mark_listening(wait_state *s) {
-    lb_lock *l = s->l;
-    int64_t now = lb__mono_ms();
-    if (now < l->listen_due_ms) return;
-    l->listen_due_ms = now + LB__LISTEN_EVERY_MS;
-    char why[sizeof l->errstr];
-    memcpy(why, l->errstr, sizeof why);
-    (void)lb__lock_mark_listening(l, s->t);
-    memcpy(l->errstr, why, sizeof why);
-}
-
 /* An attempt; a fair one names the waiter's inbox once it is listening, so
  * that a hand-off wakes this client alone. A wait outside fair mode refused
  * for LB__OUTSIDER_NOTE_MS notes itself beside a fair queue (if any), and
@@ -45,7 +30,6 @@ static int attempt(void *ud) {
         size_t len = lb__waiter_inbox(s->w, &inbox);
         lb__fair_set_inbox(s->l, inbox, len);
     }
-    if (s->w) mark_listening(s);
     int rc = lb__lock_try(s->l, s->t);
     if (rc != LB_EBUSY || s->l->fair) return rc;
     int64_t now = lb__mono_ms();

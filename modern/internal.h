@@ -14,13 +14,12 @@ extern const lb_script lb__script_modern_fair_release;
 extern const lb_script lb__script_modern_fair_push;
 extern const lb_script lb__script_modern_fair_mark;
 extern const lb_script lb__script_modern_note_outsider;
-extern const lb_script lb__script_modern_listen;
 
 struct lb_lock {
     lb_machine m; /* first: the machine's address is the lock's */
     lb_lock_options opts;
-    char *key, *fence_key, *channel, *listen_key;
-    size_t keylen, fence_keylen, channellen, listen_keylen;
+    char *key, *fence_key, *channel;
+    size_t keylen, fence_keylen, channellen;
     int state;
     int held;
     int fixed_token;    /* acquire reuses `token` (set by a quorum) */
@@ -47,8 +46,6 @@ struct lb_lock {
                               * release was answered; 0: none */
     int64_t noted_ns;        /* the same for the last note that found a queue */
     int heard_release;       /* our last release's message reached listeners */
-    int64_t listen_due_ms;   /* monotonic ms from which a wait through a waiter
-                              * writes the listeners' mark again; 0: now */
 };
 
 /* Allocates the companion name "suffix" of the lock's key into *out (see
@@ -159,15 +156,6 @@ int lb__lock_note_outsider(lb_lock *l, lb_target t);
  * turns included); a client left alone after the queue has gone stops
  * standing back after this long. */
 #define LB__QUEUE_NOTED_MS 1000
-
-/* A wait through a waiter marks "{key}:listen" (modern/listen.c) so that
- * releases publish: at its first attempt, then again each LB__LISTEN_EVERY_MS
- * while it waits, the mark living LB__LISTEN_MARK_MS. LB_OK or the mark's
- * failure, which the wait ignores (releases beside it then do not publish,
- * and the wait's back-off bounds what it misses). */
-int lb__lock_mark_listening(lb_lock *l, lb_target t);
-#define LB__LISTEN_EVERY_MS 10000
-#define LB__LISTEN_MARK_MS 30000
 
 /* The machines behind lb_lock_machine. */
 lb_machine *lb__lock_try_acquire_machine(lb_lock *l);

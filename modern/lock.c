@@ -56,7 +56,6 @@ int lb_lock_new(lb_lock **out, const char *key, size_t keylen, const lb_lock_opt
     l->key[keylen] = '\0';
     l->keylen = keylen;
     if ((rc = lb__lock_companion(l, "released", &l->channel, &l->channellen)) != LB_OK) goto fail;
-    if ((rc = lb__lock_companion(l, "listen", &l->listen_key, &l->listen_keylen)) != LB_OK) goto fail;
     if (o->fencing && (rc = lb__lock_companion(l, "fence", &l->fence_key, &l->fence_keylen)) != LB_OK)
         goto fail;
     if (o->fair && (rc = lb__fair_new(l)) != LB_OK) goto fail;
@@ -74,7 +73,6 @@ void lb_lock_free(lb_lock *l) {
     lb__free(a, l->key);
     lb__free(a, l->fence_key);
     lb__free(a, l->channel);
-    lb__free(a, l->listen_key);
     lb__free(a, l->note_key);
     lb__fair_free(l);
     lb__free(a, l);

@@ -8,7 +8,7 @@
 
 #include "modern/internal.h"
 
-enum { O_START, O_SCRIPT, O_RELEASE_ALONE };
+enum { O_START, O_SCRIPT };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
 
@@ -33,34 +33,13 @@ static void begin_script(lb_lock *l, const lb_script *s) {
     l->state = O_SCRIPT;
 }
 
-/* The release script with the listeners' mark as its second key, or (mark
- * 0) with the lock's key alone: it then publishes at every release. */
-static void begin_release(lb_lock *l, int mark) {
-    lb__cmd_script(&l->m, &lb__script_modern_release, mark ? "2" : "1");
-    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
-    if (mark) lb__cmd_arg(&l->m.cmd, l->listen_key, l->listen_keylen);
-    lb__cmd_arg(&l->m.cmd, l->token, LB_TOKEN_LEN);
-    lb__cmd_arg(&l->m.cmd, l->channel, l->channellen);
-    l->state = mark ? O_SCRIPT : O_RELEASE_ALONE;
-}
-
-/* A Cluster node importing or migrating the slot answers TRYAGAIN to a
- * command over two keys of which only one has moved (the lock's, not the
- * mark, which may not exist), until the migration ends. */
-static int refused_two_keys(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ERROR && r->len >= 8 && memcmp(r->str, "TRYAGAIN", 8) == 0;
-}
-
 static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     lb_lock *l = LOCK_OF(m);
     long long v = 0; /* set by script_integer on LB_OK */
     if (l->state == O_START) {
         if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
-        begin_release(l, 1);
-        return LB_STEP_SEND;
-    }
-    if (l->state == O_SCRIPT && refused_two_keys(r)) {
-        begin_release(l, 0);
+        begin_script(l, &lb__script_modern_release);
+        lb__cmd_arg(&l->m.cmd, l->channel, l->channellen);
         return LB_STEP_SEND;
     }
     int rc = script_integer(l, r, "release", &v);

@@ -181,10 +181,8 @@ typedef enum lb_companion {
     LB_COMPANION_CENSUS, /* "lb-census": a namespace's census, a hash */
     LB_COMPANION_GATE,   /* "lb-gate": a namespace's gate record, a hash */
     LB_COMPANION_BATON,  /* "baton": the fair lock's baton list, a list */
-    LB_COMPANION_BWAIT,  /* "bwait": the mark of the fair waiter that blocked last
+    LB_COMPANION_BWAIT   /* "bwait": the mark of the fair waiter that blocked last
                           * on the baton, a string (its token) */
-    LB_COMPANION_LISTEN  /* "listen": the mark of waits that hear the lock's
-                          * releases, a string ("listening") */
 } lb_companion;
 
 /* Which companion name `key` is: the exact inverse of lb_companion_key, so

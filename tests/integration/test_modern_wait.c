@@ -180,9 +180,8 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j), LB_OK);
     assert_string_equal(lbt_get(conn, "w:wake"), lb_lock_info_of(b).token);
-    /* The listeners' mark, then three attempts: SET+PTTL, SET+PTTL after
-     * subscribing, SET on release. */
-    assert_int_equal(lb_lock_info_of(b).commands - base, 6);
+    /* Three attempts: SET+PTTL, SET+PTTL after subscribing, SET on release. */
+    assert_int_equal(lb_lock_info_of(b).commands - base, 5);
     lb_waiter_stats st = stats_of(w);
     assert_true(st.messages >= 1);
     assert_int_equal(st.subscribes, 1);
@@ -192,64 +191,6 @@ static void test_a_release_wakes_the_waiter_long_before_its_back_off(void **stat
     lb_waiter_free(w);
     lb_lock_free(a);
     lb_lock_free(b);
-}
-
-/* A release publishes only while a wait may hear it. With nobody waiting
- * through a waiter on the key, nothing is sent on the release channel (a
- * PUBLISH was a twelfth of the server's work per lock on many keys); a wait
- * through a waiter marks "{key}:listen" before its attempts, and the release
- * then publishes and wakes it. */
-static long long calls_of(const char *cmd);
-
-static void test_a_release_publishes_only_when_a_wait_may_listen(void **state) {
-    (void)state;
-    lbt_del_matching(conn, "*w:hush*");
-    lb_lock *a = new_lock("w:hush", 0, 2, 100), *b = new_lock("w:hush", 0, 5000, 5000);
-    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
-    long long pubs = calls_of("publish");
-    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
-    assert_int_equal(calls_of("publish"), pubs);
-    assert_int_equal(lbt_int(conn, "EXISTS w:hush"), 0);
-
-    lb_waiter *w = new_waiter();
-    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
-    job j;
-    job_start(&j, b, w, 4000);
-    EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
-    assert_int_equal(lbt_int(conn, "EXISTS {w:hush}:listen"), 1);
-    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
-    assert_int_equal(job_join(&j), LB_OK);
-    assert_int_equal(calls_of("publish"), pubs + 1);
-    assert_true(stats_of(w).messages >= 1);
-    job_end(&j);
-    lb_waiter_free(w);
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lbt_del_matching(conn, "*w:hush*");
-}
-
-/* The listeners' mark is written over nothing or over another listener's
- * mark only: another program's value at its name is left as it was (and a
- * release beside it publishes, as one did before marks). */
-static void test_a_wait_never_writes_its_listen_mark_over_a_foreign_value(void **state) {
-    (void)state;
-    lbt_del_matching(conn, "*w:lmark*");
-    lbt_cmd_ok(conn, "SET {w:lmark}:listen someone-elses");
-    lb_lock *a = new_lock("w:lmark", 0, 2, 100), *b = new_lock("w:lmark", 0, 5000, 5000);
-    lb_waiter *w = new_waiter();
-    assert_int_equal(lb_lock_try_acquire(a, lb_on_conn(conn)), LB_OK);
-    job j;
-    job_start(&j, b, w, 4000);
-    EVENTUALLY(stats_of(w).sleeps >= 2 && stats_of(w).blocked == 1);
-    assert_int_equal(lb_lock_release(a, lb_on_conn(conn)), LB_OK);
-    assert_int_equal(job_join(&j), LB_OK);
-    assert_string_equal(lbt_get(conn, "{w:lmark}:listen"), "someone-elses");
-    assert_int_equal(lbt_int(conn, "PTTL {w:lmark}:listen"), -1);
-    job_end(&j);
-    lb_waiter_free(w);
-    lb_lock_free(a);
-    lb_lock_free(b);
-    lbt_del_matching(conn, "*w:lmark*");
 }
 
 /* Two clients wait; a release wakes both, one wins and the other's attempt
@@ -344,7 +285,7 @@ static void test_a_bare_del_is_noticed_within_the_holders_ttl(void **state) {
     EVENTUALLY(stats_of(w).sleeps >= 2 || job_done(&j));
     lbt_cmd_ok(conn, "DEL w:del");
     assert_int_equal(job_join(&j), LB_OK);
-    assert_true(lb_lock_info_of(b).commands - base <= 6); /* the mark's 1 included */
+    assert_true(lb_lock_info_of(b).commands - base <= 5);
     assert_int_equal(stats_of(w).messages, 0);
     job_end(&j);
     lb_waiter_free(w);
@@ -530,12 +471,10 @@ static void test_a_queued_waiter_needs_one_command_when_the_channel_is_watched(v
     EVENTUALLY(lbt_int(conn, "ZCARD {w:one}:queue") == 2 && stats_of(w).blocked == 2);
     assert_int_equal(lb_lock_release(h, lb_on_conn(conn)), LB_OK);
     assert_int_equal(job_join(&j1), LB_OK);
-    /* Each handle's first wait through a waiter also marks that it listens
-     * (1 more; again only after LB__LISTEN_EVERY_MS). */
-    assert_int_equal(lb_lock_info_of(w1).commands - base1, 3);
+    assert_int_equal(lb_lock_info_of(w1).commands - base1, 2);
     job_end(&j1); /* hands the lock to w2 */
     assert_int_equal(job_join(&j2), LB_OK);
-    assert_int_equal(lb_lock_info_of(w2).commands - base2, 2);
+    assert_int_equal(lb_lock_info_of(w2).commands - base2, 1);
     assert_int_equal(stats_of(w).handoffs, 2);
     job_end(&j2);
     lb_waiter_free(w);
@@ -576,10 +515,10 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     lb_waiter_free(w);
     lb_lock_free(h);
     lb_lock_free(q);
-    assert_int_equal(asleep, 3); /* the listeners' mark, and two attempts */
+    assert_int_equal(asleep, 2);
     assert_int_equal(released, LB_OK);
     assert_int_equal(rc, LB_OK);
-    assert_int_equal(total, 3);
+    assert_int_equal(total, 2);
     assert_int_equal(handoffs, 1);
 }
 
@@ -751,9 +690,8 @@ static void test_a_channel_stays_subscribed_for_linger_ms_after_its_last_wait(vo
     (void)warmed_up(q);
     /* A fresh channel: queued, then again once subscribed (2); or, when the
      * hand-off lands before the subscription is confirmed, the first attempt
-     * alone (1): the order depends on scheduling. The handle's first wait
-     * through a waiter also marks that it listens (1 more). */
-    assert_in_range(fair_round(h, q, w), 2, 3);
+     * alone (1): the order depends on scheduling. */
+    assert_in_range(fair_round(h, q, w), 1, 2);
     assert_int_equal(stats_of(w).channels, 1);
     /* The inbox's subscription is confirmed on the waiter's thread, maybe
      * after that first hand-off: a wait that begins before it attempts again
@@ -2893,8 +2831,6 @@ static void test_a_polling_wait_stands_back_when_its_release_was_heard(void **st
             sub = lbt_redis_connect(&server);
             assert_non_null(sub);
             freeReplyObject(redisCommand(sub, "SUBSCRIBE {w:heard}:released"));
-            /* A listener marks the key, as a wait through a waiter does. */
-            lbt_cmd_ok(conn, "SET {w:heard}:listen listening PX 30000");
         }
         assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
         assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_OK);
@@ -2906,7 +2842,6 @@ static void test_a_polling_wait_stands_back_when_its_release_was_heard(void **st
         if (sub) redisFree(sub);
         sleep_ms(150);
     }
-    lbt_cmd_ok(conn, "DEL {w:heard}:listen");
     lb_lock_free(l);
 }
 
@@ -2926,13 +2861,7 @@ static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
     conn = lbt_redis_connect(&server);
-    if (!conn) return -1;
-    /* The listeners' mark's script loaded once for all: a wait through a
-     * waiter then marks with one EVALSHA, whichever test runs first. */
-    redisReply *r = redisCommand(conn, "SCRIPT LOAD %s", lb__script_modern_listen.body);
-    int ok = r && r->type == REDIS_REPLY_STRING;
-    if (r) freeReplyObject(r);
-    return ok ? 0 : -1;
+    return conn ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -2945,8 +2874,6 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_wakes_the_waiter_long_before_its_back_off),
-        cmocka_unit_test(test_a_release_publishes_only_when_a_wait_may_listen),
-        cmocka_unit_test(test_a_wait_never_writes_its_listen_mark_over_a_foreign_value),
         cmocka_unit_test(test_a_waiter_that_lost_the_race_after_a_release_sleeps_its_back_off),
         cmocka_unit_test(test_a_waiter_that_keeps_losing_races_after_releases_asks_again_soon),
         cmocka_unit_test(test_a_bare_del_is_noticed_within_the_holders_ttl),

@@ -16,7 +16,7 @@
 static const char *const companions[] = {
     "{w:n}:bwait", "{w:n}:baton", "{w:n}:queue",     "{w:n}:fair",
     "{w:n}:fence", "{w:n}:lb-mode", "{w:n}:lb-census", "{w:n}:lb-gate",
-    "{w:n}:listen", "{id}:lock:bwait", "{id}:lock:fence",
+    "{id}:lock:bwait", "{id}:lock:fence",
 };
 
 /* Names that only look like companions, and plain ones. */

@@ -200,7 +200,11 @@ figures to compare, and the verdicts are taken on them.
 - Many keys: one thread, one connection, libevent, the asynchronous driver; thousands
   of modern lock handles (the table's title gives the count; more in flight pipeline
   more per write), each on its own key, each looping acquire then release as soon as
-  the previous step answers. A lock is one acquire and its release.
+  the previous step answers. A lock is one acquire and its release. The row runs in
+  five rounds, each a pipelined SET measure (`redis-benchmark -P 16`, a fifth of the
+  reference's requests) and then a fifth of the run's locks; its target reads the
+  median of the rounds' ratios, so load that comes and goes falls on both sides of it.
+  `lockbridge-bench --async-only` runs these rounds alone and prints their table.
 - Memory: 100 000 modern lock handles whose allocator counts the bytes it hands out
   (requested sizes, without malloc's own overhead), all acquired at once through the
   asynchronous driver; then this process's VmRSS, and the server's `used_memory`.

@@ -59,9 +59,20 @@ if every > 1e13 or yield_ms > 1e13 then
 end
 -- A mark is a waiter's token: anything else at its name (another program's
 -- value, a key of another type) names no waiter blocked on the baton.
-local mark = nil
+-- The key and the mark are read with one MGET (a turn on the baton is one
+-- command cheaper): MGET answers nil for a value that is no string, which
+-- is no mark, and the key is read again with GET below only when MGET did
+-- not find our token there, so a key of another type still fails as before.
+-- A user whose ACL refuses MGET (one set up before the release used it)
+-- reads the mark with GET instead.
+local mark, held = nil, nil
 if baton then
-  mark = redis.pcall('GET', KEYS[6])
+  local both = redis.pcall('MGET', KEYS[1], KEYS[6])
+  if both.err then
+    mark = redis.pcall('GET', KEYS[6])
+  else
+    held, mark = both[1], both[2]
+  end
   if type(mark) ~= 'string' or #mark ~= 32 or not string.match(mark, '^%x+$') then mark = nil end
   -- The caller's own mark is stale whatever happens next (its wait no longer
   -- blocks): left alive, the release of whoever holds the lock next, within
@@ -71,7 +82,7 @@ if baton then
     mark = nil
   end
 end
-if redis.call('GET', KEYS[1]) ~= token then return 0 end
+if held ~= token and redis.call('GET', KEYS[1]) ~= token then return 0 end
 -- The server's clock, read only on the queue's path: a baton needs none.
 local now = nil
 local function clock()

@@ -181,14 +181,25 @@ int run_paired(const lbt_redis *server, redisContext *ctl, const char *peers_dir
 void fill_paired(table *t, const paired_result *p);
 
 /* Many keys from one asynchronous thread (async.c). */
+#define ASYNC_ROUNDS 5 /* interleaved rounds of the many-keys row, count */
 typedef struct async_result {
     double seconds;
     uint64_t locks, errors, inflight;
     uint64_t server_calls;
     uint64_t server_usec; /* server time of the commands sent (SET, EVALSHA), us */
     char error[160];
+    /* Filled by run_async_rounds: each round's pipelined SET rate, locks/s
+     * and their ratio, and the medians over the `rounds` completed. */
+    int rounds;
+    double set_rate[ASYNC_ROUNDS], lock_rate[ASYNC_ROUNDS], ratio[ASYNC_ROUNDS];
+    double set_median, lock_median, ratio_median;
 } async_result;
 int run_async(const lbt_redis *server, double seconds, int inflight, async_result *res);
+/* The many-keys row in ASYNC_ROUNDS interleaved rounds (async_rounds.c): a
+ * pipelined SET measure of set_requests / ASYNC_ROUNDS requests, then
+ * seconds / ASYNC_ROUNDS of async locks, each round; totals over them all. */
+int run_async_rounds(const lbt_redis *server, double seconds, int inflight, int set_requests,
+                     async_result *res);
 
 /* Memory of held locks (memory.c). */
 typedef struct memory_result {

@@ -25,7 +25,7 @@ static const char *const acl_rules[] = {
     "~locks:*", "~{locks:*}:*", "&{locks:*}:released", "&lb-inbox:*",
     "+ping", "+setnx", "+get", "+getset", "+del", "+set", "+pttl", "+evalsha", "+eval",
     "+pexpire", "+incr", "+publish", "+time", "+type", "+hget", "+hset", "+hdel",
-    "+zadd", "+zrange", "+zrem", "+zpopmin", "+hmget", "+blpop", "+lpush",
+    "+zadd", "+zrange", "+zrem", "+zpopmin", "+hmget", "+blpop", "+lpush", "+mget",
 };
 
 static redisContext *as_locker(void) {
@@ -316,6 +316,32 @@ static void test_a_fair_release_refused_a_command_changes_nothing(void **state) 
     redisFree(admin);
 }
 
+/* A user set up before fair releases read the key and the baton's mark
+ * with one MGET (an ACL without +mget) still takes and releases a fair
+ * lock: the release reads them with GET instead. */
+static void test_a_fair_release_works_for_a_user_refused_mget(void **state) {
+    (void)state;
+    redisContext *old = as_user_without("nomget", "+mget", NULL);
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    assert_true(o.fair_baton_ms > 0); /* the release reads the mark */
+    lb_lock *f;
+    assert_int_equal(lb_lock_new(&f, "locks:nomget", 12, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(f, lb_on_conn(old)), LB_OK);
+    assert_int_equal(lb_lock_release(f, lb_on_conn(old)), LB_OK);
+    assert_false(lb_lock_info_of(f).held);
+    redisReply *r = redisCommand(admin, "EXISTS locks:nomget");
+    assert_true(r && r->type == REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    lb_lock_free(f);
+    redisFree(admin);
+    redisFree(old);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -347,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
         cmocka_unit_test(test_a_release_refused_its_channel_deletes_nothing),
         cmocka_unit_test(test_a_fair_release_refused_a_command_changes_nothing),
+        cmocka_unit_test(test_a_fair_release_works_for_a_user_refused_mget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

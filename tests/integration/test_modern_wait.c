@@ -1304,6 +1304,34 @@ static void test_a_release_chooses_between_the_queue_and_the_baton(void **state)
     lbt_del_matching(conn, "*w:pass*");
 }
 
+/* A release that passes the baton costs the server its script and five
+ * commands in it: one MGET reads the key and the mark together, then
+ * ZPOPMIN (the queue comes first), RPUSH and PEXPIRE of the baton, and the
+ * SET of the fresh token. With the waiter's guarded mark (a script of its
+ * own) and its BLPOP, a turn of a client that locks in a loop is 12 server
+ * commands, its section's 2 included. (Reading the mark and the key with a
+ * GET each made it 13.) */
+static long long server_calls(void);
+
+static void test_a_release_that_passes_the_baton_costs_six_commands(void **state) {
+    (void)state;
+    lbt_del_matching(conn, "*w:cheap*");
+    lbt_cmd_ok(conn, "SET w:cheap aaaa PX 30000");
+    lbt_cmd_ok(conn, "SET {w:cheap}:bwait %s PX 10000", MARK_C);
+    const char *args = "aaaa 0 200 - ffffffffffffffffffffffffffffffff - 20000 100 "
+                       "{w:cheap}:released";
+    long long before = server_calls();
+    redisReply *r = redisCommand(conn, "EVAL %s 6 w:cheap {w:cheap}:queue {w:cheap}:fair "
+                                       "{w:cheap}:grant:aaaa {w:cheap}:baton {w:cheap}:bwait %s",
+                                 lb__script_modern_fair_release.body, args);
+    long long cost = server_calls() - before;
+    assert_true(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    freeReplyObject(r);
+    assert_int_equal(lbt_int(conn, "LLEN {w:cheap}:baton"), 1);
+    if (cost > 6) fail_msg("the release ran %lld commands", cost);
+    lbt_del_matching(conn, "*w:cheap*");
+}
+
 static int64_t frozen_mono_ns(void *ud) {
     (void)ud;
     return 1000000000000LL;
@@ -2827,6 +2855,7 @@ int main(void) {
         cmocka_unit_test(test_a_fair_wait_on_one_connection_is_handed_the_lock_on_its_grant_list),
         cmocka_unit_test(test_a_release_passes_the_baton_to_the_waiter_that_blocked_first),
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
+        cmocka_unit_test(test_a_release_that_passes_the_baton_costs_six_commands),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_wait_that_stops_blocking_early_takes_its_mark_away),
         cmocka_unit_test(test_a_wait_right_after_handing_the_lock_on_skips_its_set_nx),

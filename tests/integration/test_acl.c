@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -25,7 +26,7 @@ static const char *const acl_rules[] = {
     "~locks:*", "~{locks:*}:*", "&{locks:*}:released", "&lb-inbox:*",
     "+ping", "+setnx", "+get", "+getset", "+del", "+set", "+pttl", "+evalsha", "+eval",
     "+pexpire", "+incr", "+publish", "+time", "+type", "+hget", "+hset", "+hdel",
-    "+zadd", "+zrange", "+zrem", "+zpopmin", "+hmget", "+blpop", "+lpush", "+mget",
+    "+zadd", "+zrange", "+zrem", "+zpopmin", "+hmget", "+blpop", "+lpush", "+rpush", "+mget",
 };
 
 static redisContext *as_locker(void) {
@@ -176,6 +177,43 @@ static void test_fair_hand_offs_on_grant_lists_work_as_the_restricted_user(void 
         lb_lock_free(h);
         lb_lock_free(q);
     }
+}
+
+/* A fair release that passes the baton (RPUSH on the lock's baton list) to a
+ * wait blocked on it works as the restricted user: the wait gets the lock,
+ * the release is not refused. */
+static void test_a_baton_hand_off_works_as_the_restricted_user(void **state) {
+    (void)state;
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.ttl_ms = 5000;
+    lb_lock *h, *q;
+    assert_int_equal(lb_lock_new(&h, "locks:baton", 11, &o), LB_OK);
+    assert_int_equal(lb_lock_new(&q, "locks:baton", 11, &o), LB_OK);
+    assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(locker)), LB_OK);
+    waiting w = {q, as_locker(), 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_it, &w), 0);
+    redisContext *admin = lbt_redis_connect(&server);
+    assert_non_null(admin);
+    for (int tries = 0; tries < 2000; tries++) { /* the wait's mark: it blocks on the baton */
+        redisReply *r = redisCommand(admin, "EXISTS {locks:baton}:bwait");
+        long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        if (n == 1) break;
+        lbt_sleep_ms(1);
+    }
+    int rc = lb_lock_release(h, lb_on_conn(locker));
+    if (rc != LB_OK) print_message("release: %s\n", lb_lock_info_of(h).errstr);
+    assert_int_equal(rc, LB_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.rc, LB_OK);
+    assert_int_equal(lb_lock_release(q, lb_on_conn(w.c)), LB_OK);
+    redisFree(admin);
+    redisFree(w.c);
+    lb_lock_free(h);
+    lb_lock_free(q);
 }
 
 /* The ACL is enforced: a key outside the pattern is refused with a clear error,
@@ -370,6 +408,7 @@ int main(void) {
         cmocka_unit_test(test_token_locks_with_fencing_and_fair_mode_work_as_the_restricted_user),
         cmocka_unit_test(test_compat_and_modern_modes_work_as_the_restricted_user),
         cmocka_unit_test(test_fair_hand_offs_on_grant_lists_work_as_the_restricted_user),
+        cmocka_unit_test(test_a_baton_hand_off_works_as_the_restricted_user),
         cmocka_unit_test(test_a_key_outside_the_pattern_is_refused_cleanly),
         cmocka_unit_test(test_a_release_refused_its_channel_deletes_nothing),
         cmocka_unit_test(test_a_fair_release_refused_a_command_changes_nothing),

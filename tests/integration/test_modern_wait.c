@@ -496,6 +496,9 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     /* Queued, subscribed, attempted once more after the confirmation, asleep. */
     EVENTUALLY(lbt_int(conn, "ZCARD {w:quiet}:queue") == 1 && stats_of(w).sleeps >= 2 &&
                stats_of(w).blocked == 1);
+    /* Before the subscription is confirmed the wait may poll at its back-off
+     * steps (a busy host confirms late); once asleep, nothing more. */
+    uint64_t queued = lb_lock_info_of(q).commands - base;
     lbt_sleep_ms(300); /* fifteen back-off steps and more */
     uint64_t asleep = lb_lock_info_of(q).commands - base;
     /* The thread ends before any assertion, so a failure leaves none behind. */
@@ -506,10 +509,11 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
     lb_waiter_free(w);
     lb_lock_free(h);
     lb_lock_free(q);
-    assert_int_equal(asleep, 2);
+    assert_true(queued >= 2); /* the queueing attempt, and one after the confirmation */
+    assert_int_equal(asleep, queued);
     assert_int_equal(released, LB_OK);
     assert_int_equal(rc, LB_OK);
-    assert_int_equal(total, 2);
+    assert_int_equal(total, asleep); /* the hand-off costs the waiter no command */
     assert_int_equal(handoffs, 1);
 }
 

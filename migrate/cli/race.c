@@ -789,6 +789,31 @@ static int run_record(const lb__cli_args *a, settings *s) {
 
 /* ---- --search ------------------------------------------------------------------------ */
 
+/* One line per run as the search goes: what it drew, what each shrinking
+ * try kept, the replay of the line printed. */
+static void search_progress(const char *phase, int n, lb__race_verdict v, const char *kind,
+                            const char *line) {
+    int caught = v == LB__RACE_CAUGHT && kind[0];
+    if (lb__cli_is_json()) {
+        cJSON *o = lb__cli_event("race_search_run");
+        if (!o) return;
+        lb__cli_add_str(o, "phase", phase);
+        if (n > 0) lb__cli_add_i64(o, "n", n);
+        if (strcmp(phase, "record") != 0) {
+            lb__cli_add_str(o, "verdict", verdict_name(v));
+            lb__cli_add_str(o, "kind", caught ? kind : "");
+        }
+        lb__cli_add_str(o, "schedule", line);
+        lb__cli_emit(o);
+    } else if (strcmp(phase, "record") == 0) {
+        printf("recorded: %s\n", line);
+    } else {
+        printf("%s %d: %s%s%s: %s\n", phase, n, verdict_name(v), caught ? ":" : "",
+               caught ? kind : "", line);
+    }
+    fflush(stdout);
+}
+
 static void search_report(const settings *s, const lb__race_search *se,
                           const lb__race_found *f, lb__race_verdict v) {
     char exp[96];
@@ -814,7 +839,7 @@ static void search_report(const settings *s, const lb__race_search *se,
         lb__cli_emit(o);
         return;
     }
-    if (f->recorded[0]) printf("recorded: %s\n", f->recorded);
+    printf("\n");
     if (!f->found) {
         if (v == LB__RACE_PASSED)
             printf("search: none of %d schedules (seed %llu) was caught\n", f->tried,
@@ -888,8 +913,10 @@ static int run_search(const lb__cli_args *a, settings *s) {
         se.ports = ports;
         se.dir = s->dir;
         se.start_timeout_ms = s->start_timeout_ms;
+        se.progress = search_progress;
         lb__race_verdict v = lb__race_search_run(&se, &f);
-        if (!lb__race_stop_signal) search_report(s, &se, &f, v);
+        /* A schedule caught before a signal is still worth its line. */
+        if (!lb__race_stop_signal || f.found) search_report(s, &se, &f, v);
         code = lb__race_stop_signal ? 128 + (int)lb__race_stop_signal
                : v == LB__RACE_ERROR ? lb__cli_error(a, NULL, LB_EIO, f.detail)
                : v == LB__RACE_PASSED ? LB__CLI_EXIT_OK

@@ -167,6 +167,11 @@ typedef struct lb__race_search {
     int schedules;              /* --search N: schedules drawn at most */
     uint64_t seed;              /* --seed S */
     int shrink_tries;           /* runs the shrinking may take */
+    /* Called after every run ("draw", "shrink", "replay") with the schedule
+     * as run, steps named where they went through; and once after the
+     * recording ("record", n 0, line: the clients' sequences). */
+    void (*progress)(const char *phase, int n, lb__race_verdict v, const char *kind,
+                     const char *line);
 } lb__race_search;
 
 typedef struct lb__race_found {

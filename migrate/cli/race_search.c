@@ -142,7 +142,7 @@ static void err_path(const lb__race_search *se, int c, char *out, size_t cap) {
 
 /* Every client started afresh, the schedule run, every client killed: one
  * schedule is one replay. */
-static lb__race_verdict run_one(const lb__race_search *se, const lb__race_sched *s) {
+static lb__race_verdict run_once(const lb__race_search *se, const lb__race_sched *s) {
     pid_t pids[LB__RACE_MAX_CLIENTS] = {0};
     char errp[320];
     reset_keys(se);
@@ -155,6 +155,19 @@ static lb__race_verdict run_one(const lb__race_search *se, const lb__race_sched 
         }
     lb__race_verdict v = lb__race_proxy_run(se->proxy, s, se->start_timeout_ms);
     for (int c = 0; c < se->cfg->nclients; c++) lb__race_kill(pids[c]);
+    return v;
+}
+
+/* The same, told to the caller as it goes: a search is long and the line
+ * says what it is doing. */
+static lb__race_verdict run_one(const lb__race_search *se, const lb__race_sched *s,
+                                const char *phase, int n) {
+    lb__race_verdict v = run_once(se, s);
+    if (se->progress) {
+        char line[LB__RACE_SCHED_MAX];
+        sched_text(s, se->proxy, line, sizeof line);
+        se->progress(phase, n, v, lb__race_proxy_kind(se->proxy), line);
+    }
     return v;
 }
 
@@ -220,7 +233,7 @@ static int still_fails(const lb__race_search *se, lb__race_sched *cur, const lb_
                        lb__race_found *f) {
     if (f->shrink_runs >= se->shrink_tries || lb__race_stop_signal) return 0;
     f->shrink_runs++;
-    lb__race_verdict v = run_one(se, cand);
+    lb__race_verdict v = run_one(se, cand, "shrink", f->shrink_runs);
     if (v != LB__RACE_CAUGHT || strcmp(lb__race_proxy_kind(se->proxy), f->kind) != 0) return 0;
     *cur = *cand;
     cur->n = lb__race_proxy_followed(se->proxy);
@@ -267,10 +280,12 @@ lb__race_verdict lb__race_search_run(const lb__race_search *se, lb__race_found *
     if (record_all(se, rec, f) != 0)
         return lb__race_stop_signal || !lb__race_proxy_detail(se->proxy)[0] ? LB__RACE_ERROR
                                                                              : LB__RACE_NOT_FOLLOWED;
-    for (f->tried = 1; f->tried <= se->schedules && !lb__race_stop_signal; f->tried++) {
+    if (se->progress) se->progress("record", 0, LB__RACE_PASSED, "", f->recorded);
+    for (int i = 1; i <= se->schedules && !lb__race_stop_signal; i++) {
         lb__race_sched s;
+        f->tried = i;
         draw(&st, rec, se->cfg->nclients, &s);
-        lb__race_verdict v = run_one(se, &s);
+        lb__race_verdict v = run_one(se, &s, "draw", i);
         if (v == LB__RACE_ERROR) {
             snprintf(f->detail, sizeof f->detail, "%s", lb__race_proxy_detail(se->proxy));
             return v;
@@ -289,12 +304,11 @@ lb__race_verdict lb__race_search_run(const lb__race_search *se, lb__race_found *
         lb__race_sched named;
         char why[200];
         f->replayed = lb__race_parse(f->schedule, &named, why, sizeof why) == 0 &&
-                      run_one(se, &named) == LB__RACE_CAUGHT &&
+                      run_one(se, &named, "replay", 1) == LB__RACE_CAUGHT &&
                       strcmp(lb__race_proxy_kind(se->proxy), f->kind) == 0;
         f->tokens = named.n;
         f->trace = strdup(lb__race_proxy_trace(se->proxy));
         return LB__RACE_CAUGHT;
     }
-    f->tried = f->tried > se->schedules ? se->schedules : f->tried;
     return LB__RACE_PASSED;
 }

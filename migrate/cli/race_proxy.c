@@ -81,6 +81,7 @@ typedef struct rclient {
     int frozen;
     int holds;
     int crashed_holding; /* frozen while it held: its lock lives out its validity */
+    double acq_reply_at; /* when its acquisition's reply came: the latest its validity starts */
     double acq_at, last_rx;
     sighting seen;
     /* Critical sections are the client's, on whichever of its connections they
@@ -377,6 +378,7 @@ static void acquire(lb__race_proxy *p, int x, const char *how, double sent) {
                     name_of(y));
     p->cl[x].holds = 1;
     p->cl[x].acq_at = p->cfg.search ? sent : now_ms();
+    p->cl[x].acq_reply_at = now_ms();
     trace_add(p, "  %c acquired (%s)\n", name_of(x), how);
 }
 
@@ -948,15 +950,18 @@ static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) 
 
 /* Whether another client may still hold the lock, so that x's failing to
  * acquire proves nothing: it holds and is alive (a paused holder releases
- * when it resumes), or it was frozen while it held and its validity has not
- * run out since it acquired. */
+ * when it resumes), or it was frozen while it held and its validity may not
+ * have run out: counted from the reply to its acquisition, the latest it can
+ * start (from the send, a verdict would turn on how long the start-up
+ * barrier held the command). */
 static int another_may_hold(const lb__race_proxy *p, int x) {
     for (int y = 0; y < p->cfg.nclients; y++) {
         const rclient *c = &p->cl[y];
         int64_t ttl = p->cfg.client_ttl_ms[y] > 0 ? p->cfg.client_ttl_ms[y] : p->cfg.ttl_ms;
         if (y == x) continue;
         if (c->holds && !c->frozen) return 1;
-        if (c->crashed_holding && (ttl <= 0 || now_ms() - c->acq_at < (double)ttl)) return 1;
+        if (c->crashed_holding && (ttl <= 0 || now_ms() - c->acq_reply_at < (double)ttl))
+            return 1;
     }
     return 0;
 }

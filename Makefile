@@ -209,11 +209,15 @@ tsan: check-deps
 	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	    sh tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
 
-# Deeper exhaustive exploration of interleavings than `make test` runs.
+# Deeper exhaustive exploration of interleavings than `make test` runs, and
+# `lockbridge race --search` finding the known races in the Java lockers (it
+# skips itself in `make test`: each schedule starts JVMs).
 EXPLORE_DEPTH ?= 7
 # The searches' operator runs the tool of this build.
-explore: $(BUILD)/tests/integration/test_races $(TOOL)
+explore: $(BUILD)/tests/integration/test_races $(BUILD)/tests/integration/test_race_search \
+         $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_races
+	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_race_search
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).

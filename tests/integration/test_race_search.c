@@ -1,7 +1,8 @@
 /* `lockbridge race --search` against the project's Java lockers: from a seed
  * alone, random schedules find the known races, shrink them, and the line
- * printed replays as a caught row. Each schedule starts JVMs, so the suite
- * runs under `make explore` (LB_EXPLORE_DEPTH set), not in `make test`. */
+ * printed replays as a caught row. Each schedule starts processes, so those
+ * tests run under `make explore` (LB_EXPLORE_DEPTH set), not in `make test`;
+ * the refusals, which start none, run in both. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,6 +167,106 @@ static void test_search_finds_an_incr_lockers_crash_before_expire(void **state) 
     cJSON_Delete(f.ev);
 }
 
+/* The draws of a search, each reduced to its skeleton: who steps, pauses,
+ * crashes and checks, without the commands the steps turned out to be. */
+static void draws(const lbt_proc *p, char *out, size_t cap) {
+    char *copy = strdup(p->out), *save = NULL;
+    size_t o = 0;
+    assert_non_null(copy);
+    out[0] = '\0';
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        cJSON *e = cJSON_Parse(l);
+        if (!e) fail_msg("not JSON: %s", l);
+        if (strcmp(lbt_str_of(e, "event"), "race_search_run") == 0 &&
+            strcmp(lbt_str_of(e, "phase"), "draw") == 0) {
+            for (const char *c = lbt_str_of(e, "schedule"); *c && o + 2 < cap; c++) {
+                if (*c == ':')
+                    while (c[1] && c[1] != ' ') c++;
+                else out[o++] = *c;
+            }
+            if (o + 2 < cap) out[o++] = '|';
+            out[o] = '\0';
+        }
+        cJSON_Delete(e);
+    }
+    free(copy);
+}
+
+/* A seed draws the same schedules: what a team reruns is what failed. The
+ * clients are lockbridge's own (no JVM), which pass every draw. */
+static void test_a_seed_draws_the_same_schedules(void **state) {
+    (void)state;
+    if (!exploring) {
+        printf("race search: runs under make explore (LB_EXPLORE_DEPTH); skipped\n");
+        skip();
+    }
+    char cl[2][512], got[2][8192];
+    for (int i = 0; i < 2; i++)
+        snprintf(cl[i], sizeof cl[i],
+                 "%c=while :; do %s hold " KEY " -p {port} --ttl-ms 300 --release-margin-ms 60 "
+                 "--wait-ms 60000 --hold-ms 0 >/dev/null 2>&1; done",
+                 'A' + i, lbt_tool());
+    for (int run = 0; run < 2; run++) {
+        const char *args[] = {"-p", port, "race", "--search", "4", "--seed", "7",
+                              "--ttl-ms", "300", "--key", KEY, "--json",
+                              "--client", cl[0], "--client", cl[1], NULL};
+        lbt_proc p;
+        int code = lbt_run(&p, args);
+        draws(&p, got[run], sizeof got[run]);
+        cJSON *ev = last_event(&p, "race_search");
+        assert_non_null(ev);
+        printf("  seed 7, run %d: %s\n", run + 1, got[run]);
+        assert_int_equal(code, 0); /* lockbridge's lock passes them all */
+        assert_false(lbt_bool_of(ev, "found"));
+        assert_int_equal((int)lbt_num_of(ev, "tried"), 4);
+        cJSON_Delete(ev);
+    }
+    assert_true(strchr(got[0], 'A') && strchr(got[0], 'B'));
+    assert_string_equal(got[0], got[1]);
+}
+
+/* What the search cannot use is refused before anything starts. */
+static void test_the_search_refuses_what_it_cannot_use(void **state) {
+    (void)state;
+    static const struct {
+        const char *extra[4];
+        const char *says;
+    } cases[] = {
+        {{"--ttl-ms", "300", NULL}, "needs two --client"},
+        {{"--client", "B=true", NULL}, "needs --ttl-ms"},
+        {{"--client", "C=true", "--ttl-ms", "300"}, "B has no --client"},
+        {{"--client", "B=true", "--ttl-ms", "300"}, NULL}, /* + --junit below */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[16] = {"-p", port, "race", "--search", "3", "--client", "A=true"};
+        int n = 7;
+        for (int k = 0; k < 4 && cases[i].extra[k]; k++) args[n++] = cases[i].extra[k];
+        if (!cases[i].says) args[n++] = "--junit", args[n++] = "/dev/null";
+        lbt_proc p;
+        assert_int_equal(lbt_run(&p, args), 1);
+        const char *says = cases[i].says ? cases[i].says : "takes no --schedule, --file";
+        if (!strstr(p.err, says)) fail_msg("expected '%s' in: %s", says, p.err);
+    }
+}
+
+/* A client that records nothing ends the search at once, naming the cause. */
+static void test_a_client_that_records_nothing_is_named(void **state) {
+    (void)state;
+    const char *args[] = {"-p", port, "race", "--search", "200", "--ttl-ms", "300",
+                          "--key", KEY, "--json", "--client", "A=echo gone >&2; exit 3",
+                          "--client", "B=exit 3", NULL};
+    lbt_proc p;
+    int code = lbt_run(&p, args);
+    cJSON *ev = last_event(&p, "race_search");
+    assert_non_null(ev);
+    assert_int_equal(code, 6);
+    assert_false(lbt_bool_of(ev, "found"));
+    const char *d = lbt_str_of(ev, "detail");
+    if (!strstr(d, "A: nothing recorded: A's process exited with status 3; its stderr ends: gone"))
+        fail_msg("detail: %s", d);
+    cJSON_Delete(ev);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_tool_init("test_race_search") != 0) return -1;
@@ -190,6 +291,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_search_finds_l1s_catch_all_del_from_a_seed),
         cmocka_unit_test(test_search_finds_an_incr_lockers_crash_before_expire),
+        cmocka_unit_test(test_a_seed_draws_the_same_schedules),
+        cmocka_unit_test(test_the_search_refuses_what_it_cannot_use),
+        cmocka_unit_test(test_a_client_that_records_nothing_is_named),
     };
     /* RACE_TEST_FILTER="*pattern*" runs only the matching tests. */
     if (getenv("RACE_TEST_FILTER")) cmocka_set_test_filter(getenv("RACE_TEST_FILTER"));

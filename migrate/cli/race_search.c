@@ -226,15 +226,22 @@ static void recount(lb__race_sched *s) {
     }
 }
 
-/* Runs a candidate; when it is caught with the same kind, it becomes the
- * current schedule, cut after the token that caught it, and its named line
- * is kept. */
-static int still_fails(const lb__race_search *se, lb__race_sched *cur, const lb__race_sched *cand,
-                       lb__race_found *f) {
+/* One shrinking run: caught with the violation's kind. */
+static int caught_again(const lb__race_search *se, const lb__race_sched *cand, lb__race_found *f) {
     if (f->shrink_runs >= se->shrink_tries || lb__race_stop_signal) return 0;
     f->shrink_runs++;
     lb__race_verdict v = run_one(se, cand, "shrink", f->shrink_runs);
-    if (v != LB__RACE_CAUGHT || strcmp(lb__race_proxy_kind(se->proxy), f->kind) != 0) return 0;
+    return v == LB__RACE_CAUGHT && strcmp(lb__race_proxy_kind(se->proxy), f->kind) == 0;
+}
+
+/* Runs a candidate; when it is caught with the same kind twice running, it
+ * becomes the current schedule, cut after the token that caught it, and its
+ * named line is kept. Twice: a candidate caught once by the luck of timing
+ * (a pause at the edge of the validity) would be printed as a row that does
+ * not fail when replayed. */
+static int still_fails(const lb__race_search *se, lb__race_sched *cur, const lb__race_sched *cand,
+                       lb__race_found *f) {
+    if (!caught_again(se, cand, f) || !caught_again(se, cand, f)) return 0;
     *cur = *cand;
     cur->n = lb__race_proxy_followed(se->proxy);
     recount(cur);

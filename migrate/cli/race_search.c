@@ -86,26 +86,30 @@ static int is_attempt(const char *name) {
            strcmp(name, "GETSET") == 0 || strcmp(name, "SET") == 0;
 }
 
-/* Bare steps (`A`: whatever A sends next) in a random interleaving that
- * mostly changes client at each step, so that
- * a client's path may leave its lone sequence (a failed SETNX is followed by
- * a GET that the lone run never showed). The recording says where a client
- * is in its protocol: a crash is drawn just after a step that its sequence
- * says is an acquisition attempt, the window between acquiring and finishing
- * the acquisition. After a crash, a pause past the validity and a liveness
- * check of a client still alive. Pauses elsewhere, now and then. */
+/* A live client at random; after a step of `prev`, mostly another one:
+ * races are between clients. */
+static int pick(uint64_t *st, const int *alive, int nalive, int n, int prev) {
+    int c = below(st, n);
+    while (!alive[c]) c = (c + 1) % n;
+    if (c == prev && nalive > 1 && below(st, 4) != 0)
+        do c = (c + 1) % n; while (!alive[c]);
+    return c;
+}
+
+/* Bare steps (`A`: whatever A sends next), so that a client's path may leave
+ * its lone sequence (a failed SETNX is followed by a GET the lone run never
+ * showed). The recording says where a client is in its protocol: a crash is
+ * drawn just after a step its sequence says is an acquisition attempt, the
+ * window between acquiring and finishing the acquisition; after it, a pause
+ * past the validity and a liveness check of a client still alive. Pauses
+ * elsewhere, now and then. */
 static void draw(uint64_t *st, const recorded *rec, int nclients, lb__race_sched *s) {
     int alive[LB__RACE_MAX_CLIENTS], pos[LB__RACE_MAX_CLIENTS] = {0}, nalive = 0, crashed = 0;
     memset(s, 0, sizeof *s);
     for (int c = 0; c < nclients; c++) alive[c] = rec[c].n > 0, nalive += alive[c];
-    int len = BODY_MIN + below(st, BODY_MAX - BODY_MIN + 1), prev = -1;
+    int len = BODY_MIN + below(st, BODY_MAX - BODY_MIN + 1), c = -1;
     for (int i = 0; i < len && nalive > 0; i++) {
-        int c = below(st, nclients);
-        while (!alive[c]) c = (c + 1) % nclients;
-        /* Mostly another client than the last: races are between clients. */
-        if (c == prev && nalive > 1 && below(st, 4) != 0)
-            do c = (c + 1) % nclients; while (!alive[c]);
-        prev = c;
+        c = pick(st, alive, nalive, nclients, c);
         add_tok(s, LB__RACE_STEP, c, 0);
         const char *cmd = rec[c].cmd[pos[c]++ % rec[c].n];
         if (!crashed && nalive > 1 && is_attempt(cmd) && below(st, 4) == 0) {
@@ -119,7 +123,7 @@ static void draw(uint64_t *st, const recorded *rec, int nclients, lb__race_sched
     }
     if (!crashed) return;
     add_tok(s, LB__RACE_PAUSE, 0, pauses[2 + below(st, NPAUSES - 2)]);
-    int c = below(st, nclients);
+    c = below(st, nclients);
     while (!alive[c]) c = (c + 1) % nclients;
     add_tok(s, LB__RACE_LIVE, c, 0);
 }

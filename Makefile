@@ -221,13 +221,17 @@ tsan: check-deps
 # The exhaustive searches of test_races at the depths they are written for
 # (`make test` runs each a step shallower, see search_depth there), the
 # lockbridge fleets' searches to EXPLORE_DEPTH steps (two clients; three: two
-# less). CI runs `make explore EXPLORE_DEPTH=5`, the written depth (about 5 min
-# on 2 cores); the default, 7, takes far longer.
+# less), and `lockbridge race --search` finding the known races in the Java
+# lockers (it skips itself in `make test`: each schedule starts JVMs). CI runs
+# `make explore EXPLORE_DEPTH=5`, the written depth; the default, 7, takes far
+# longer.
 EXPLORE_DEPTH ?= 7
 # The searches' operator runs the tool of this build.
-explore: $(BUILD)/tests/integration/test_races $(TOOL)
+explore: $(BUILD)/tests/integration/test_races $(BUILD)/tests/integration/test_race_search \
+         $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
 	BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) \
 	    $(BUILD)/tests/integration/test_races
+	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_race_search
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).

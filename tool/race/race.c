@@ -15,7 +15,8 @@ static const lb__cli_optdef opts[] = {
     {"--step-timeout-ms", 1}, {"--settle-ms", 1}, {"--ttl-ms", LB__CLI_REPEAT},
     {"--ports", 1},        {"--repeat", 1},       {"--record-steps", 1},
     {"--live-steps", 1},   {"--start-timeout-ms", 1}, {"--kill-crashed", 0},
-    {"--locker", 1},       {"--junit", 1},        {NULL, 0}};
+    {"--locker", 1},       {"--junit", 1},        {"--search", 1},
+    {"--seed", 1},         {"--shrink-tries", 1}, {NULL, 0}};
 
 static const char help[] =
     "usage: lockbridge race (--schedule S | --file F | --catalogue DIR)\n"
@@ -25,6 +26,8 @@ static const char help[] =
     "                       [--start-timeout-ms N] [--kill-crashed] [--repeat N]\n"
     "                       [--ports LO-HI] [--junit FILE] [--json]\n"
     "       lockbridge race record --client NAME=CMD... [--record-steps N] [--key K]\n"
+    "       lockbridge race --search N [--seed S] [--shrink-tries N] --ttl-ms N\n"
+    "                       --client NAME=CMD... [--key K] [--counter-key K]\n"
     "\n"
     "Replays race schedules against real client processes. Each client (A, B, ...)\n"
     "gets a loopback port of its own, printed at the start; a proxy there lets the\n"
@@ -42,6 +45,12 @@ static const char help[] =
     "record runs each client alone, in turn, every lock-key command let through as\n"
     "it comes, and prints its first commands as schedule tokens (A:SETNX A:GET\n"
     "A:DEL ...): a schedule that client follows alone, to edit into a row.\n"
+    "\n"
+    "--search records each client once, then draws up to N random schedules from\n"
+    "the seed (interleavings of the clients' steps, pauses in multiples of T, a\n"
+    "crash after an acquisition attempt followed by a liveness check), runs each\n"
+    "against fresh clients, stops at the first violation, shrinks it to a short\n"
+    "schedule that still fails and prints that as a catalogue row.\n"
     "\n"
     "  --schedule S            one schedule, e.g. 'A:SETNX A! +1500 B:SETNX B:GET'\n"
     "  --file F                one catalogue file (see docs/race-replay.md)\n"
@@ -70,6 +79,10 @@ static const char help[] =
     "                          outcome changes is reported flaky, failing the run\n"
     "  --record-steps N        record: lock-key commands recorded per client\n"
     "                          (default 8, at most 64)\n"
+    "  --search N              draw and run at most N random schedules (1..10000)\n"
+    "  --seed S                the search's seed (default 1): a seed draws the same\n"
+    "                          schedules\n"
+    "  --shrink-tries N        runs the shrinking may take (default 60)\n"
     "  --ports LO-HI           take the clients' ports, and the port of the tool's\n"
     "                          own redis-server, from LO..HI (default: any free)\n"
     "  --junit FILE            also write a JUnit XML report to FILE\n"
@@ -77,9 +90,10 @@ static const char help[] =
     "\n"
     "Exit: 0 every schedule met its expectation; 1 usage; 4 connection or Redis\n"
     "error, or the server lost during the run; 6 a schedule was caught unexpectedly,\n"
-    "passed when it should have been caught, or could not be followed; 128 + the\n"
-    "signal when SIGTERM or SIGINT stopped the run (its processes and files are\n"
-    "removed and the report written first).\n"
+    "passed when it should have been caught, or could not be followed (--search:\n"
+    "one of the N was caught, or a client recorded nothing; 0 none was); 128 +\n"
+    "the signal when SIGTERM or SIGINT stopped the run (its processes and files\n"
+    "are removed and the report written first).\n"
     "Connection: -h HOST -p PORT -s SOCKET -a PASSWORD --user USER -n DB.\n";
 
 #define MAX_ROWS 64
@@ -773,6 +787,150 @@ static int run_record(const lb__cli_args *a, settings *s) {
     return code;
 }
 
+/* ---- --search ------------------------------------------------------------------------ */
+
+/* One line per run as the search goes: what it drew, what each shrinking
+ * try kept, the replay of the line printed. */
+static void search_progress(const char *phase, int n, lb__race_verdict v, const char *kind,
+                            const char *line) {
+    int caught = v == LB__RACE_CAUGHT && kind[0];
+    if (lb__cli_is_json()) {
+        cJSON *o = lb__cli_event("race_search_run");
+        if (!o) return;
+        lb__cli_add_str(o, "phase", phase);
+        if (n > 0) lb__cli_add_i64(o, "n", n);
+        if (strcmp(phase, "record") != 0) {
+            lb__cli_add_str(o, "verdict", verdict_name(v));
+            lb__cli_add_str(o, "kind", caught ? kind : "");
+        }
+        lb__cli_add_str(o, "schedule", line);
+        lb__cli_emit(o);
+    } else if (strcmp(phase, "record") == 0) {
+        printf("recorded: %s\n", line);
+    } else {
+        printf("%s %d: %s%s%s: %s\n", phase, n, verdict_name(v), caught ? ":" : "",
+               caught ? kind : "", line);
+    }
+    fflush(stdout);
+}
+
+static void search_report(const settings *s, const lb__race_search *se,
+                          const lb__race_found *f, lb__race_verdict v) {
+    char exp[96];
+    snprintf(exp, sizeof exp, "%s=caught:%s", s->locker ? s->locker : "*", f->kind);
+    if (lb__cli_is_json()) {
+        cJSON *o = lb__cli_event("race_search");
+        if (!o) return;
+        lb__cli_add_i64(o, "seed", (int64_t)se->seed);
+        lb__cli_add_i64(o, "tried", f->tried);
+        lb__cli_add_str(o, "recorded", f->recorded);
+        lb__cli_add_bool(o, "found", f->found);
+        if (f->found) {
+            lb__cli_add_str(o, "kind", f->kind);
+            lb__cli_add_str(o, "drawn", f->first);
+            lb__cli_add_str(o, "schedule", f->schedule);
+            lb__cli_add_i64(o, "tokens", f->tokens);
+            lb__cli_add_i64(o, "shrink_runs", f->shrink_runs);
+            lb__cli_add_bool(o, "replayed", f->replayed);
+            lb__cli_add_str(o, "expect", exp);
+            lb__cli_add_str(o, "trace", f->trace ? f->trace : "");
+        }
+        lb__cli_add_str(o, "detail", f->detail);
+        lb__cli_emit(o);
+        return;
+    }
+    printf("\n");
+    if (!f->found) {
+        if (v == LB__RACE_PASSED)
+            printf("search: none of %d schedules (seed %llu) was caught\n", f->tried,
+                   (unsigned long long)se->seed);
+        else printf("search: %s\n", f->detail);
+        return;
+    }
+    printf("search: schedule %d (seed %llu) caught: %s\n  drawn:  %s\n"
+           "  shrunk: %s (%d runs; replayed as printed: %s)\n\n",
+           f->tried, (unsigned long long)se->seed, f->kind, f->first, f->schedule,
+           f->shrink_runs, f->replayed ? "caught again" : "NOT caught again, timing-sensitive");
+    printf("# race: found by --search %d --seed %llu: %s\n# expect %s\n%s\n\n%s",
+           se->schedules, (unsigned long long)se->seed, f->detail, exp, f->schedule,
+           f->trace ? f->trace : "");
+    fflush(stdout);
+}
+
+static int read_search(const lb__cli_args *a, settings *s, lb__race_search *se) {
+    int64_t v;
+    memset(se, 0, sizeof *se);
+    const char *n = lb__cli_opt(a, opts, "--search"), *seed = lb__cli_opt(a, opts, "--seed");
+    const char *tries = lb__cli_opt(a, opts, "--shrink-tries");
+    if (lb__cli_int(a, "--search", n, 1, 10000, &v) != 0) return -1;
+    se->schedules = (int)v;
+    se->seed = 1;
+    if (seed && lb__cli_int(a, "--seed", seed, 0, 4294967295LL, &v) != 0) return -1;
+    if (seed) se->seed = (uint64_t)v;
+    se->shrink_tries = 60;
+    if (tries && lb__cli_int(a, "--shrink-tries", tries, 0, 10000, &v) != 0) return -1;
+    if (tries) se->shrink_tries = (int)v;
+    if (lb__cli_opt(a, opts, "--schedule") || lb__cli_opt(a, opts, "--file") ||
+        lb__cli_opt(a, opts, "--catalogue") || lb__cli_opt(a, opts, "--junit") ||
+        lb__cli_opt(a, opts, "--repeat"))
+        return lb__cli_usage(a, "--search takes no --schedule, --file, --catalogue, --junit "
+                             "or --repeat"), -1;
+    for (int c = 0; c < LB__RACE_MAX_CLIENTS; c++)
+        if (s->client_cmd[c]) s->cfg.nclients = c + 1;
+    for (int c = 0; c < s->cfg.nclients; c++)
+        if (!s->client_cmd[c])
+            return lb__cli_usage(a, "--search: clients are named from A on; %c has no --client",
+                                 'A' + c), -1;
+    if (s->cfg.nclients < 2) return lb__cli_usage(a, "--search needs two --client at least"), -1;
+    if (s->cfg.t_ms <= 0)
+        return lb__cli_usage(a, "--search needs --ttl-ms: its pauses are multiples of it"), -1;
+    return 0;
+}
+
+/* `race --search N`: the clients recorded, N schedules drawn, the first caught
+ * shrunk and printed as a row. */
+static int run_search(const lb__cli_args *a, settings *s) {
+    lb__race_search se;
+    if (read_search(a, s, &se) != 0) return LB__CLI_EXIT_USAGE;
+    s->cfg.search = 1;
+    struct sigaction old[2];
+    catch_stops(old);
+    lb__race_server server = {0};
+    lb__cli_conn own;
+    redisContext *ctl = NULL;
+    char why[256] = "";
+    int ports[LB__RACE_MAX_CLIENTS] = {0}, code;
+    lb__race_found f;
+    memset(&f, 0, sizeof f);
+    if (set_up(a, s, &server, &own, &ctl, why, sizeof why) != 0 ||
+        !(se.proxy = lb__race_proxy_new(&s->cfg, ports, why, sizeof why))) {
+        code = lb__cli_error(a, NULL, LB_EIO, why);
+    } else {
+        print_ports(s, ports);
+        se.ctl = ctl;
+        se.cfg = &s->cfg;
+        se.client_cmd = s->client_cmd;
+        se.ports = ports;
+        se.dir = s->dir;
+        se.start_timeout_ms = s->start_timeout_ms;
+        se.progress = search_progress;
+        lb__race_verdict v = lb__race_search_run(&se, &f);
+        /* A schedule caught before a signal is still worth its line. */
+        if (!lb__race_stop_signal || f.found) search_report(s, &se, &f, v);
+        code = lb__race_stop_signal ? 128 + (int)lb__race_stop_signal
+               : v == LB__RACE_ERROR ? lb__cli_error(a, NULL, LB_EIO, f.detail)
+               : v == LB__RACE_PASSED ? LB__CLI_EXIT_OK
+                                      : LB__CLI_EXIT_UNSAFE;
+    }
+    free(f.trace);
+    lb__race_proxy_free(se.proxy);
+    remove_dir(s);
+    if (ctl) redisFree(ctl);
+    lb__race_server_stop(&server);
+    release_stops(old);
+    return code;
+}
+
 static int run(const lb__cli_args *a) {
     settings s;
     int n = 0, code;
@@ -784,6 +942,7 @@ static int run(const lb__cli_args *a) {
                                  a->pos[0]);
         return run_record(a, &s);
     }
+    if (lb__cli_opt(a, opts, "--search")) return run_search(a, &s);
     lb__race_row *rows = calloc(MAX_ROWS, sizeof *rows);
     result *res = calloc(MAX_ROWS, sizeof *res);
     if (!rows || !res) {

@@ -102,6 +102,9 @@ typedef struct lb__race_config {
     int64_t t_ms;                 /* the validity T of +NT pauses, ms */
     int live_steps;               /* A? must acquire within this many lock-key commands */
     int kill_crashed;             /* A!: also kill A's process */
+    /* The search's judge: a hold counts from when the acquiring command was
+     * sent, and A? fails only when no other client may still hold. */
+    int search;
     int nclients;
 } lb__race_config;
 
@@ -142,12 +145,50 @@ int lb__race_proxy_record(lb__race_proxy *p, int x, int steps, int64_t start_tim
                           char *out, size_t cap);
 /* Tokens of the schedule that were carried out. */
 int lb__race_proxy_followed(const lb__race_proxy *p);
+/* The name of the last lock-key command token i of the schedule let through
+ * ("" when none): what a bare step `A` turned out to be. */
+const char *lb__race_proxy_named(const lb__race_proxy *p, int i);
 /* Critical sections (counter GET to SET) the schedule saw. */
 int lb__race_proxy_sections(const lb__race_proxy *p);
 
 /* The signal (SIGTERM, SIGINT) that asked the run to stop; 0 while none has.
  * The proxy's loop checks it at least every 20 ms and ends the schedule. */
 extern volatile sig_atomic_t lb__race_stop_signal;
+
+/* ---- The search (race_search.c) ----------------------------------------------------- */
+typedef struct lb__race_search {
+    lb__race_proxy *proxy;
+    redisContext *ctl;          /* the tool's own connection: resets the keys */
+    const lb__race_config *cfg;
+    const char **client_cmd;    /* [LB__RACE_MAX_CLIENTS]; NULL: not given */
+    const int *ports;
+    const char *dir;            /* the run's folder for the clients' stderr; "" none */
+    int64_t start_timeout_ms;
+    int schedules;              /* --search N: schedules drawn at most */
+    uint64_t seed;              /* --seed S */
+    int shrink_tries;           /* runs the shrinking may take */
+    /* Called after every run ("draw", "shrink", "replay") with the schedule
+     * as run, steps named where they went through; and once after the
+     * recording ("record", n 0, line: the clients' sequences). */
+    void (*progress)(const char *phase, int n, lb__race_verdict v, const char *kind,
+                     const char *line);
+} lb__race_search;
+
+typedef struct lb__race_found {
+    int found, tried, shrink_runs, replayed, tokens;
+    char kind[32];
+    char detail[1024];
+    char recorded[LB__RACE_SCHED_MAX]; /* each client's lone sequence, " | " between */
+    char first[LB__RACE_SCHED_MAX];    /* the schedule caught, as drawn, steps named */
+    char schedule[LB__RACE_SCHED_MAX]; /* shrunk, steps named: the catalogue line */
+    char *trace;                       /* the shrunk line's replay; the caller frees it */
+} lb__race_found;
+
+/* Records each client alone, then draws up to `schedules` schedules from the
+ * seed and runs each until one is caught, which is shrunk and replayed as
+ * printed. CAUGHT (f->found), PASSED (none caught), NOT_FOLLOWED (a client
+ * recorded nothing: f->detail) or ERROR. */
+lb__race_verdict lb__race_search_run(const lb__race_search *se, lb__race_found *f);
 
 /* ---- Processes ------------------------------------------------------------------- */
 /* Runs `cmdline` with every "{port}" replaced by `port` under /bin/sh -c, in a

@@ -80,6 +80,8 @@ typedef struct rclient {
     char errpath[300]; /* its stderr; "" none */
     int frozen;
     int holds;
+    int crashed_holding; /* frozen while it held: its lock lives out its validity */
+    double acq_reply_at; /* when its acquisition's reply came: the latest its validity starts */
     double acq_at, last_rx;
     sighting seen;
     /* Critical sections are the client's, on whichever of its connections they
@@ -105,6 +107,7 @@ struct lb__race_proxy {
     int resetting; /* connections closed by the tool, not by their clients */
     int sections;  /* critical sections seen in this schedule */
     char last_granted[24]; /* the name of the last lock-key command let through */
+    char named[LB__RACE_MAX_TOKENS][24]; /* per token: the last command it let through */
 };
 
 /* ---- Small helpers ------------------------------------------------------------------ */
@@ -365,14 +368,17 @@ static int holds_validly(const lb__race_proxy *p, int i) {
     return ttl <= 0 || now_ms() - c->acq_at < (double)ttl;
 }
 
-static void acquire(lb__race_proxy *p, int x, const char *how) {
+/* `sent`: when the proxy read the acquiring command. The search counts a hold
+ * from then, since a client computes the expiry it writes before it sends. */
+static void acquire(lb__race_proxy *p, int x, const char *how, double sent) {
     if (p->cl[x].holds) return;
     for (int y = 0; y < p->cfg.nclients; y++)
         if (y != x && holds_validly(p, y))
             violate(p, "exclusion", "%c acquired (%s) while %c holds the lock", name_of(x), how,
                     name_of(y));
     p->cl[x].holds = 1;
-    p->cl[x].acq_at = now_ms();
+    p->cl[x].acq_at = p->cfg.search ? sent : now_ms();
+    p->cl[x].acq_reply_at = now_ms();
     trace_add(p, "  %c acquired (%s)\n", name_of(x), how);
 }
 
@@ -462,15 +468,15 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     int is_bulk = reply_bulk(r, n, &v, &vlen) == 0;
     if (strcmp(m->name, "SETNX") == 0 && reply_is(r, n, ":1\r")) {
         write_key(p, x, m);
-        acquire(p, x, "SETNX replied 1");
+        acquire(p, x, "SETNX replied 1", m->at);
     } else if (strcmp(m->name, "SET") == 0 && reply_is(r, n, "+OK\r")) {
         write_key(p, x, m);
-        if (m->nx) acquire(p, x, "SET NX replied OK");
+        if (m->nx) acquire(p, x, "SET NX replied OK", m->at);
     } else if (strcmp(m->name, "GETSET") == 0 && (r[0] == '$' || r[0] == '_')) {
         write_key(p, x, m);
         if (is_bulk && c->lastget_kind == 1 && vlen == c->lastgetlen &&
             memcmp(v, c->lastget, vlen) == 0) {
-            acquire(p, x, "GETSET returned the value its GET saw");
+            acquire(p, x, "GETSET returned the value its GET saw", m->at);
             past_expiry(p, x, m, v, vlen);
         }
     } else if ((strcmp(m->name, "DEL") == 0 || strcmp(m->name, "UNLINK") == 0) &&
@@ -483,7 +489,7 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     } else if (strcmp(m->name, "INCR") == 0 && reply_is(r, n, ":1\r")) {
         p->owner = x;
         p->keyvallen = 0;
-        acquire(p, x, "INCR replied 1");
+        acquire(p, x, "INCR replied 1", m->at);
     } else if (strncmp(m->name, "EVAL", 4) == 0 || strcmp(m->name, "FCALL") == 0) {
         p->owner = -1; /* what a script wrote is not on the wire */
     }
@@ -500,7 +506,7 @@ static void on_counter_send(lb__race_proxy *p, conn *c, const cmd *m) {
                     name_of(x), name_of(y));
     p->cl[x].in_cs = 1;
     p->sections++;
-    acquire(p, x, "entered its critical section");
+    acquire(p, x, "entered its critical section", m->at);
 }
 
 static void on_counter_reply(lb__race_proxy *p, conn *c, const cmd *m) {
@@ -942,6 +948,24 @@ static lb__race_verdict one_command(lb__race_proxy *p, int x, const char *want) 
     return LB__RACE_PASSED;
 }
 
+/* Whether another client may still hold the lock, so that x's failing to
+ * acquire proves nothing: it holds and is alive (a paused holder releases
+ * when it resumes), or it was frozen while it held and its validity may not
+ * have run out: counted from the reply to its acquisition, the latest it can
+ * start (from the send, a verdict would turn on how long the start-up
+ * barrier held the command). */
+static int another_may_hold(const lb__race_proxy *p, int x) {
+    for (int y = 0; y < p->cfg.nclients; y++) {
+        const rclient *c = &p->cl[y];
+        int64_t ttl = p->cfg.client_ttl_ms[y] > 0 ? p->cfg.client_ttl_ms[y] : p->cfg.ttl_ms;
+        if (y == x) continue;
+        if (c->holds && !c->frozen) return 1;
+        if (c->crashed_holding && (ttl <= 0 || now_ms() - c->acq_reply_at < (double)ttl))
+            return 1;
+    }
+    return 0;
+}
+
 static lb__race_verdict live(lb__race_proxy *p, int x) {
     trace_add(p, "[%c?] %c alone must come to hold the lock within %d commands\n", name_of(x),
               name_of(x), p->cfg.live_steps);
@@ -950,6 +974,11 @@ static lb__race_verdict live(lb__race_proxy *p, int x) {
         if (v != LB__RACE_PASSED || p->violated) return v;
     }
     if (holds_validly(p, x)) return LB__RACE_PASSED;
+    if (p->cfg.search && another_may_hold(p, x)) {
+        trace_add(p, "  %c did not acquire, but another client may still hold the lock: "
+                  "not judged\n", name_of(x));
+        return LB__RACE_PASSED;
+    }
     violate(p, "liveness", "%c could not acquire within %d commands on the lock key", name_of(x),
             p->cfg.live_steps);
     return LB__RACE_PASSED;
@@ -1004,6 +1033,7 @@ static lb__race_verdict release(lb__race_proxy *p, int x) {
 
 static void crash(lb__race_proxy *p, int x) {
     p->cl[x].frozen = 1;
+    p->cl[x].crashed_holding = p->cl[x].holds;
     p->cl[x].holds = 0;
     if (p->cfg.kill_crashed && p->cl[x].pid > 0) {
         kill(-p->cl[x].pid, SIGKILL);
@@ -1082,7 +1112,9 @@ lb__race_verdict lb__race_proxy_run(lb__race_proxy *p, const lb__race_sched *s,
             return silent(p, i, waited);
         }
     for (int i = 0; i < s->n; i++) {
+        p->last_granted[0] = '\0';
         lb__race_verdict v = run_token(p, &s->tok[i]);
+        memcpy(p->named[i], p->last_granted, sizeof p->named[i]);
         if (v != LB__RACE_PASSED) return v;
         p->followed = i + 1;
         if (p->violated) return LB__RACE_CAUGHT;
@@ -1178,6 +1210,7 @@ void lb__race_proxy_reset(lb__race_proxy *p) {
     p->trace[0] = p->detail[0] = p->kind[0] = '\0';
     p->tracelen = 0;
     p->violated = p->followed = p->failed = p->sections = 0;
+    memset(p->named, 0, sizeof p->named);
 }
 
 void lb__race_proxy_free(lb__race_proxy *p) {
@@ -1199,4 +1232,7 @@ const char *lb__race_proxy_trace(const lb__race_proxy *p) { return p->trace; }
 const char *lb__race_proxy_detail(const lb__race_proxy *p) { return p->detail; }
 const char *lb__race_proxy_kind(const lb__race_proxy *p) { return p->kind; }
 int lb__race_proxy_followed(const lb__race_proxy *p) { return p->followed; }
+const char *lb__race_proxy_named(const lb__race_proxy *p, int i) {
+    return i >= 0 && i < LB__RACE_MAX_TOKENS ? p->named[i] : "";
+}
 int lb__race_proxy_sections(const lb__race_proxy *p) { return p->sections; }

@@ -137,7 +137,8 @@ uninstall:
 TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
-CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c
+CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c \
+    tests/harness/mlock_util.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 # The tool's redis-server starter is the tests' too (it needs hiredis only).
@@ -206,8 +207,10 @@ asan:
 
 # ThreadSanitizer build of the tests whose code runs threads of its own.
 TSAN_TESTS := tests/integration/test_watchdog
-# lb_mlock_notify from a subscriber thread; mode-following clients in threads.
-TSAN_TESTS += tests/integration/test_migrate
+# lb_mlock_notify from a subscriber thread; mode-following clients in threads;
+# a handle waiting on a thread of its own.
+TSAN_TESTS += tests/integration/test_migrate_modes tests/integration/test_migrate_fleets \
+    tests/integration/test_migrate_wait
 # The fault tests steer a proxy thread (tests/harness/proxy.c).
 TSAN_TESTS += tests/integration/test_faults
 # The waiter's thread wakes waits on many threads.

@@ -138,7 +138,7 @@ TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
 CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c \
-    tests/harness/mlock_util.c
+    tests/harness/mlock_util.c tests/harness/race_search.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 # The tool's redis-server starter is the tests' too (it needs hiredis only).
@@ -149,7 +149,7 @@ TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)
 # tests/run.sh runs the binaries side by side in the order given: the longest
 # go first (timed on a 2-core machine, these four take over half of the run),
 # so that no long one starts last and runs alone at the end.
-TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races test_interop \
+TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races_fair test_interop \
     test_race_replay test_modern_wait)
 TEST_ORDER = $(filter $(TEST_LONG),$(1)) $(filter-out $(TEST_LONG),$(1))
 TEST_OBJ  := $(TEST_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o)
@@ -221,16 +221,20 @@ tsan: check-deps
 	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	    bash tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
 
-# The exhaustive searches of test_races at the depths they are written for
-# (`make test` runs each a step shallower, see search_depth there), the
-# lockbridge fleets' searches to EXPLORE_DEPTH steps (two clients; three: two
-# less). CI runs `make explore EXPLORE_DEPTH=5`, the written depth (about 5 min
-# on 2 cores); the default, 7, takes far longer.
+# The exhaustive searches of the test_races_* binaries at the depths they are
+# written for (`make test` runs each a step shallower, see search_depth in
+# tests/harness/race_search.c), the lockbridge fleets' searches to
+# EXPLORE_DEPTH steps (two clients; three: two less). CI runs `make explore
+# EXPLORE_DEPTH=5`, the written depth (about 5 min on 2 cores); the default, 7,
+# takes far longer. Every binary runs, one after another, even after a failure.
 EXPLORE_DEPTH ?= 7
+RACE_BINS := $(patsubst %,$(BUILD)/tests/integration/test_races_%,legacy fair migration gate)
 # The searches' operator runs the tool of this build.
-explore: $(BUILD)/tests/integration/test_races $(TOOL)
-	BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) \
-	    $(BUILD)/tests/integration/test_races
+explore: $(RACE_BINS) $(TOOL)
+	@status=0; for t in $(RACE_BINS); do \
+	    echo "$$t"; \
+	    BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $$t || status=1; \
+	done; exit $$status
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).

@@ -138,7 +138,7 @@ TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
 CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c \
-    tests/harness/mlock_util.c tests/harness/race_search.c
+    tests/harness/mlock_util.c tests/harness/race_search.c tests/harness/race_client.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 # The tool's redis-server starter is the tests' too (it needs hiredis only).

@@ -10,7 +10,6 @@
 
 #include "harness/mlock_util.h"
 #include "harness/redis_util.h"
-#include "migrate/internal.h"
 
 void lbt_del(redisContext *c, const char *key) { lbt_cmd_ok(c, "DEL %s", key); }
 

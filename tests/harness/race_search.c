@@ -11,7 +11,6 @@
 #include <cmocka.h>
 
 #include "harness/race_search.h"
-#include "migrate/internal.h"
 
 static int run_scenario(const lbt_redis *server, const lbt_race_scenario *s) {
     lbr_world_config cfg;

@@ -137,7 +137,8 @@ uninstall:
 TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
-CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c
+CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c \
+    tests/harness/mlock_util.c tests/harness/race_search.c tests/harness/race_client.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
 # The tool's redis-server starter is the tests' too (it needs hiredis only).
@@ -148,7 +149,7 @@ TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)
 # tests/run.sh runs the binaries side by side in the order given: the longest
 # go first (timed on a 2-core machine, these four take over half of the run),
 # so that no long one starts last and runs alone at the end.
-TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races test_interop \
+TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races_fair test_interop \
     test_race_replay test_modern_wait)
 TEST_ORDER = $(filter $(TEST_LONG),$(1)) $(filter-out $(TEST_LONG),$(1))
 TEST_OBJ  := $(TEST_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o)
@@ -206,8 +207,10 @@ asan:
 
 # ThreadSanitizer build of the tests whose code runs threads of its own.
 TSAN_TESTS := tests/integration/test_watchdog
-# lb_mlock_notify from a subscriber thread; mode-following clients in threads.
-TSAN_TESTS += tests/integration/test_migrate
+# lb_mlock_notify from a subscriber thread; mode-following clients in threads;
+# a handle waiting on a thread of its own.
+TSAN_TESTS += tests/integration/test_migrate_modes tests/integration/test_migrate_fleets \
+    tests/integration/test_migrate_wait
 # The fault tests steer a proxy thread (tests/harness/proxy.c).
 TSAN_TESTS += tests/integration/test_faults
 # The waiter's thread wakes waits on many threads.
@@ -218,20 +221,26 @@ tsan: check-deps
 	BUILD=build-tsan TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	    bash tests/run.sh $(TSAN_TESTS:%=build-tsan/%)
 
-# The exhaustive searches of test_races at the depths they are written for
-# (`make test` runs each a step shallower, see search_depth there), the
-# lockbridge fleets' searches to EXPLORE_DEPTH steps (two clients; three: two
-# less), and `lockbridge race --search` finding the known races in the Java
-# lockers (it skips itself in `make test`: each schedule starts JVMs). CI runs
+# The exhaustive searches of the test_races_* binaries at the depths they are
+# written for (`make test` runs each a step shallower, see search_depth in
+# tests/harness/race_search.c), the lockbridge fleets' searches to
+# EXPLORE_DEPTH steps (two clients; three: two less), and `lockbridge race
+# --search` finding the known races in the Java lockers (test_race_search,
+# which skips those cases in `make test`: each schedule starts JVMs). CI runs
 # `make explore EXPLORE_DEPTH=5`, the written depth; the default, 7, takes far
-# longer.
+# longer. Every binary runs, one after another, even after a failure.
 EXPLORE_DEPTH ?= 7
+RACE_BINS := $(patsubst %,$(BUILD)/tests/integration/test_races_%,legacy fair migration gate)
 # The searches' operator runs the tool of this build.
-explore: $(BUILD)/tests/integration/test_races $(BUILD)/tests/integration/test_race_search \
-         $(TOOL) $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
-	BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) \
-	    $(BUILD)/tests/integration/test_races
-	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_race_search
+explore: $(RACE_BINS) $(BUILD)/tests/integration/test_race_search $(TOOL) \
+         $(if $(JAVA_SRC),$(BUILD)/java/.stamp)
+	@status=0; for t in $(RACE_BINS); do \
+	    echo "$$t"; \
+	    BUILD=$(BUILD) LB_EXPLORE=full LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $$t || status=1; \
+	done; \
+	BUILD=$(BUILD) LB_EXPLORE_DEPTH=$(EXPLORE_DEPTH) $(BUILD)/tests/integration/test_race_search \
+	    || status=1; \
+	exit $$status
 
 # Unit tests and the library's own integration tests (the suites that mostly run
 # child processes, tool and JVM, are left out: their time is spent elsewhere).

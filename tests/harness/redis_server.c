@@ -13,9 +13,7 @@
 
 #include "tool/common/redis_child.h"
 
-/* Asks the kernel for a free port; the server may still lose a race for it, in
- * which case lbt_redis_start tries another. */
-static int free_port(void) {
+int lbt_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     struct sockaddr_in a;
@@ -43,7 +41,7 @@ int lbt_redis_start(lbt_redis *r, const char *const *extra) {
     if (!mkdtemp(r->dir)) return -1;
     /* Another process may take the free port first: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = free_port();
+        r->port = lbt_free_port();
         if (r->port <= 0) continue;
         r->pid = spawn(r, extra);
         if (r->pid < 0) break;

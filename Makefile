@@ -142,8 +142,10 @@ CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harne
     tests/harness/wait_fixture.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
-# The tool's redis-server starter is the tests' too (it needs hiredis only).
-HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tool/common/redis_child.o
+# The tool's redis-server starter and loopback sockets are the tests' too (they
+# need hiredis and libc only).
+HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tool/common/redis_child.o \
+    $(BUILD)/obj/tool/common/loopback.o
 TEST_UNIT_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_INT_BINS  := $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)

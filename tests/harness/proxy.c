@@ -2,8 +2,8 @@
  * listening socket, a wake-up pipe and every connection pair; control calls
  * set the mode under a mutex and wait until the thread has applied it. */
 #include "harness/proxy.h"
+#include "tool/common/loopback.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -150,17 +150,8 @@ static long resp_skip(const char *b, size_t n) {
 }
 
 static int connect_target(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = lb__loopback_connect(port);
     if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     set_nonblock(fd);
@@ -364,20 +355,8 @@ int lbt_proxy_accepted(const lbt_proxy *p) {
 }
 
 static int listen_loopback(int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(a.sin_port);
-    set_nonblock(fd);
+    int fd = lb__loopback_bind(0, 0, 1, port);
+    if (fd >= 0) set_nonblock(fd);
     return fd;
 }
 

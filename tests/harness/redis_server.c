@@ -1,32 +1,19 @@
 /* Starts and stops real redis-server processes for tests (see redis_server.h). */
 #include "harness/redis_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "tool/common/loopback.h"
 #include "tool/common/redis_child.h"
 
-/* Asks the kernel for a free port; the server may still lose a race for it, in
- * which case lbt_redis_start tries another. */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+int lbt_free_port(void) {
+    int port = -1, fd = lb__loopback_bind(0, 0, 0, &port);
     if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
     close(fd);
     return port;
 }
@@ -43,7 +30,7 @@ int lbt_redis_start(lbt_redis *r, const char *const *extra) {
     if (!mkdtemp(r->dir)) return -1;
     /* Another process may take the free port first: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = free_port();
+        r->port = lbt_free_port();
         if (r->port <= 0) continue;
         r->pid = spawn(r, extra);
         if (r->pid < 0) break;

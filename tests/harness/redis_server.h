@@ -13,6 +13,9 @@ typedef struct lbt_redis {
     char dir[128];
 } lbt_redis;
 
+/* A loopback port free now; the server started on it may still lose a race
+ * for it (lbt_redis_start then tries another). -1 when none. */
+int lbt_free_port(void);
 /* Starts redis-server (LB_REDIS_SERVER overrides the binary) with persistence
  * off and any extra "--name value" arguments given as a NULL-terminated list
  * (extra may be NULL). Returns 0 once it answers PING, -1 on failure. */

@@ -2,32 +2,13 @@
 #include "harness/sentinel.h"
 #include "harness/sleep.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
 
 /* A reply of `cmd` on a server as text (status or bulk) into buf; 0 or -1. */
 static int text_of(const lbt_redis *r, const char *cmd, char *buf, size_t cap) {
@@ -50,7 +31,7 @@ static int start_sentinel(lbt_redis *r, int primary_port) {
     char conf[192];
     snprintf(conf, sizeof conf, "%s/sentinel.conf", r->dir);
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = free_port();
+        r->port = lbt_free_port();
         FILE *f = fopen(conf, "w");
         if (!f) return -1;
         fprintf(f, "port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s/redis.log\n"

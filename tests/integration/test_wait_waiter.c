@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "harness/failing_alloc.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "harness/sleep.h"
@@ -361,24 +362,12 @@ static void test_the_waiter_authenticates(void **state) {
     lb_waiter_free(w);
 }
 
-/* Fails the n-th allocation; counts what is live so leaks show. */
-typedef struct counting { int fail_at, calls, live; } counting;
-static void *count_malloc(void *ud, size_t n) {
-    counting *c = ud;
-    if (++c->calls == c->fail_at) return NULL;
-    __atomic_fetch_add(&c->live, 1, __ATOMIC_RELAXED);
-    return malloc(n);
-}
-static void count_free(void *ud, void *p) {
-    __atomic_fetch_sub(&((counting *)ud)->live, 1, __ATOMIC_RELAXED);
-    free(p);
-}
-
+/* Failing the n-th allocation, for every n, leaves nothing live. */
 static void test_every_allocation_failure_is_clean(void **state) {
     (void)state;
     for (int n = 1;; n++) {
-        counting cnt = {n, 0, 0};
-        lb_allocator alloc = {count_malloc, count_free, &cnt};
+        lbt_failing_alloc cnt;
+        lb_allocator alloc = lbt_failing_allocator(&cnt, n);
         lb_lock_options o;
         lb_lock_options_init(&o);
         o.fair = 1;

@@ -363,7 +363,8 @@ static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state)
     lb_lock_free(a);
 }
 
-/* Failing the n-th allocation, for every n, leaves nothing live. */
+/* A fencing lock: failing the n-th allocation, for every n, leaves nothing
+ * live. */
 static void test_every_allocation_failure_is_clean(void **state) {
     (void)state;
     for (int n = 1;; n++) {

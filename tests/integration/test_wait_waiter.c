@@ -362,7 +362,8 @@ static void test_the_waiter_authenticates(void **state) {
     lb_waiter_free(w);
 }
 
-/* Failing the n-th allocation, for every n, leaves nothing live. */
+/* A fair lock and a waiter: failing the n-th allocation, for every n,
+ * leaves nothing live. */
 static void test_every_allocation_failure_is_clean(void **state) {
     (void)state;
     for (int n = 1;; n++) {

@@ -2,6 +2,7 @@
  * listening socket, a wake-up pipe and every connection pair; control calls
  * set the mode under a mutex and wait until the thread has applied it. */
 #include "harness/proxy.h"
+#include "harness/sleep.h"
 #include "tool/common/loopback.h"
 
 #include <errno.h>
@@ -57,12 +58,6 @@ struct lbt_proxy {
     int accepted;
     conn conns[MAX_CONNS];
 };
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void set_nonblock(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);
@@ -269,7 +264,7 @@ static void *run(void *arg) {
     struct pollfd fds[2 + 2 * MAX_CONNS];
     conn *owner[2 + 2 * MAX_CONNS];
     for (;;) {
-        int64_t now = now_ms(), timeout = -1;
+        int64_t now = lbt_mono_ms(), timeout = -1;
         int n = 0;
         fds[n] = (struct pollfd){p->wake[0], POLLIN, 0};
         owner[n++] = NULL;
@@ -290,7 +285,7 @@ static void *run(void *arg) {
             break;
         if ((fds[0].revents & POLLIN) && serve_requests(p)) break;
         if (fds[1].revents & POLLIN) accept_one(p);
-        now = now_ms();
+        now = lbt_mono_ms();
         for (int i = 2; i < n; i += 2) {
             conn *c = owner[i];
             if (c->cfd != fds[i].fd) continue; /* closed by a cut meanwhile */

@@ -166,7 +166,7 @@ int lbt_queued(const char *queue, const char *token) {
     return yes;
 }
 
-/* The client id's current command, from CLIENT LIST ("" when gone). */
+/* From CLIENT LIST: a client gone is not blocked. */
 int lbt_blocked_in_blpop(long long id) {
     redisReply *r = redisCommand(lbt_conn, "CLIENT LIST ID %lld", id);
     assert_non_null(r);

@@ -21,7 +21,7 @@ int lbt_wait_setup(void **state);
 int lbt_wait_teardown(void **state);
 
 /* Polls `ok` until it holds; fails the test after ~10 s (a hang, not a
- * timing judgement). */
+ * timing judgement). For a file that includes <cmocka.h>. */
 #define LBT_EVENTUALLY(ok)                    \
     do {                                      \
         int tries_ = 0;                       \

@@ -138,19 +138,23 @@ TEST_UNIT_SRC := $(wildcard tests/unit/test_*.c)
 TEST_INT_SRC  := $(wildcard tests/integration/test_*.c)
 # The harness files that check with cmocka go into the test binaries only.
 CHECK_HARNESS_SRC := tests/harness/proc.c tests/harness/redis_util.c tests/harness/cli.c \
-    tests/harness/mlock_util.c tests/harness/race_search.c tests/harness/race_client.c
+    tests/harness/mlock_util.c tests/harness/race_search.c tests/harness/race_client.c \
+    tests/harness/wait_fixture.c
 CHECK_HARNESS_OBJ := $(CHECK_HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
 HARNESS_SRC   := $(filter-out $(CHECK_HARNESS_SRC),$(wildcard tests/harness/*.c tests/race/*.c))
-# The tool's redis-server starter is the tests' too (it needs hiredis only).
-HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tool/common/redis_child.o
+# The tool's redis-server starter and loopback sockets are the tests' too (they
+# need hiredis and libc only).
+HARNESS_OBJ   := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tool/common/redis_child.o \
+    $(BUILD)/obj/tool/common/loopback.o
 TEST_UNIT_BINS := $(TEST_UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_INT_BINS  := $(TEST_INT_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_BINS := $(TEST_UNIT_BINS) $(TEST_INT_BINS)
 # tests/run.sh runs the binaries side by side in the order given: the longest
-# go first (timed on a 2-core machine, these four take over half of the run),
-# so that no long one starts last and runs alone at the end.
+# go first (timed on a 2-core machine, these three take the longest; the
+# waiting tests, split by concept, take 10 s or less each), so that no long
+# one starts last and runs alone at the end.
 TEST_LONG := $(patsubst %,$(BUILD)/tests/integration/%,test_races_fair test_interop \
-    test_race_replay test_modern_wait)
+    test_race_replay)
 TEST_ORDER = $(filter $(TEST_LONG),$(1)) $(filter-out $(TEST_LONG),$(1))
 TEST_OBJ  := $(TEST_BINS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o)
 # Keep these objects between runs (they are only prerequisites of pattern rules).
@@ -213,8 +217,11 @@ TSAN_TESTS += tests/integration/test_migrate_modes tests/integration/test_migrat
     tests/integration/test_migrate_wait
 # The fault tests steer a proxy thread (tests/harness/proxy.c).
 TSAN_TESTS += tests/integration/test_faults
-# The waiter's thread wakes waits on many threads.
-TSAN_TESTS += tests/integration/test_modern_wait
+# The waiter's thread wakes waits on many threads; the waiting tests start
+# each blocking acquire on a thread of its own (tests/harness/wait_fixture.c).
+TSAN_TESTS += tests/integration/test_wait_waiter tests/integration/test_wait_polling \
+    tests/integration/test_fair_queue tests/integration/test_fair_grant_list \
+    tests/integration/test_fair_baton tests/integration/test_fair_scripts
 tsan: check-deps
 	$(MAKE) WERROR=-Werror BUILD=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" \
 	    $(TSAN_TESTS:%=build-tsan/%)

@@ -2,8 +2,9 @@
  * listening socket, a wake-up pipe and every connection pair; control calls
  * set the mode under a mutex and wait until the thread has applied it. */
 #include "harness/proxy.h"
+#include "harness/sleep.h"
+#include "tool/common/loopback.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -57,12 +58,6 @@ struct lbt_proxy {
     int accepted;
     conn conns[MAX_CONNS];
 };
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void set_nonblock(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);
@@ -150,17 +145,8 @@ static long resp_skip(const char *b, size_t n) {
 }
 
 static int connect_target(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = lb__loopback_connect(port);
     if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     set_nonblock(fd);
@@ -278,7 +264,7 @@ static void *run(void *arg) {
     struct pollfd fds[2 + 2 * MAX_CONNS];
     conn *owner[2 + 2 * MAX_CONNS];
     for (;;) {
-        int64_t now = now_ms(), timeout = -1;
+        int64_t now = lbt_mono_ms(), timeout = -1;
         int n = 0;
         fds[n] = (struct pollfd){p->wake[0], POLLIN, 0};
         owner[n++] = NULL;
@@ -299,7 +285,7 @@ static void *run(void *arg) {
             break;
         if ((fds[0].revents & POLLIN) && serve_requests(p)) break;
         if (fds[1].revents & POLLIN) accept_one(p);
-        now = now_ms();
+        now = lbt_mono_ms();
         for (int i = 2; i < n; i += 2) {
             conn *c = owner[i];
             if (c->cfd != fds[i].fd) continue; /* closed by a cut meanwhile */
@@ -364,20 +350,8 @@ int lbt_proxy_accepted(const lbt_proxy *p) {
 }
 
 static int listen_loopback(int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(a.sin_port);
-    set_nonblock(fd);
+    int fd = lb__loopback_bind(0, 0, 1, port);
+    if (fd >= 0) set_nonblock(fd);
     return fd;
 }
 

@@ -1,30 +1,19 @@
 /* Starts and stops real redis-server processes for tests (see redis_server.h). */
 #include "harness/redis_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
+#include "tool/common/loopback.h"
 #include "tool/common/redis_child.h"
 
 int lbt_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int port = -1, fd = lb__loopback_bind(0, 0, 0, &port);
     if (fd < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
     close(fd);
     return port;
 }

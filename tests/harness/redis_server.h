@@ -13,13 +13,13 @@ typedef struct lbt_redis {
     char dir[128];
 } lbt_redis;
 
+/* A loopback port free now; the server started on it may still lose a race
+ * for it (lbt_redis_start then tries another). -1 when none. */
+int lbt_free_port(void);
+
 /* Starts redis-server (LB_REDIS_SERVER overrides the binary) with persistence
  * off and any extra "--name value" arguments given as a NULL-terminated list
  * (extra may be NULL). Returns 0 once it answers PING, -1 on failure. */
-/* Asks the kernel for a free loopback port (-1 when it cannot): a server may
- * still lose a race for it, and its starter then tries another. */
-int lbt_free_port(void);
-
 int lbt_redis_start(lbt_redis *r, const char *const *extra);
 /* Stops the server (SIGTERM, then SIGKILL) and removes its directory. */
 void lbt_redis_stop(lbt_redis *r);

@@ -2,8 +2,6 @@
  * refuses connections exits 4 for every command, -n chooses the database,
  * -a and --user authenticate.
  * The tool is $LB_TOOL, or $BUILD/lockbridge (BUILD defaults to build). */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,22 +19,16 @@
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
+#include "tool/common/loopback.h"
 
 static lbt_cli cli;
 
 /* A loopback port bound without listening, written into `out`: it refuses
  * connections for as long as the returned socket stays open. */
 static int closed_port(char out[16]) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int port = 0, fd = lb__loopback_bind(0, 0, 0, &port);
     assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    snprintf(out, 16, "%d", ntohs(a.sin_port));
+    snprintf(out, 16, "%d", port);
     return fd;
 }
 

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include <hiredis/adapters/libevent.h>
 
+#include "harness/failing_alloc.h"
 #include "harness/proxy.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
@@ -856,24 +857,6 @@ static void test_read_only_replica_refuses_every_write(void **state) {
 
 /* ---- allocation failure -------------------------------------------------------- */
 
-/* An allocator that fails its n-th call and counts live blocks, so that a
- * leak on any path shows as live != 0 after the handle is freed. */
-typedef struct failing {
-    int fail_at, calls, live;
-} failing;
-
-static void *failing_malloc(void *ud, size_t n) {
-    failing *f = ud;
-    if (++f->calls == f->fail_at) return NULL;
-    f->live++;
-    return malloc(n);
-}
-
-static void failing_free(void *ud, void *p) {
-    ((failing *)ud)->live--;
-    free(p);
-}
-
 /* Expected: for every n, failing the n-th allocation makes lb_lock_new return
  * LB_ENOMEM with *out NULL and nothing left allocated, or, once n is past
  * what creation needs, every operation (acquire, extend both ways, check,
@@ -884,8 +867,8 @@ static void test_every_allocation_failure_along_token_lock_operations(void **sta
     redisContext *c = connect_port(r->port, 2000);
     for (int fencing = 0; fencing <= 1; fencing++) {
         for (int n = 1;; n++) {
-            failing f = {n, 0, 0};
-            lb_allocator alloc = {failing_malloc, failing_free, &f};
+            lbt_failing_alloc f;
+            lb_allocator alloc = lbt_failing_allocator(&f, n);
             lb_lock_options o;
             lb_lock_options_init(&o);
             o.fencing = fencing;
@@ -923,8 +906,8 @@ static void test_every_allocation_failure_along_quorum_operations(void **state) 
     for (int i = 0; i < 3; i++) m[i] = connect_port(start_server(NULL)->port, 2000);
     int allocations = 0;
     for (int n = 1;; n++) {
-        failing f = {n, 0, 0};
-        lb_allocator alloc = {failing_malloc, failing_free, &f};
+        lbt_failing_alloc f;
+        lb_allocator alloc = lbt_failing_allocator(&f, n);
         lb_quorum_options o;
         lb_quorum_options_init(&o);
         o.ttl_ms = 5000;

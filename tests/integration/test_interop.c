@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include "harness/redis_server.h"
+#include "harness/spawn_into.h"
 #include "lockbridge/lockbridge.h"
 
 /* Durations. Runs are short so the whole file stays near a minute; each
@@ -41,19 +42,9 @@ static int run_seq;
 /* ---- Processes -------------------------------------------------------------------- */
 
 /* Starts argv with stdout into a new temporary file named in `path`. */
-static pid_t lbt_spawn(char *const argv[], char *path, size_t cap) {
+static pid_t spawn_into(char *const argv[], char *path, size_t cap) {
     snprintf(path, cap, "/tmp/lb-interop-XXXXXX");
-    int fd = mkstemp(path);
-    if (fd < 0) return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        close(fd);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(fd);
-    return pid;
+    return lbt_spawn_into(argv, path);
 }
 
 static int lbt_wait(pid_t pid) {
@@ -206,7 +197,7 @@ static pid_t lbt_spawn_java(const run_spec *rs, const char *key, const char *cou
         argv[n++] = (char *)p->java_retry_ms;
     }
     argv[n] = NULL;
-    return lbt_spawn(argv, out, cap);
+    return spawn_into(argv, out, cap);
 }
 
 static pid_t lbt_spawn_tool(const run_spec *rs, const char *key, const char *counter,
@@ -246,7 +237,7 @@ static pid_t lbt_spawn_tool(const run_spec *rs, const char *key, const char *cou
         argv[n++] = margin;
     }
     argv[n] = NULL;
-    return lbt_spawn(argv, out, cap);
+    return spawn_into(argv, out, cap);
 }
 
 static void lbt_print(const run_spec *rs, const lbt_run *r) {
@@ -483,7 +474,7 @@ static pid_t lbt_java_one(const char *kind, const char *key, const char *every,
                     "--kind", (char *)kind, "--port", port, "--key", (char *)key,
                     "--counter-key", counter, "--clients", "1", "--seconds", "1",
                     "--abandon-every", (char *)every, "--timeout-ms", (char *)timeout_ms, NULL};
-    return lbt_spawn(argv, out, cap);
+    return spawn_into(argv, out, cap);
 }
 
 static lb_legacy_lock *lbt_legacy(const char *key, int64_t ttl_ms) {

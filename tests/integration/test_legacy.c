@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "harness/mlock_util.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "harness/sleep.h"
@@ -69,27 +70,11 @@ static void lbt_set(const char *key, const char *v, size_t len) {
     lbt_cmd_ok(admin, "SET %s %b", key, v, len);
 }
 
-static void lbt_del(const char *key) { lbt_cmd_ok(admin, "DEL %s", key); }
-
-/* Asserts the key holds exactly these bytes (v == NULL: the key is absent). */
-static void assert_key(const char *key, const char *v, size_t len) {
-    redisReply *r = redisCommand(admin, "GET %s", key);
-    assert_non_null(r);
-    if (!v) {
-        assert_int_equal(r->type, REDIS_REPLY_NIL);
-    } else {
-        assert_int_equal(r->type, REDIS_REPLY_STRING);
-        assert_int_equal(r->len, len);
-        assert_memory_equal(r->str, v, len);
-    }
-    freeReplyObject(r);
-}
-
 static void assert_key_is_ours(const char *key, const lb_legacy_lock *l) {
     size_t len = lb_legacy_info_of(l).value_len;
     const char *v = lb_legacy_info_of(l).value;
     assert_true(len > 0);
-    assert_key(key, v, len);
+    lbt_assert_key(admin, key, v, len);
 }
 
 /* Writes a value of the lock's codec expiring `offset_ms` from now (negative:
@@ -135,7 +120,7 @@ static int lbt_drive(redisContext *c, lb_machine *m, lbt_hook *h) {
     return rc;
 }
 
-static void act_del(lbt_hook *h) { lbt_del(h->key); }
+static void act_del(lbt_hook *h) { lbt_del(admin, h->key); }
 static void act_set(lbt_hook *h) { lbt_set(h->key, h->value, h->len); }
 
 static long long client_id(redisContext *c) { return lbt_int(c, "CLIENT ID"); }
@@ -178,7 +163,7 @@ static void test_acquire_contend_release_for_every_codec_and_variant(void **stat
         assert_key_is_ours(key, a);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_OK);
         assert_false(lb_legacy_info_of(a).held);
-        assert_key(key, NULL, 0);
+        lbt_assert_key(admin, key, NULL, 0);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(ca)), LB_ESTATE);
         assert_int_equal(lb_legacy_try_acquire(b, lb_on_conn(cb)), LB_OK);
         assert_key_is_ours(key, b);
@@ -206,7 +191,7 @@ static void test_a_crashed_holders_expired_lock_is_taken_over(void **state) {
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
         assert_key_is_ours(key, a);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
-        assert_key(key, NULL, 0);
+        lbt_assert_key(admin, key, NULL, 0);
         lb_legacy_lock_free(a);
     }
 }
@@ -225,7 +210,7 @@ static void test_a_key_deleted_between_setnx_and_get_is_retried(void **state) {
         assert_int_equal(lbt_drive(admin, m, &h), LB_OK);
         assert_int_equal(lb_machine_commands(m), 3); /* SETNX, GET (nil), SETNX */
         assert_key_is_ours(key, a);
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -263,7 +248,7 @@ static void test_losing_the_takeover_race_is_busy(void **state) {
         assert_int_equal(lbt_drive(admin, lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0), &h), LB_EBUSY);
         assert_false(lb_legacy_info_of(a).held);
         if (combos[i].variant == LB_LEGACY_SCRIPTED) {
-            assert_key(key, racer, racerlen);
+            lbt_assert_key(admin, key, racer, racerlen);
         } else {
             redisReply *r = redisCommand(admin, "GET %s", key);
             assert_non_null(r);
@@ -271,7 +256,7 @@ static void test_losing_the_takeover_race_is_busy(void **state) {
             assert_false(r->len == racerlen && memcmp(r->str, racer, racerlen) == 0);
             freeReplyObject(r);
         }
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -318,10 +303,10 @@ static void test_foreign_values_are_reported_and_left_byte_for_byte(void **state
             lbt_set(key, v.v, v.len);
             assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EFOREIGN);
             assert_false(lb_legacy_info_of(a).held);
-            assert_key(key, v.v, v.len);
+            lbt_assert_key(admin, key, v.v, v.len);
             assert_non_null(strstr(lb_legacy_info_of(a).errstr, "not in this client's format"));
         }
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
     free(big);
@@ -370,14 +355,14 @@ static void test_release_after_a_takeover_is_lost_and_leaves_the_new_value(void 
         lbt_set_expiry(&combos[i], key, 90000, other, &otherlen); /* another client took it */
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ELOST);
         assert_false(lb_legacy_info_of(a).held);
-        assert_key(key, other, otherlen);
+        lbt_assert_key(admin, key, other, otherlen);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_EBUSY);
         /* Gone altogether: lost as well, and nothing is created. */
-        lbt_del(key);
+        lbt_del(admin, key);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
-        lbt_del(key);
+        lbt_del(admin, key);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_ELOST);
-        assert_key(key, NULL, 0);
+        lbt_assert_key(admin, key, NULL, 0);
         lb_legacy_lock_free(a);
     }
 }
@@ -424,7 +409,7 @@ static void test_a_release_whose_reply_was_lost_never_deletes_an_equal_later_val
     for (size_t i = 0; i < N_COMBOS; i++) {
         char key[64];
         lbt_key(key, sizeof key, "lostdel", i);
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 10000, &still);
         lb_legacy_lock *b = lbt_lock(&combos[i], key, 10000, &still);
         assert_int_equal(lb_legacy_try_acquire(a, lb_on_conn(admin)), LB_OK);
@@ -468,11 +453,11 @@ static void test_wire_release_inside_the_margin_leaves_the_key(void **state) {
             assert_non_null(strstr(lb_legacy_info_of(a).errstr, "on purpose"));
             assert_false(lb_legacy_info_of(a).held);
             assert_key_is_ours(key, a);
-            lbt_del(key);
+            lbt_del(admin, key);
         } else {
             /* Compare-and-delete is atomic: no margin needed. */
             assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
-            assert_key(key, NULL, 0);
+            lbt_assert_key(admin, key, NULL, 0);
         }
         lb_legacy_lock_free(a);
     }
@@ -515,7 +500,7 @@ static void test_scripted_extend_writes_a_later_expiry(void **state) {
         int64_t old_expiry = lb_legacy_info_of(a).expiry;
         if (combos[i].variant == LB_LEGACY_WIRE) {
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_EINVAL);
-            assert_key(key, before, len);
+            lbt_assert_key(admin, key, before, len);
         } else {
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_OK);
             assert_true(lb_legacy_info_of(a).expiry > old_expiry);
@@ -523,9 +508,9 @@ static void test_scripted_extend_writes_a_later_expiry(void **state) {
             assert_key_is_ours(key, a);
             lbt_set(key, "x", 1);
             assert_int_equal(lb_legacy_extend(a, lb_on_conn(admin), 60000), LB_ELOST);
-            assert_key(key, "x", 1);
+            lbt_assert_key(admin, key, "x", 1);
         }
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -557,7 +542,7 @@ static void test_scripted_variant_survives_script_flush(void **state) {
         assert_key_is_ours(key, a);
         lbt_cmd_ok(admin, "SCRIPT FLUSH");
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), LB_OK);
-        assert_key(key, NULL, 0);
+        lbt_assert_key(admin, key, NULL, 0);
         lb_legacy_lock_free(a);
     }
 }
@@ -643,9 +628,9 @@ static void test_blocking_acquire_on_a_foreign_value_ends_foreign(void **state) 
         lbt_set(key, "{\"uid\":\"u\"}", 11);
         lb_legacy_lock *a = lbt_lock(&combos[i], key, 30000, NULL);
         assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 50), LB_EFOREIGN);
-        assert_key(key, "{\"uid\":\"u\"}", 11);
+        lbt_assert_key(admin, key, "{\"uid\":\"u\"}", 11);
         assert_true(lb_legacy_info_of(a).commands >= 2);
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -677,7 +662,7 @@ static void test_a_foreign_value_fails_a_blocking_acquire_at_once_when_asked(voi
         assert_int_equal(lb_legacy_lock_new(&a, LB_KEY(key), &o), LB_OK);
         assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 60000), LB_EFOREIGN);
         assert_int_equal(sleeps, 0);
-        assert_key(key, "{\"uid\":\"u\"}", 11);
+        lbt_assert_key(admin, key, "{\"uid\":\"u\"}", 11);
         assert_string_not_equal(lb_legacy_info_of(a).foreign, "");
         /* Without the option the same wait sleeps (and is cancelled here). */
         lb_legacy_lock_free(a);
@@ -685,7 +670,7 @@ static void test_a_foreign_value_fails_a_blocking_acquire_at_once_when_asked(voi
         assert_int_equal(lb_legacy_lock_new(&a, LB_KEY(key), &o), LB_OK);
         assert_int_equal(lb_legacy_acquire(a, lb_on_conn(admin), 60000), LB_ECANCELED);
         assert_int_equal(sleeps, 1);
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -744,9 +729,9 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         lbt_hook h = {1, act_kill, key, NULL, 0, client_id(c)};
         assert_int_equal(lbt_drive(c, lb_legacy_machine(a, LB_OP_TRY_ACQUIRE, 0), &h), LB_EIO);
         assert_false(lb_legacy_info_of(a).held);
-        assert_key(key, held, heldlen);
+        lbt_assert_key(admin, key, held, heldlen);
         redisFree(c);
-        lbt_del(key);
+        lbt_del(admin, key);
 
         /* Killed while held: the wire release's GET changed nothing, so the
          * handle stays held and is released again; the scripted release may
@@ -761,7 +746,7 @@ static void test_a_killed_connection_is_eio_never_ok(void **state) {
         assert_key_is_ours(key, a);
         redisFree(c);
         assert_int_equal(lb_legacy_release(a, lb_on_conn(admin)), wire ? LB_OK : LB_ESTATE);
-        lbt_del(key);
+        lbt_del(admin, key);
         lb_legacy_lock_free(a);
     }
 }
@@ -868,7 +853,7 @@ static void test_a_losing_getset_never_shortens_the_winners_lock(void **state) {
                  (long long)l1_expiry);
     redisFree(c);
     lb_legacy_lock_free(ours);
-    lbt_del(key);
+    lbt_del(admin, key);
 }
 
 int main(void) {

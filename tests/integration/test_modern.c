@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "harness/failing_alloc.h"
 #include "harness/redis_server.h"
 #include "harness/redis_util.h"
 #include "lockbridge/lockbridge.h"
@@ -362,24 +363,13 @@ static void test_a_dropped_connection_is_an_io_error_never_a_grant(void **state)
     lb_lock_free(a);
 }
 
-/* Fails the n-th allocation; counts what is live so leaks show. */
-typedef struct counting { int fail_at, calls, live; } counting;
-static void *count_malloc(void *ud, size_t n) {
-    counting *c = ud;
-    if (++c->calls == c->fail_at) return NULL;
-    c->live++;
-    return malloc(n);
-}
-static void count_free(void *ud, void *p) {
-    ((counting *)ud)->live--;
-    free(p);
-}
-
+/* A fencing lock: failing the n-th allocation, for every n, leaves nothing
+ * live. */
 static void test_every_allocation_failure_is_clean(void **state) {
     (void)state;
     for (int n = 1;; n++) {
-        counting cnt = {n, 0, 0};
-        lb_allocator alloc = {count_malloc, count_free, &cnt};
+        lbt_failing_alloc cnt;
+        lb_allocator alloc = lbt_failing_allocator(&cnt, n);
         lb_lock_options o;
         lb_lock_options_init(&o);
         o.fencing = 1;

@@ -1,17 +1,14 @@
 /* `lockbridge race` against a real redis-server, as CI runs it: a run ended by
  * a signal or a lost server cleans up and reports, proxy ports come from the
  * range given, and a set-up failure is a JUnit error. */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <signal.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -134,15 +131,9 @@ static void test_a_server_lost_mid_run_exits_4(void **state) {
 /* A loopback port free now (nothing keeps it free: the tests below only need
  * one that is likely so). */
 static int a_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {0};
-    socklen_t len = sizeof sa;
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    close(fd);
-    return ntohs(sa.sin_port);
+    int p = lbt_free_port();
+    assert_true(p > 0);
+    return p;
 }
 
 /* --ports LO-HI: every client's port is in the range. */

@@ -1,8 +1,6 @@
 /* `lockbridge race` against a real redis-server, refusing what does not parse:
  * malformed and oversized requests close only their connection, and bad
  * schedules and catalogue files are usage errors. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +17,7 @@
 #include "harness/proc.h"
 #include "harness/race_client.h"
 #include "harness/redis_server.h"
+#include "tool/common/loopback.h"
 
 #define KEY "race:lock"
 
@@ -38,12 +37,8 @@ static void test_malformed_requests_close_only_their_connection(void **state) {
     lbt_wait_lines(&p, 1);
     int ap = lbt_port_of(&p, 'A');
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {0};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons((uint16_t)ap);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        int fd = lb__loopback_connect(ap);
+        assert_true(fd >= 0);
         assert_true(write(fd, bad[i], strlen(bad[i])) == (ssize_t)strlen(bad[i]));
         char buf[64];
         assert_int_equal(read(fd, buf, sizeof buf), 0); /* closed by the proxy */

@@ -17,15 +17,10 @@
 #include "harness/proc.h"
 #include "harness/redis_util.h"
 #include "harness/sentinel.h"
+#include "harness/sleep.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_sentinels env;
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int setup(void **state) {
     (void)state;
@@ -218,8 +213,8 @@ static void test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel(voi
     assert_int_equal(pthread_create(&t, NULL, fair_waiter, &f), 0);
     char queue[64];
     assert_true(lb_companion_key("s:fair", 6, "queue", queue, sizeof queue) > 0);
-    int64_t until = mono_ms() + 5000;
-    while (lbt_int(pc, "ZCARD %s", queue) == 0 && mono_ms() < until) {
+    int64_t until = lbt_mono_ms() + 5000;
+    while (lbt_int(pc, "ZCARD %s", queue) == 0 && lbt_mono_ms() < until) {
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
     }
@@ -297,7 +292,7 @@ static void follower_step(follower *f, int i, int promoted, const char *old_addr
         f->taken++;
         if (promoted) {
             if (strcmp(addr, old_addr) == 0) f->on_old++;
-            else if (f->on_new++ == 0) f->followed_ms = mono_ms();
+            else if (f->on_new++ == 0) f->followed_ms = lbt_mono_ms();
         }
         rc = lb_lock_release(l, lb_on_sentinel(f->s));
         if (rc == LB_OK) f->released++;
@@ -367,15 +362,15 @@ static void test_a_forced_failover_is_followed_to_the_new_primary(void **state) 
     redisFree(c);
 
     int promoted = 0;
-    int64_t switched_ms = 0, limit = mono_ms() + 30000;
+    int64_t switched_ms = 0, limit = lbt_mono_ms() + 30000;
     char old_addr[64];
     snprintf(old_addr, sizeof old_addr, "127.0.0.1:%d", env.data[p].port);
-    for (int i = 0; mono_ms() < limit && (f[0].on_new < 50 || f[1].on_new < 50); i++) {
+    for (int i = 0; lbt_mono_ms() < limit && (f[0].on_new < 50 || f[1].on_new < 50); i++) {
         for (int k = 0; k < 2; k++)
             if (f[k].on_new < 50) follower_step(&f[k], i, promoted, old_addr);
         if (!promoted && i % 5 == 0 && lbt_sentinels_wait_primary(&env, r, 0) == 0) {
             promoted = 1;
-            switched_ms = mono_ms();
+            switched_ms = lbt_mono_ms();
         }
     }
     assert_true(promoted);

@@ -2,11 +2,10 @@
  * loopback port between it and the server, run in the harness's own thread
  * until the tool exits or reaches its mode write, which it can hold back. */
 #include "race/tool.h"
+#include "tool/common/loopback.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,38 +54,6 @@ const char *lbr_tool_path(void) {
     if (t && *t) return t;
     snprintf(path, sizeof path, "%s/lockbridge", build && *build ? build : "build");
     return path;
-}
-
-static int listen_loopback(int *port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
-static int connect_server(int port) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a;
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
 }
 
 static void conn_close(relay_conn *c) {
@@ -189,7 +156,7 @@ static void from_server(relay_conn *c) {
 }
 
 static void accept_one(lbr_tool *t) {
-    int cfd = accept(t->listen_fd, NULL, NULL), sfd = cfd >= 0 ? connect_server(t->target_port) : -1;
+    int cfd = accept(t->listen_fd, NULL, NULL), sfd = cfd >= 0 ? lb__loopback_connect(t->target_port) : -1;
     for (int i = 0; i < MAX_CONNS && sfd >= 0; i++) {
         if (t->conns[i].cfd >= 0) continue;
         t->conns[i].cfd = cfd;
@@ -320,7 +287,7 @@ lbr_tool *lbr_tool_start(const lbr_tool_config *cfg) {
     for (int i = 0; i < MAX_CONNS; i++) t->conns[i].cfd = t->conns[i].sfd = -1;
     snprintf(t->hold_key, sizeof t->hold_key, "%s", cfg->hold_key ? cfg->hold_key : "");
     t->holding = t->hold_key[0] != '\0';
-    t->listen_fd = listen_loopback(&t->port);
+    t->listen_fd = lb__loopback_bind(0, 0, 1, &t->port);
     if (t->listen_fd < 0 || make_argv(t, cfg->args, store, sizeof store, argv, port) != 0 ||
         pipe(out) != 0) {
         if (t->listen_fd >= 0) close(t->listen_fd);

@@ -21,6 +21,7 @@
 
 #include "harness/redis_server.h"
 #include "harness/sleep.h"
+#include "harness/spawn_into.h"
 #include "lockbridge/lockbridge.h"
 
 /* Tunables. A fault stalls the server for at most PAUSE_MAX_MS; a command
@@ -448,24 +449,11 @@ static void spawn_java(fleet *f, const char *cp, int seconds) {
     snprintf(secs, sizeof secs, "%d", seconds);
     snprintf(cs, sizeof cs, "%d", cs_sleep_ms);
     snprintf(f->java_out, sizeof f->java_out, "/tmp/lb-soak-XXXXXX");
-    int fd = mkstemp(f->java_out);
-    if (fd < 0) {
-        f->java_pid = -1;
-        return;
-    }
     char *argv[] = {"java", "-cp", (char *)cp, "LegacyLockers", "contend", "--kind",
                     (char *)f->java_kind, "--key", (char *)f->key, "--counter-key",
                     (char *)f->counter, "--port", port, "--clients", jclients, "--seconds", secs,
                     "--cs-sleep-ms", cs, "--timeout-ms", JAVA_TTL_MS, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, STDOUT_FILENO);
-        close(fd);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(fd);
-    f->java_pid = pid;
+    f->java_pid = lbt_spawn_into(argv, f->java_out);
 }
 
 static int64_t json_i64(const cJSON *o, const char *name) {

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "harness/failing_alloc.h"
 #include "legacy/internal.h"
 #include "lockbridge/lockbridge.h"
 #include "unit/lbt_fake.h"
@@ -651,26 +652,6 @@ static void test_a_ttl_too_large_to_encode_fails_without_sending(void **state) {
 }
 
 /* ---- Allocation failure --------------------------------------------------------------- */
-typedef struct counting_alloc {
-    int calls;   /* allocations attempted */
-    int fail_at; /* this attempt (1-based) fails; 0: none */
-    int live;    /* blocks not yet freed */
-} counting_alloc;
-
-static void *counting_malloc(void *ud, size_t size) {
-    counting_alloc *a = ud;
-    if (++a->calls == a->fail_at) return NULL;
-    void *p = malloc(size);
-    if (p) a->live++;
-    return p;
-}
-
-static void counting_free(void *ud, void *p) {
-    counting_alloc *a = ud;
-    a->live--;
-    free(p);
-}
-
 /* A full cycle on scripted replies: acquire by takeover, extend, release. */
 static void cycle(lb_legacy_lock *l, lbt_fake_time *ft, const lb_clock *clk) {
     static const phase acquire = {OP_ACQUIRE, 0, 0,
@@ -692,8 +673,8 @@ static void test_every_allocation_failure_is_enomem_and_leaks_nothing(void **sta
     (void)state;
     int failures = 0;
     for (int n = 1; n < 100; n++) {
-        counting_alloc a = {0, n, 0};
-        lb_allocator alloc = {counting_malloc, counting_free, &a};
+        lbt_failing_alloc a;
+        lb_allocator alloc = lbt_failing_allocator(&a, n);
         lbt_fake_time ft = {T0_WALL_US, T0_MONO_NS};
         lb_clock clk = lbt_fake_clock(&ft, 0);
         lb_legacy_options o;

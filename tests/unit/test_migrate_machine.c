@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "harness/failing_alloc.h"
 #include "lockbridge/lockbridge.h"
 #include "unit/lbt_fake.h"
 
@@ -555,30 +556,12 @@ static void test_bad_options_are_refused(void **state) {
     lb_mlock_free(NULL);
 }
 
-typedef struct counting_alloc {
-    int calls, fail_at, live;
-} counting_alloc;
-
-static void *counting_malloc(void *ud, size_t n) {
-    counting_alloc *a = ud;
-    if (++a->calls == a->fail_at) return NULL;
-    void *p = malloc(n);
-    if (p) a->live++;
-    return p;
-}
-
-static void counting_free(void *ud, void *p) {
-    counting_alloc *a = ud;
-    a->live--;
-    free(p);
-}
-
 static void test_every_allocation_failure_is_enomem_and_leaks_nothing(void **state) {
     (void)state;
     int failures = 0;
     for (int n = 1; n < 50; n++) {
-        counting_alloc a = {0, n, 0};
-        lb_allocator alloc = {counting_malloc, counting_free, &a};
+        lbt_failing_alloc a;
+        lb_allocator alloc = lbt_failing_allocator(&a, n);
         lb_mlock_options o;
         lb_mlock_options_init(&o);
         o.allocator = &alloc;

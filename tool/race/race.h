@@ -208,9 +208,6 @@ typedef struct lb__race_server {
 /* Starts redis-server ($LB_REDIS_SERVER, else from PATH) on a free loopback port,
  * one of lo..hi when lo > 0. 0, or -1 with `err`. */
 int lb__race_server_start(lb__race_server *s, int lo, int hi, char *err, size_t cap);
-/* A loopback socket bound to a free port (one of lo..hi when lo > 0, tried in
- * order), listening when `listen_too`; its fd and *port, or -1. */
-int lb__race_bind_loopback(int lo, int hi, int listen_too, int *port);
 void lb__race_server_stop(lb__race_server *s);
 
 #endif

@@ -1,17 +1,15 @@
 /* `lockbridge race`: the processes it starts: the clients under test (a shell
  * command line each) and, unless given one, its own redis-server. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tool/common/loopback.h"
 #include "tool/common/redis_child.h"
 #include "tool/race/race.h"
 
@@ -104,34 +102,13 @@ void lb__race_kill(pid_t pid) {
 
 /* ---- redis-server ------------------------------------------------------------------ */
 
-int lb__race_bind_loopback(int lo, int hi, int listen_too, int *port) {
-    int first = lo > 0 ? lo : 0, last = lo > 0 ? hi : 0;
-    for (int at = first; at <= last; at++) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return -1;
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)at);
-        socklen_t len = sizeof a;
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && (!listen_too || listen(fd, 16) == 0) &&
-            getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
-            *port = ntohs(a.sin_port);
-            return fd;
-        }
-        close(fd);
-    }
-    return -1;
-}
-
 /* A port free now, in lo..hi when given; another process may take it before
  * the server binds it, hence the caller's retries. `skip` ports are passed
  * over (those tried already). */
 static int free_port(int lo, int hi, int skip) {
     int port = -1;
     for (int k = 0; k <= skip; k++) {
-        int fd = lb__race_bind_loopback(lo, hi, 0, &port);
+        int fd = lb__loopback_bind(lo, hi, 0, &port);
         if (fd < 0) return -1;
         close(fd);
         if (lo > 0) lo = port + 1;

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tool/common/loopback.h"
 #include "tool/race/race.h"
 
 /* Every size a client or the server controls is bounded: a client may not have
@@ -1174,7 +1175,7 @@ lb__race_proxy *lb__race_proxy_new(const lb__race_config *cfg, int *ports, char 
     p->owner = -1;
     for (int i = 0; i < cfg->nclients; i++) p->cl[i].listen_fd = -1;
     for (int i = 0; i < cfg->nclients; i++) {
-        p->cl[i].listen_fd = lb__race_bind_loopback(cfg->port_lo, cfg->port_hi, 1, &p->cl[i].port);
+        p->cl[i].listen_fd = lb__loopback_bind(cfg->port_lo, cfg->port_hi, 1, &p->cl[i].port);
         if (p->cl[i].listen_fd >= 0) set_nonblock(p->cl[i].listen_fd);
         if (p->cl[i].listen_fd < 0) {
             if (cfg->port_lo > 0)

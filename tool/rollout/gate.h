@@ -116,7 +116,8 @@ int lb__cli_gateconf_given(const lb__cli_args *a, const lb__cli_optdef *opts,
 int lb__cli_gateconf_resolve(const lb__cli_args *a, const char *ns, const lb__cli_gate *g,
                              lb__cli_gateconf *c);
 /* The stored pattern and codecs stand in for those not given; given ones must
- * be the stored ones. 0, or -1 (usage). */
+ * be the stored ones. so->match may then point into `g`, which must outlive
+ * `so`. 0, or -1 (usage). */
 int lb__cli_gateconf_scan(const lb__cli_args *a, const lb__cli_optdef *opts, const char *ns,
                           const lb__cli_gate *g, lb__cli_codecs *cs, lb__cli_scanopts *so);
 /* "judged by validity N ms (stored), ... --match 'P', --codec 'C'" for the

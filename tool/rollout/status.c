@@ -358,17 +358,17 @@ static int read_opts(const lb__cli_args *a, lb__cli_gateconf *gc, rows *r) {
 }
 
 /* The values `mode set` would judge by, from the same gate record and options:
- * stored ones stand in for those not given, given ones may only tighten. */
-static int judge_by(const lb__cli_args *a, redisContext *nc, const char *ns,
+ * stored ones stand in for those not given, given ones may only tighten. The
+ * scan's pattern may be the record's own: `g` must outlive `so`. */
+static int judge_by(const lb__cli_args *a, redisContext *nc, const char *ns, lb__cli_gate *g,
                     lb__cli_gateconf *gc, lb__cli_survey *s, lb__cli_codecs *cs,
                     lb__cli_scanopts *so, char *err, size_t cap) {
-    lb__cli_gate g;
-    if (lb__cli_gate_read(nc, ns, &g, err, cap) != 0) {
+    if (lb__cli_gate_read(nc, ns, g, err, cap) != 0) {
         if (!strstr(err, "WRONGTYPE")) return -1;
-        lb__cli_gate_empty(&g); /* the survey reads it again, and the verdict names it */
+        lb__cli_gate_empty(g); /* the survey reads it again, and the verdict names it */
     }
-    if (lb__cli_gateconf_scan(a, opts, ns, &g, cs, so) != 0 ||
-        lb__cli_gateconf_resolve(a, ns, &g, gc) != 0)
+    if (lb__cli_gateconf_scan(a, opts, ns, g, cs, so) != 0 ||
+        lb__cli_gateconf_resolve(a, ns, g, gc) != 0)
         return 1;
     s->window_ms = gc->v[LB__CLI_VAL_WINDOW];
     s->stale_ms = gc->v[LB__CLI_VAL_STALE];
@@ -415,8 +415,9 @@ static int run(const lb__cli_args *a) {
         redisFree(c);
         return lb__cli_error(a, NULL, LB_EREDIS, err);
     }
+    lb__cli_gate g;
     int rc = (nc = lb__cli_connect_ns(&t, c, ns, err, sizeof err)) != NULL
-                 ? judge_by(a, nc, ns, &gc, &s, &cs, &so, err, sizeof err)
+                 ? judge_by(a, nc, ns, &g, &gc, &s, &cs, &so, err, sizeof err)
                  : -1;
     if (rc == 0 && lb__cli_survey_ns(&s, nc, ns, err, sizeof err) != 0) rc = -1;
     if (rc < 0) code = lb__cli_error(a, NULL, LB_EREDIS, err);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tool/race/race.h"
+#include "tool/race/search.h"
 
 static const lb__cli_optdef opts[] = {
     {"--schedule", 1},     {"--file", 1},         {"--catalogue", 1},

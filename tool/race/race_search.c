@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tool/race/race.h"
+#include "tool/race/search.h"
 
 #define BODY_MIN 3 /* steps of a drawn schedule, before its crash tail */
 #define BODY_MAX 12

@@ -25,7 +25,8 @@ for p in $pkgs; do
 done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-    echo "missing Debian packages:$missing (run 'sh tools/deps.sh $mode' as root)" >&2
+    case $mode in --bench | --valkey) how="sh tools/deps.sh $mode" ;; *) how="make deps" ;; esac
+    echo "missing Debian packages:$missing (run '$how' as root)" >&2
     exit 1
 fi
 if [ -n "$release" ] && [ ! -e "$backports" ]; then

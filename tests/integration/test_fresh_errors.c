@@ -204,6 +204,7 @@ static void provoke(fixture *f, kind k) {
         break;
     case WAITER:
         lb_waiter_options_init(&so);
+        so.host = "127.0.0.1";
         so.port = 1;
         so.errbuf = f->errbuf, so.errbuf_size = sizeof f->errbuf;
         assert_int_equal(lb_waiter_new(&w, &so), LB_EIO);

@@ -195,6 +195,9 @@ int lb_census_prune(struct redisContext *c, const char *ns, size_t nslen, const 
                     int64_t stale_ms, size_t *pruned);
 
 /* ---- The mode-following lock ------------------------------------------------------ */
+/* Options are copied by lb_mlock_new (strings included): the struct may be
+ * reused or freed afterwards; the clock and allocator it points to must
+ * outlive the lock. */
 typedef struct lb_mlock_options {
     const char *ns;          /* namespace (NUL-terminated); NULL: no control key, no census */
     lb_mode mode;            /* the configured mode: used when not following, and while
@@ -227,7 +230,7 @@ typedef struct lb_mlock_options {
 /* Defaults: no namespace, compat, not following, mode refresh 1000 ms, ms codec,
  * ttl 30 s, grace 1 s, wire legacy variant, 3 nil retries, release margin 1 s,
  * back-off 2 to 100 ms, system clock, malloc, census refresh 5000 ms, a foreign
- * value waited out. Options are copied by lb_mlock_new (strings included). */
+ * value waited out. */
 void lb_mlock_options_init(lb_mlock_options *o);
 
 typedef struct lb_mlock lb_mlock;

@@ -13,9 +13,11 @@ extern "C" {
 #endif
 
 /* Options are copied by lb_waiter_new (strings included): the struct may be
- * reused or freed afterwards. There is no default server: host and port, or
- * connect, must be given (LB_EINVAL otherwise), so that a forgotten address
- * cannot watch a server the locks are not on. */
+ * reused or freed afterwards; the allocator and connect_ud it points to must
+ * outlive the waiter, and errbuf is written during that call only.
+ * There is no default server: host and port, or connect, must be given
+ * (LB_EINVAL otherwise), so that a forgotten address cannot watch a server
+ * the locks are not on. */
 typedef struct lb_waiter_options {
     const char *host;           /* subscriber connection: host (NULL by default); copied */
     int port;                   /* and port (0 by default) */

@@ -38,8 +38,9 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
 typedef void (*lb_watch_lost_fn)(const lb_lock *lock, lb_watch_reason reason,
                                  const char *detail, void *ud);
 
-/* Options are copied by lb_watchdog_new (strings included): the struct may
- * be reused or freed afterwards. */
+/* Options are copied by lb_watchdog_new (strings included): the struct may be
+ * reused or freed afterwards; the clock, allocator and connect_ud it points
+ * to must outlive the watchdog, and errbuf is written during that call only. */
 typedef struct lb_watchdog_options {
     /* Where the watchdog renews: the target the locks are acquired on. The
      * watchdog never shares the owners' handles: it opens its own copy at
@@ -96,7 +97,8 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
 void lb_watchdog_free(lb_watchdog *wd);
 
 /* Options of one watch (lb_watchdog_options are those of the watchdog, shared
- * by its watches); copied by lb_watchdog_watch. */
+ * by its watches). Options are copied by lb_watchdog_watch: the struct may be
+ * reused or freed afterwards; ud is handed to the callback as it is. */
 typedef struct lb_watch_options {
     /* Renew when this fraction of the TTL has passed since the last renewal
      * (0 < f < 1): with 1/3 a lock survives two failed renewals in a row. */

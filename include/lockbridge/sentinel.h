@@ -59,9 +59,9 @@ int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, cons
 void lb_sentinel_free(lb_sentinel *s);
 
 /* The connection to the primary, found again if it failed or was demoted
- * since: for the calls that take a connection rather than a target
- * (lb_mode_get, the census; a lock takes lb_on_sentinel(s)). Owned by
- * the handle; valid until the next call on it. NULL if none could be found. */
+ * since: for commands of the application's own (every lockbridge call takes
+ * lb_on_sentinel(s)). Owned by the handle; valid until the next call on it.
+ * NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 
 typedef struct lb_sentinel_stats {

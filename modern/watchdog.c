@@ -642,7 +642,13 @@ int lb__watch_lost(const lb_lock *l) {
 
 int lb__lock_watch_acquired(lb_lock *l, lb_target t, int rc) {
     if (rc != LB_OK || !l->opts.watchdog) return rc;
-    int w = lb_watchdog_watch(l->opts.watchdog, l, NULL);
+    /* The watchdog's loss callback, if any, is the watch's: one option
+     * gives a lock that renews itself and says when it is lost. */
+    lb_watch_options wo;
+    lb_watch_options_init(&wo);
+    wo.lost = l->opts.watchdog->opts.lost;
+    wo.ud = l->opts.watchdog->opts.lost_ud;
+    int w = lb_watchdog_watch(l->opts.watchdog, l, &wo);
     if (w == LB_OK) return LB_OK;
     (void)lb_lock_release(l, t);
     return lb__refuse(l->errstr, w, "acquired, but the watchdog could not watch it (%s): released",

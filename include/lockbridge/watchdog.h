@@ -77,11 +77,18 @@ typedef struct lb_watchdog_options {
      * success. Written only by lb_watchdog_new, never kept. */
     char *errbuf;
     size_t errbuf_size;
+    /* The loss callback of the locks this watchdog watches because their
+     * lb_lock_options.watchdog names it (their watches have the default
+     * lb_watch_options with this callback and ud); lb_watchdog_watch's own
+     * options set their own. NULL: a loss is seen through lb_lock_info_of's
+     * `held` and lb_watchdog_check only. */
+    lb_watch_lost_fn lost;
+    void *lost_ud;
 } lb_watchdog_options;
 
 /* Defaults: no server (set target, or host and port, or connect), no AUTH,
  * db 0, connect and command timeouts 1000 ms, reconnect delay 10 to 500 ms,
- * system clock, malloc. */
+ * system clock, malloc, no loss callback. */
 void lb_watchdog_options_init(lb_watchdog_options *o);
 
 typedef struct lb_watchdog lb_watchdog;

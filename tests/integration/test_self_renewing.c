@@ -98,6 +98,54 @@ static void test_a_deleted_key_is_reported_as_lost(void **state) {
     lb_watchdog_free(wd);
 }
 
+/* What the loss callback was told. */
+typedef struct loss_seen {
+    int calls;
+    const lb_lock *lock;
+    lb_watch_reason why;
+    char detail[128];
+} loss_seen;
+
+static void record_loss(const lb_lock *lock, lb_watch_reason why, const char *detail, void *ud) {
+    loss_seen *seen = ud;
+    seen->lock = lock;
+    seen->why = why;
+    snprintf(seen->detail, sizeof seen->detail, "%s", detail);
+    __atomic_add_fetch(&seen->calls, 1, __ATOMIC_RELEASE);
+}
+
+/* The watchdog's loss callback reaches the locks that name it in their
+ * options: a self-renewing lock says when it is lost, with no watch of the
+ * caller's own. */
+static void test_a_self_renewing_lock_reports_its_loss_to_the_callback(void **state) {
+    (void)state;
+    loss_seen seen;
+    memset(&seen, 0, sizeof seen);
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.target = lb_on_conn(conn);
+    o.lost = record_loss;
+    o.lost_ud = &seen;
+    lb_watchdog *wd = NULL;
+    assert_int_equal(lb_watchdog_new(&wd, &o), LB_OK);
+    lb_lock *l = renewing_lock(wd, "self:told", 300);
+    assert_int_equal(lb_lock_acquire(l, lb_on_conn(conn), 1000), LB_OK);
+    lbt_cmd_ok(conn, "SET self:told someone-else");
+    /* The bound only keeps a broken build from hanging (a renewal is due
+     * every 100 ms); it is not what is tested. */
+    for (int i = 0; i < 500 && !__atomic_load_n(&seen.calls, __ATOMIC_ACQUIRE); i++)
+        lbt_sleep_ms(10);
+    assert_int_equal(__atomic_load_n(&seen.calls, __ATOMIC_ACQUIRE), 1);
+    assert_ptr_equal(seen.lock, l);
+    assert_int_equal(seen.why, LB_WATCH_REFUSED);
+    assert_string_not_equal(seen.detail, "");
+    assert_int_equal(lb_lock_info_of(l).held, 0);
+    assert_int_equal(lb_lock_release(l, lb_on_conn(conn)), LB_ELOST);
+    assert_string_equal(lbt_get(conn, "self:told"), "someone-else"); /* never touched */
+    lb_lock_free(l);
+    lb_watchdog_free(wd);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -117,6 +165,7 @@ int main(void) {
         cmocka_unit_test(test_a_watchdog_without_a_server_is_refused),
         cmocka_unit_test(test_renewal_keeps_the_lock_past_its_ttl_through_the_target),
         cmocka_unit_test(test_a_deleted_key_is_reported_as_lost),
+        cmocka_unit_test(test_a_self_renewing_lock_reports_its_loss_to_the_callback),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

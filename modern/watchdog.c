@@ -459,6 +459,15 @@ static int copy_address(lb_watchdog *wd, const lb_watchdog_options *o, char *det
     }
 }
 
+int lb_watchdog_new_on(lb_watchdog **out, lb_target t, lb_watch_lost_fn lost, void *ud) {
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.target = t;
+    o.lost = lost;
+    o.lost_ud = ud;
+    return lb_watchdog_new(out, &o);
+}
+
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     lb_watchdog_options defaults;
     if (o && o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';

@@ -97,6 +97,11 @@ typedef struct lb_watchdog lb_watchdog;
  * and starts the thread, which runs with every signal blocked. *out is reset
  * on entry. On any failure o->errbuf, when given, says why. */
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
+/* The common case in one call: a watchdog with the default options on its own
+ * copy of target `t`, whose loss callback (may be NULL) is `lost` with `ud`,
+ * for the locks that name it in lb_lock_options.watchdog. As lb_watchdog_new,
+ * without the reason of a failure (LB_EINVAL for a target without a handle). */
+int lb_watchdog_new_on(lb_watchdog **out, lb_target t, lb_watch_lost_fn lost, void *ud);
 /* Stops the thread and closes the connection. Locks still watched stop being
  * renewed and lapse with their TTL (they are not released). Call it when no
  * thread is using a lock it watches, and never from a lost callback.

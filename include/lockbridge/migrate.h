@@ -56,6 +56,13 @@ typedef struct lb_ns_keys {
  * cannot have companion names (a '}' without a hash tag). */
 int lb_ns_keys_init(lb_ns_keys *out, const char *ns, size_t nslen);
 
+/* The calls below that take a target run their commands as a lock does: on
+ * one connection, or through a Cluster on the primary that owns the
+ * namespace's (or the key's) slot, or behind Sentinel on the current primary.
+ * A target without a handle is LB_EINVAL; outputs are reset first. They keep
+ * no error text: a transport failure's detail is the target's
+ * (lb_cluster_errstr, lb_sentinel_errstr, the context's errstr). */
+
 /* Reads the namespace's mode. LB_OK with *found = 1 and *out set; LB_OK with
  * *found = 0 when the control key is absent (*out = LB_MODE_LEGACY);
  * LB_EFOREIGN when it holds something that is not a mode name (nothing is

@@ -169,6 +169,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(S
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) $(CHECK_HARNESS_OBJ) $(STATIC) \
 	    $(CMOCKA_LIBS) $(EVENT_LIBS) $(LIBS)
 
+# The programs of examples/ that test_examples runs against real servers, built
+# from the tree (headers and static library) rather than from an install, with
+# the development warnings; tools/check-install.sh builds every example as its
+# own build line says, against an install.
+EXAMPLE_RUN  := legacy_lock watched_lock fenced_worker cluster_lock
+EXAMPLE_BINS := $(EXAMPLE_RUN:%=$(BUILD)/examples/%)
+$(BUILD)/examples/%: examples/%.c $(STATIC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -MMD -MP -fPIC,$(CFLAGS_ALL)) $(LDFLAGS_ALL) -o $@ $< $(STATIC) $(LIBS)
+$(BUILD)/tests/integration/test_examples: $(EXAMPLE_BINS)
+
 JAVA_SRC := $(wildcard tests/interop/java/*.java)
 $(BUILD)/java/.stamp: $(JAVA_SRC)
 	@mkdir -p $(BUILD)/java

@@ -61,8 +61,7 @@ struct lb_waiter {
 
 void lb_waiter_options_init(lb_waiter_options *o) {
     if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->port = 6379;
+    memset(o, 0, sizeof *o); /* no server: host and port, or connect, must be given */
     o->connect_timeout_ms = 1000; /* as the watchdog's */
     o->reconnect_min_ms = 10;
     o->reconnect_max_ms = 1000;
@@ -441,7 +440,7 @@ static void *run(void *arg) {
 /* ---- Public and internal calls ------------------------------------------------ */
 
 static int valid(const lb_waiter_options *o) {
-    return o->port > 0 && o->port < 65536 && (!o->username || o->password) &&
+    return (o->connect || (o->port > 0 && o->port < 65536)) && (!o->username || o->password) &&
            o->connect_timeout_ms > 0 &&
            o->connect_timeout_ms <= 3600000 && o->reconnect_min_ms > 0 &&
            o->reconnect_max_ms >= o->reconnect_min_ms && o->reconnect_max_ms <= 3600000 &&
@@ -492,6 +491,10 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
         lb_waiter_options_init(&defaults);
         o = &defaults;
     }
+    /* No default server: a forgotten address would watch a server the locks
+     * are not on, and their releases would never be heard. */
+    if (!o->connect && (!o->host || !o->host[0]))
+        return fail(o, LB_EINVAL, "no server: set host and port, or connect");
     if (!valid(o)) return fail(o, LB_EINVAL, "invalid waiter options");
     lb_waiter *w = lb__alloc(o->allocator, sizeof *w);
     if (!w) return fail(o, LB_ENOMEM, "out of memory");
@@ -500,7 +503,7 @@ int lb_waiter_new(lb_waiter **out, const lb_waiter_options *o) {
     w->opts.errbuf = NULL; /* the caller's, for this call only */
     w->opts.errbuf_size = 0;
     w->wake[0] = w->wake[1] = -1;
-    if (copy(w, o->host ? o->host : "127.0.0.1", &w->host) != LB_OK ||
+    if (copy(w, o->host, &w->host) != LB_OK ||
         copy(w, o->username, &w->username) != LB_OK ||
         copy(w, o->password, &w->password) != LB_OK ||
         copy(w, o->inbox_prefix ? o->inbox_prefix : "lb-inbox:", &w->inbox_prefix) != LB_OK) {

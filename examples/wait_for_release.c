@@ -43,6 +43,7 @@ static int hold(redisContext *c, lb_lock *lock, long hold_ms) {
 static int wait_for(redisContext *c, lb_lock *lock, int port) {
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = port;
     lb_waiter *w;
     int rc = lb_waiter_new(&w, &wo);

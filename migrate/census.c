@@ -109,31 +109,27 @@ int lb__census_decode(const char *s, size_t len, lb_census_entry *e) {
     return LB_OK;
 }
 
-static int status_of(const redisReply *r) {
-    if (!r) return LB_EIO;
-    if (r->type == REDIS_REPLY_ERROR)
-        return (r->str && strstr(r->str, "WRONGTYPE")) ? LB_EWRONGTYPE : LB_EREDIS;
+static int judge_hset(lb__call *c, const redisReply *r, const lb_now *now) {
+    (void)now;
+    if (r->type != REDIS_REPLY_INTEGER) return lb__fail(&c->m, LB_EPROTO, "HSET: unexpected reply");
     return LB_OK;
 }
 
-int lb_census_register(redisContext *c, const char *ns, size_t nslen, const lb_census_entry *e,
+int lb_census_register(lb_target t, const char *ns, size_t nslen, const lb_census_entry *e,
                        const lb_now *now) {
     lb_ns_keys k;
     lb_census_entry copy;
     char json[LB__CENSUS_JSON_MAX];
     size_t len;
-    if (!c || !e || !now || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
+    if (!t.handle || !e || !now || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
     copy = *e;
     copy.seen_ms = now->wall_us / 1000;
     int rc = lb__census_encode(&copy, json, sizeof json, &len);
     if (rc != LB_OK) return rc;
     const char *argv[4] = {"HSET", k.census, copy.id, json};
     size_t lens[4] = {4, k.censuslen, strlen(copy.id), len};
-    redisReply *r = redisCommandArgv(c, 4, argv, lens);
-    rc = status_of(r);
-    if (rc == LB_OK && r->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;
-    if (r) freeReplyObject(r);
-    return rc;
+    lb__call c = {.argc = 4, .argv = argv, .lens = lens, .what = "HSET", .judge = judge_hset};
+    return lb__call_run(t, &c, NULL);
 }
 
 /* Fills one listed entry from a hash field and its value. */
@@ -150,12 +146,6 @@ static void list_one(lb_census_entry *e, const redisReply *f, const redisReply *
     e->stale = e->age_ms > stale_ms;
 }
 
-static redisReply *hgetall(redisContext *c, const lb_ns_keys *k) {
-    const char *argv[2] = {"HGETALL", k->census};
-    size_t lens[2] = {7, k->censuslen};
-    return redisCommandArgv(c, 2, argv, lens);
-}
-
 static int check_pairs(const redisReply *r) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements % 2) return LB_EPROTO;
     for (size_t i = 0; i < r->elements; i++)
@@ -163,57 +153,129 @@ static int check_pairs(const redisReply *r) {
     return LB_OK;
 }
 
-int lb_census_list(redisContext *c, const char *ns, size_t nslen, const lb_now *now,
+/* What HGETALL of the census is read into: every entry judged against `now`
+ * (the caller's instant), and for a prune the raw field and value of each
+ * stale one, since its removal must name exactly what was judged. */
+typedef struct census_read {
+    const lb_now *now;
+    int64_t stale_ms;
+    const lb_allocator *a;
+    lb_census_entry *es;
+    size_t n;
+    int keep_raw;   /* a prune: copy the stale entries' field and value */
+    char **raw;     /* per entry: field then value, each NUL-terminated, or NULL */
+    size_t *rawlen; /* per entry: field length, value length */
+} census_read;
+
+static char *raw_pair(const lb_allocator *a, const redisReply *f, const redisReply *v) {
+    char *p = lb__alloc(a, (size_t)f->len + (size_t)v->len + 2);
+    if (!p) return NULL;
+    memcpy(p, f->str, (size_t)f->len);
+    p[f->len] = '\0';
+    memcpy(p + f->len + 1, v->str, (size_t)v->len);
+    p[f->len + 1 + v->len] = '\0';
+    return p;
+}
+
+static void census_read_clear(census_read *d) {
+    for (size_t i = 0; d->raw && i < d->n; i++) lb__free(d->a, d->raw[i]);
+    lb__free(d->a, d->raw);
+    lb__free(d->a, d->rawlen);
+    lb__free(d->a, d->es);
+    d->raw = NULL, d->rawlen = NULL, d->es = NULL, d->n = 0;
+}
+
+static int keep_raw(census_read *d, const redisReply *r) {
+    if (!(d->raw = lb__alloc(d->a, d->n * sizeof *d->raw))) return LB_ENOMEM;
+    memset(d->raw, 0, d->n * sizeof *d->raw);
+    if (!(d->rawlen = lb__alloc(d->a, 2 * d->n * sizeof *d->rawlen))) return LB_ENOMEM;
+    for (size_t i = 0; i < d->n; i++) {
+        const redisReply *f = r->element[2 * i], *v = r->element[2 * i + 1];
+        if (!d->es[i].valid || !d->es[i].stale) continue;
+        if (!(d->raw[i] = raw_pair(d->a, f, v))) return LB_ENOMEM;
+        d->rawlen[2 * i] = (size_t)f->len;
+        d->rawlen[2 * i + 1] = (size_t)v->len;
+    }
+    return LB_OK;
+}
+
+static int judge_hgetall(lb__call *c, const redisReply *r, const lb_now *now) {
+    census_read *d = c->ud;
+    (void)now;
+    if (check_pairs(r) != LB_OK) return lb__fail(&c->m, LB_EPROTO, "HGETALL: unexpected reply");
+    if (r->elements == 0) return LB_OK;
+    size_t count = r->elements / 2;
+    d->es = lb__alloc(d->a, count * sizeof *d->es);
+    if (!d->es) return LB_ENOMEM;
+    d->n = count;
+    for (size_t i = 0; i < count; i++)
+        list_one(&d->es[i], r->element[2 * i], r->element[2 * i + 1], d->now, d->stale_ms);
+    return d->keep_raw ? keep_raw(d, r) : LB_OK;
+}
+
+static int census_read_run(lb_target t, const lb_ns_keys *k, census_read *d) {
+    const char *argv[2] = {"HGETALL", k->census};
+    size_t lens[2] = {7, k->censuslen};
+    lb__call c = {.argc = 2, .argv = argv, .lens = lens, .what = "HGETALL",
+                  .judge = judge_hgetall, .ud = d};
+    int rc = lb__call_run(t, &c, NULL);
+    if (rc != LB_OK) census_read_clear(d);
+    return rc;
+}
+
+int lb_census_list(lb_target t, const char *ns, size_t nslen, const lb_now *now,
                    int64_t stale_ms, const lb_allocator *a, lb_census_entry **out, size_t *n) {
     lb_ns_keys k;
     if (out) *out = NULL;
     if (n) *n = 0;
-    if (!c || !now || !out || !n || stale_ms < 0 || lb_ns_keys_init(&k, ns, nslen) != LB_OK)
+    if (!t.handle || !now || !out || !n || stale_ms < 0 ||
+        lb_ns_keys_init(&k, ns, nslen) != LB_OK)
         return LB_EINVAL;
-    redisReply *r = hgetall(c, &k);
-    int rc = status_of(r);
-    if (rc == LB_OK) rc = check_pairs(r);
-    if (rc == LB_OK && r->elements > 0) {
-        size_t count = r->elements / 2;
-        lb_census_entry *es = lb__alloc(a, count * sizeof *es);
-        if (!es) rc = LB_ENOMEM;
-        for (size_t i = 0; es && i < count; i++)
-            list_one(&es[i], r->element[2 * i], r->element[2 * i + 1], now, stale_ms);
-        if (es) {
-            *out = es;
-            *n = count;
-        }
-    }
-    if (r) freeReplyObject(r);
+    census_read d = {.now = now, .stale_ms = stale_ms, .a = a};
+    int rc = census_read_run(t, &k, &d);
+    if (rc == LB_OK) *out = d.es, *n = d.n;
     return rc;
 }
 
 void lb_census_free(const lb_allocator *a, lb_census_entry *entries) { lb__free(a, entries); }
 
-int lb_census_prune(redisContext *c, const char *ns, size_t nslen, const lb_now *now,
+static int judge_prune(lb__call *c, const redisReply *r, const lb_now *now) {
+    size_t *pruned = c->ud;
+    (void)now;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return lb__fail(&c->m, LB_EPROTO, "census prune: unexpected reply");
+    if (r->integer == 1 && pruned) (*pruned)++;
+    return LB_OK;
+}
+
+/* Removes entry i if it still holds the value judged stale; a legacy entry's
+ * seen_ms goes to the gate record. */
+static int prune_one(lb_target t, const lb_ns_keys *k, const census_read *d, size_t i,
+                     size_t *pruned) {
+    char seen[24] = "";
+    const lb_census_entry *e = &d->es[i];
+    const char *f = d->raw[i], *v = d->raw[i] + d->rawlen[2 * i] + 1;
+    if (e->mode == LB_MODE_LEGACY) snprintf(seen, sizeof seen, "%lld", (long long)e->seen_ms);
+    const char *argv[6] = {"2", k->census, k->gate, f, v, seen};
+    size_t lens[6] = {1, k->censuslen, k->gatelen, d->rawlen[2 * i], d->rawlen[2 * i + 1],
+                      strlen(seen)};
+    lb__call c = {.script = &lb__script_census_prune, .argc = 6, .argv = argv, .lens = lens,
+                  .what = "census prune", .judge = judge_prune, .ud = pruned};
+    return lb__call_run(t, &c, NULL);
+}
+
+int lb_census_prune(lb_target t, const char *ns, size_t nslen, const lb_now *now,
                     int64_t stale_ms, size_t *pruned) {
     lb_ns_keys k;
-    lb_census_entry e;
+    size_t count = 0;
     if (pruned) *pruned = 0;
-    if (!c || !now || stale_ms < 0 || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
-    redisReply *r = hgetall(c, &k);
-    int rc = status_of(r);
-    if (rc == LB_OK) rc = check_pairs(r);
-    for (size_t i = 0; rc == LB_OK && i < r->elements; i += 2) {
-        const redisReply *f = r->element[i], *v = r->element[i + 1];
-        list_one(&e, f, v, now, stale_ms);
-        if (!e.valid || !e.stale) continue;
-        char seen[24] = "";
-        if (e.mode == LB_MODE_LEGACY) snprintf(seen, sizeof seen, "%lld", (long long)e.seen_ms);
-        const char *argv[6] = {"2", k.census, k.gate, f->str, v->str, seen};
-        size_t lens[6] = {1, k.censuslen, k.gatelen, (size_t)f->len, (size_t)v->len,
-                          strlen(seen)};
-        redisReply *d = lb__eval(c, &lb__script_census_prune, 6, argv, lens);
-        rc = status_of(d);
-        if (rc == LB_OK && d->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;
-        if (rc == LB_OK && d->integer == 1 && pruned) (*pruned)++;
-        if (d) freeReplyObject(d);
-    }
-    if (r) freeReplyObject(r);
+    if (!t.handle || !now || stale_ms < 0 || lb_ns_keys_init(&k, ns, nslen) != LB_OK)
+        return LB_EINVAL;
+    census_read d = {.now = now, .stale_ms = stale_ms, .keep_raw = 1};
+    int rc = census_read_run(t, &k, &d);
+    for (size_t i = 0; rc == LB_OK && i < d.n; i++)
+        if (d.raw[i]) rc = prune_one(t, &k, &d, i, &count);
+    census_read_clear(&d);
+    if (pruned) *pruned = count;
     return rc;
 }

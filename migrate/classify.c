@@ -160,30 +160,41 @@ static int parse_inspect(const redisReply *r, char *type, size_t cap, const redi
     return LB_OK;
 }
 
-int lb_inspect(redisContext *c, const char *key, size_t keylen, const lb_codec *codecs,
-               int ncodecs, const lb_clock *clock, lb_class *out) {
+/* The inspect script's reply, classified at the moment it arrived. */
+typedef struct inspect_read {
+    const lb_codec *codecs;
+    int ncodecs;
+    lb_class *out;
+} inspect_read;
+
+static int judge_inspect(lb__call *c, const redisReply *r, const lb_now *now) {
+    const inspect_read *d = c->ud;
     char type[32];
     const redisReply *v;
     long long pttl, len;
+    if (parse_inspect(r, type, sizeof type, &v, &pttl, &len) != LB_OK)
+        return lb__fail(&c->m, LB_EPROTO, "inspect: unexpected reply");
+    /* A value longer than what the script returns is no timestamp: its
+     * prefix is classified with the full length kept for the report. */
+    int rc = lb_classify(d->out, v ? v->str : NULL, v ? (size_t)v->len : 0, pttl, type,
+                         d->codecs, d->ncodecs, now);
+    if (v && len > (long long)v->len && d->out->format != LB_FORMAT_TOKEN)
+        d->out->format = LB_FORMAT_UNKNOWN;
+    if (len >= 0) d->out->len = (size_t)len;
+    return rc;
+}
+
+int lb_inspect(lb_target t, const char *key, size_t keylen, const lb_codec *codecs,
+               int ncodecs, const lb_clock *clock, lb_class *out) {
     if (!out) return LB_EINVAL;
     reset(out, -2, 0);
-    if (!c || !key || keylen == 0 || !codecs || ncodecs < 1) return LB_EINVAL;
+    if (!t.handle || !key || keylen == 0 || !codecs || ncodecs < 1) return LB_EINVAL;
+    inspect_read d = {codecs, ncodecs, out};
     const char *argv[2] = {"1", key};
     size_t lens[2] = {1, keylen};
-    redisReply *r = lb__eval(c, &lb__script_migrate_inspect, 2, argv, lens);
-    if (!r) return LB_EIO;
-    int rc = r->type == REDIS_REPLY_ERROR ? LB_EREDIS
-                                          : parse_inspect(r, type, sizeof type, &v, &pttl, &len);
-    if (rc == LB_OK) {
-        lb_now now = lb_clock_now(clock);
-        /* A value longer than what the script returns is no timestamp: its
-         * prefix is classified with the full length kept for the report. */
-        rc = lb_classify(out, v ? v->str : NULL, v ? (size_t)v->len : 0, pttl, type, codecs,
-                         ncodecs, &now);
-        if (v && len > (long long)v->len && out->format != LB_FORMAT_TOKEN)
-            out->format = LB_FORMAT_UNKNOWN;
-        if (len >= 0) out->len = (size_t)len;
-    }
-    freeReplyObject(r);
+    lb__call c = {.script = &lb__script_migrate_inspect, .argc = 2, .argv = argv, .lens = lens,
+                  .what = "inspect", .judge = judge_inspect, .ud = &d};
+    int rc = lb__call_run(t, &c, clock);
+    if (rc != LB_OK) reset(out, -2, 0);
     return rc;
 }

@@ -20,7 +20,7 @@ extern const lb_script lb__script_census_prune;
 /* lb_mode_set as a compare-and-set on the stage the caller judged: the mode
  * `expect` (NULL: the control key absent) and the stage's start since_ms (-1:
  * none recorded) must both still hold; otherwise LB_ESTATE, nothing written. */
-int lb__mode_set_stage(struct redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+int lb__mode_set_stage(lb_target t, const char *ns, size_t nslen, lb_mode mode,
                        const lb_mode *expect, int64_t since_ms, long long *receivers);
 
 /* Longest census JSON an entry can produce (every field escaped), NUL included. */
@@ -87,10 +87,24 @@ struct lb_mlock {
 int lb__x_start(lb_mlock *l, const lb_now *now);
 int lb__x_step(lb_mlock *l, const struct redisReply *r, const lb_now *now);
 
-/* Runs one of our scripts on a blocking connection by SHA, re-sent with its
- * body on NOSCRIPT. argv starts with numkeys; at most LB_CMD_MAX_ARGS - 2. */
-struct redisReply *lb__eval(struct redisContext *c, const lb_script *s, int argc,
-                            const char **argv, const size_t *lens);
+/* One command run as a machine on a target (migrate/target_call.c): a plain
+ * command (argv[0] its name), or with `script` set an EVALSHA of it (argv[0]
+ * numkeys; at most LB_CMD_MAX_ARGS - 2 arguments). An error reply ends it
+ * with LB_EREDIS or LB_EWRONGTYPE, a transport failure with LB_EIO; any other
+ * reply is handed to `judge`, whose status is the call's. The arguments must
+ * live until lb__call_run returns. */
+typedef struct lb__call lb__call;
+struct lb__call {
+    lb_machine m; /* first: the machine's address is the call's */
+    const lb_script *script;
+    int argc;
+    const char *const *argv;
+    const size_t *lens;
+    const char *what; /* the command's name in failure details */
+    int (*judge)(lb__call *c, const struct redisReply *r, const lb_now *now);
+    void *ud;         /* the judge's */
+};
+int lb__call_run(lb_target t, lb__call *c, const lb_clock *clock);
 
 /* The machines behind lb_mlock_machine. */
 lb_machine *lb__mlock_try_acquire_machine(lb_mlock *l);

@@ -46,41 +46,62 @@ int lb_ns_keys_init(lb_ns_keys *out, const char *ns, size_t nslen) {
     return LB_OK;
 }
 
-static int reply_status(const redisContext *c, const redisReply *r) {
-    if (!r) return LB_EIO;
-    (void)c;
-    if (r->type == REDIS_REPLY_ERROR)
-        return (r->str && strstr(r->str, "WRONGTYPE")) ? LB_EWRONGTYPE : LB_EREDIS;
+/* GET of the control key: a mode name, nil when absent, anything else a
+ * value left alone. */
+typedef struct mode_read {
+    lb_mode *out;
+    int *found;
+} mode_read;
+
+static int judge_get(lb__call *c, const redisReply *r, const lb_now *now) {
+    const mode_read *d = c->ud;
+    (void)now;
+    if (r->type == REDIS_REPLY_NIL) return LB_OK;
+    if (r->type != REDIS_REPLY_STRING) return lb__fail(&c->m, LB_EPROTO, "GET: unexpected reply");
+    if (lb_mode_parse(r->str, (size_t)r->len, d->out) != LB_OK)
+        return lb__fail(&c->m, LB_EFOREIGN, "the control key holds no mode name");
+    *d->found = 1;
     return LB_OK;
 }
 
-int lb_mode_get(redisContext *c, const char *ns, size_t nslen, lb_mode *out, int *found) {
+int lb_mode_get(lb_target t, const char *ns, size_t nslen, lb_mode *out, int *found) {
     lb_ns_keys k;
     if (out) *out = LB_MODE_LEGACY;
     if (found) *found = 0;
-    if (!c || !out || !found || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
+    if (!t.handle || !out || !found || lb_ns_keys_init(&k, ns, nslen) != LB_OK) return LB_EINVAL;
+    mode_read d = {out, found};
     const char *argv[2] = {"GET", k.mode};
     size_t lens[2] = {3, k.modelen};
-    redisReply *r = redisCommandArgv(c, 2, argv, lens);
-    int rc = reply_status(c, r);
-    if (rc == LB_OK && r->type == REDIS_REPLY_STRING) {
-        rc = lb_mode_parse(r->str, (size_t)r->len, out) == LB_OK ? LB_OK : LB_EFOREIGN;
-        *found = rc == LB_OK;
-    } else if (rc == LB_OK && r->type != REDIS_REPLY_NIL) {
-        rc = LB_EPROTO;
-    }
-    if (r) freeReplyObject(r);
+    lb__call c = {.argc = 2, .argv = argv, .lens = lens, .what = "GET", .judge = judge_get,
+                  .ud = &d};
+    int rc = lb__call_run(t, &c, NULL);
+    if (rc != LB_OK) *out = LB_MODE_LEGACY, *found = 0;
     return rc;
+}
+
+/* The mode_set script's answer: the PUBLISH count, -1 the expected stage no
+ * longer holds, -2 a key of another type. */
+static int judge_set(lb__call *c, const redisReply *r, const lb_now *now) {
+    long long *receivers = c->ud;
+    (void)now;
+    if (r->type != REDIS_REPLY_INTEGER)
+        return lb__fail(&c->m, LB_EPROTO, "mode set: unexpected reply");
+    if (r->integer == -1) return lb__fail(&c->m, LB_ESTATE, "the mode is not the one expected");
+    if (r->integer == -2) return lb__fail(&c->m, LB_EWRONGTYPE, "a namespace key of another type");
+    if (r->integer < 0) return lb__fail(&c->m, LB_EPROTO, "mode set: unexpected reply");
+    if (receivers) *receivers = r->integer;
+    return LB_OK;
 }
 
 /* since: "" no stage check; else the expected since_ms ("-" none recorded);
  * absent: the control key must still be absent. */
-static int mode_write(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+static int mode_write(lb_target t, const char *ns, size_t nslen, lb_mode mode,
                       const lb_mode *expect, const char *since, int absent,
                       long long *receivers) {
     lb_ns_keys k;
     if (receivers) *receivers = 0;
-    if (!c || (int)mode < 0 || mode > LB_MODE_MODERN || lb_ns_keys_init(&k, ns, nslen) != LB_OK)
+    if (!t.handle || (int)mode < 0 || mode > LB_MODE_MODERN ||
+        lb_ns_keys_init(&k, ns, nslen) != LB_OK)
         return LB_EINVAL;
     if (expect && ((int)*expect < 0 || *expect > LB_MODE_MODERN)) return LB_EINVAL;
     const char *name = lb_mode_name(mode), *want = expect ? lb_mode_name(*expect) : "";
@@ -88,29 +109,21 @@ static int mode_write(redisContext *c, const char *ns, size_t nslen, lb_mode mod
     const char *argv[8] = {"2", k.mode, k.gate, name, want, k.channel, since, key};
     size_t lens[8] = {1, k.modelen, k.gatelen, strlen(name), strlen(want), k.channellen,
                       strlen(since), strlen(key)};
-    redisReply *r = lb__eval(c, &lb__script_mode_set, 8, argv, lens);
-    int rc = reply_status(c, r);
-    if (rc == LB_OK) {
-        if (r->type != REDIS_REPLY_INTEGER) rc = LB_EPROTO;
-        else if (r->integer == -1) rc = LB_ESTATE;
-        else if (r->integer == -2) rc = LB_EWRONGTYPE;
-        else if (r->integer < 0) rc = LB_EPROTO;
-        else if (receivers) *receivers = r->integer;
-    }
-    if (r) freeReplyObject(r);
-    return rc;
+    lb__call c = {.script = &lb__script_mode_set, .argc = 8, .argv = argv, .lens = lens,
+                  .what = "mode set", .judge = judge_set, .ud = receivers};
+    return lb__call_run(t, &c, NULL);
 }
 
-int lb_mode_set(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
-                const lb_mode *expect, long long *receivers) {
-    return mode_write(c, ns, nslen, mode, expect, "", 0, receivers);
+int lb_mode_set(lb_target t, const char *ns, size_t nslen, lb_mode mode, const lb_mode *expect,
+                long long *receivers) {
+    return mode_write(t, ns, nslen, mode, expect, "", 0, receivers);
 }
 
-int lb__mode_set_stage(redisContext *c, const char *ns, size_t nslen, lb_mode mode,
+int lb__mode_set_stage(lb_target t, const char *ns, size_t nslen, lb_mode mode,
                        const lb_mode *expect, int64_t since_ms, long long *receivers) {
     char since[24] = "-";
     if (since_ms >= 0) snprintf(since, sizeof since, "%lld", (long long)since_ms);
-    return mode_write(c, ns, nslen, mode, expect, since, expect == NULL, receivers);
+    return mode_write(t, ns, nslen, mode, expect, since, expect == NULL, receivers);
 }
 
 int lb_mode_message(const redisReply *r, lb_mode *out) {

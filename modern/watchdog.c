@@ -459,6 +459,15 @@ static int copy_address(lb_watchdog *wd, const lb_watchdog_options *o, char *det
     }
 }
 
+int lb_watchdog_new_on(lb_watchdog **out, lb_target t, lb_watch_lost_fn lost, void *ud) {
+    lb_watchdog_options o;
+    lb_watchdog_options_init(&o);
+    o.target = t;
+    o.lost = lost;
+    o.lost_ud = ud;
+    return lb_watchdog_new(out, &o);
+}
+
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o) {
     lb_watchdog_options defaults;
     if (o && o->errbuf && o->errbuf_size > 0) o->errbuf[0] = '\0';
@@ -642,7 +651,13 @@ int lb__watch_lost(const lb_lock *l) {
 
 int lb__lock_watch_acquired(lb_lock *l, lb_target t, int rc) {
     if (rc != LB_OK || !l->opts.watchdog) return rc;
-    int w = lb_watchdog_watch(l->opts.watchdog, l, NULL);
+    /* The watchdog's loss callback, if any, is the watch's: one option
+     * gives a lock that renews itself and says when it is lost. */
+    lb_watch_options wo;
+    lb_watch_options_init(&wo);
+    wo.lost = l->opts.watchdog->opts.lost;
+    wo.ud = l->opts.watchdog->opts.lost_ud;
+    int w = lb_watchdog_watch(l->opts.watchdog, l, &wo);
     if (w == LB_OK) return LB_OK;
     (void)lb_lock_release(l, t);
     return lb__refuse(l->errstr, w, "acquired, but the watchdog could not watch it (%s): released",

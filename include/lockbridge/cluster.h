@@ -19,6 +19,9 @@ extern "C" {
  * 16384. Companion keys (lb_companion_key) hash to their lock key's slot. */
 unsigned lb_cluster_keyslot(const char *key, size_t keylen);
 
+/* Options are copied by lb_cluster_new (strings included): the struct may be
+ * reused or freed afterwards; the allocator it points to must outlive the
+ * handle. */
 typedef struct lb_cluster_options {
     int64_t connect_timeout_ms; /* per connection attempt, milliseconds */
     int64_t command_timeout_ms; /* per command on a node, milliseconds */
@@ -33,8 +36,7 @@ typedef struct lb_cluster_options {
 } lb_cluster_options;
 
 /* Defaults: connect timeout 1 s, command timeout 1 s, 5 redirects, retry for
- * 2 s with 50 ms between attempts, no AUTH, malloc. Options are copied by
- * lb_cluster_new (strings included). */
+ * 2 s with 50 ms between attempts, no AUTH, malloc. */
 void lb_cluster_options_init(lb_cluster_options *o);
 
 typedef struct lb_cluster lb_cluster;

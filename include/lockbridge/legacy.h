@@ -105,6 +105,9 @@ typedef enum lb_legacy_variant {
                          * choice wherever the server runs scripts */
 } lb_legacy_variant;
 
+/* Options are copied by lb_legacy_lock_new: the struct may be reused or freed
+ * afterwards; the clock and allocator it points to must outlive the lock, and
+ * errbuf is written during that call only. */
 typedef struct lb_legacy_options {
     lb_codec codec;
     lb_legacy_variant variant;
@@ -138,7 +141,7 @@ typedef struct lb_legacy_options {
 
 /* Fills the defaults: ms codec, wire variant, ttl 30 s, 3 nil retries, release
  * margin 1 s, back-off 2 to 100 ms, system clock, malloc, a foreign value
- * waited out. Options are copied by lb_legacy_lock_new. */
+ * waited out. */
 void lb_legacy_options_init(lb_legacy_options *o);
 
 typedef struct lb_legacy_lock lb_legacy_lock;

@@ -56,19 +56,25 @@ typedef struct lb_ns_keys {
  * cannot have companion names (a '}' without a hash tag). */
 int lb_ns_keys_init(lb_ns_keys *out, const char *ns, size_t nslen);
 
+/* The calls below that take a target run their commands as a lock does: on
+ * one connection, or through a Cluster on the primary that owns the
+ * namespace's (or the key's) slot, or behind Sentinel on the current primary.
+ * A target without a handle is LB_EINVAL; outputs are reset first. They keep
+ * no error text: a transport failure's detail is the target's
+ * (lb_cluster_errstr, lb_sentinel_errstr, the context's errstr). */
+
 /* Reads the namespace's mode. LB_OK with *found = 1 and *out set; LB_OK with
  * *found = 0 when the control key is absent (*out = LB_MODE_LEGACY);
  * LB_EFOREIGN when it holds something that is not a mode name (nothing is
  * changed); LB_EWRONGTYPE, LB_EREDIS, LB_EIO. Outputs reset on entry. */
-int lb_mode_get(struct redisContext *c, const char *ns, size_t nslen, lb_mode *out,
-                int *found);
+int lb_mode_get(lb_target t, const char *ns, size_t nslen, lb_mode *out, int *found);
 /* Sets the namespace's mode and publishes it on the channel, atomically (one
  * script). With `expect` non-NULL, only if the current mode is *expect
  * (an absent key counts as LB_MODE_LEGACY): LB_ESTATE otherwise, nothing
  * written. *receivers (may be NULL) gets the PUBLISH count: clients notified at
  * once; the others pick the change up within their refresh interval. */
-int lb_mode_set(struct redisContext *c, const char *ns, size_t nslen, lb_mode mode,
-                const lb_mode *expect, long long *receivers);
+int lb_mode_set(lb_target t, const char *ns, size_t nslen, lb_mode mode, const lb_mode *expect,
+                long long *receivers);
 /* Parses a message received on the mode channel by a SUBSCRIBE connection
  * (["message", channel, payload]): LB_OK and *out, or LB_EINVAL. */
 int lb_mode_message(const struct redisReply *r, lb_mode *out);
@@ -150,8 +156,8 @@ const char *lb_token_kind_name(lb_token_kind k);
 
 /* Reads one key's TYPE, value (the first LB_OBSERVED_MAX + 1 bytes) and PTTL in
  * one script call and classifies it at the moment of the reply. */
-int lb_inspect(struct redisContext *c, const char *key, size_t keylen,
-               const lb_codec *codecs, int ncodecs, const lb_clock *clock, lb_class *out);
+int lb_inspect(lb_target t, const char *key, size_t keylen, const lb_codec *codecs,
+               int ncodecs, const lb_clock *clock, lb_class *out);
 
 /* ---- Census ------------------------------------------------------------------------
  * Every client registers itself in the namespace's census hash, field = id,
@@ -177,12 +183,12 @@ typedef struct lb_census_entry {
 } lb_census_entry;
 
 /* Writes (or refreshes) one entry with seen_ms = now's wall clock. */
-int lb_census_register(struct redisContext *c, const char *ns, size_t nslen,
-                       const lb_census_entry *e, const lb_now *now);
+int lb_census_register(lb_target t, const char *ns, size_t nslen, const lb_census_entry *e,
+                       const lb_now *now);
 /* Reads every entry of the census, with age and stale flag against `now`.
  * *out (an array of *n entries, allocated with `a`, NULL for malloc; free it
  * with lb_census_free) and *n are reset on entry. */
-int lb_census_list(struct redisContext *c, const char *ns, size_t nslen, const lb_now *now,
+int lb_census_list(lb_target t, const char *ns, size_t nslen, const lb_now *now,
                    int64_t stale_ms, const lb_allocator *a, lb_census_entry **out, size_t *n);
 void lb_census_free(const lb_allocator *a, lb_census_entry *entries);
 /* Removes stale entries, each only if it is still the value that was judged
@@ -191,10 +197,13 @@ void lb_census_free(const lb_allocator *a, lb_census_entry *entries);
  * namespace's gate record (lb_ns_keys.gate, field legacy_until_ms), so that the
  * tool's gate still counts that legacy client for its window. *pruned (may be
  * NULL) gets the number removed. */
-int lb_census_prune(struct redisContext *c, const char *ns, size_t nslen, const lb_now *now,
+int lb_census_prune(lb_target t, const char *ns, size_t nslen, const lb_now *now,
                     int64_t stale_ms, size_t *pruned);
 
 /* ---- The mode-following lock ------------------------------------------------------ */
+/* Options are copied by lb_mlock_new (strings included): the struct may be
+ * reused or freed afterwards; the clock and allocator it points to must
+ * outlive the lock. */
 typedef struct lb_mlock_options {
     const char *ns;          /* namespace (NUL-terminated); NULL: no control key, no census */
     lb_mode mode;            /* the configured mode: used when not following, and while
@@ -227,7 +236,7 @@ typedef struct lb_mlock_options {
 /* Defaults: no namespace, compat, not following, mode refresh 1000 ms, ms codec,
  * ttl 30 s, grace 1 s, wire legacy variant, 3 nil retries, release margin 1 s,
  * back-off 2 to 100 ms, system clock, malloc, census refresh 5000 ms, a foreign
- * value waited out. Options are copied by lb_mlock_new (strings included). */
+ * value waited out. */
 void lb_mlock_options_init(lb_mlock_options *o);
 
 typedef struct lb_mlock lb_mlock;

@@ -16,8 +16,9 @@ extern "C" {
 
 struct lb_watchdog;
 
-/* Options are copied by lb_lock_new: the struct may be reused or freed; the
- * clock, allocator and watchdog it points to must outlive the lock. */
+/* Options are copied by lb_lock_new: the struct may be reused or freed
+ * afterwards; the clock, allocator and watchdog it points to must outlive the
+ * lock. */
 typedef struct lb_lock_options {
     int64_t ttl_ms;         /* Redis TTL of the lock, milliseconds */
     int fencing;            /* 1: acquire through a script that also returns the
@@ -122,7 +123,9 @@ lb_lock_info lb_lock_info_of(const lb_lock *l);
  * when a majority accepted it and the time left, ttl - elapsed - drift, is
  * positive. Otherwise every master is asked to release (a write whose reply was
  * lost may have landed) and the attempt fails. Masters are independent servers,
- * not replicas of one another. */
+ * not replicas of one another.
+ * Options are copied by lb_quorum_new: the struct may be reused or freed
+ * afterwards; the clock and allocator it points to must outlive the handle. */
 typedef struct lb_quorum_options {
     int64_t ttl_ms;          /* lock TTL on each master, milliseconds */
     int64_t drift_extra_ms;  /* clock drift allowance: ttl * drift_ppm / 1e6 plus this, ms */
@@ -130,8 +133,8 @@ typedef struct lb_quorum_options {
     int64_t timeout_ms;      /* per-master command timeout, ms; below the ttl */
     int64_t retry_min_ms;    /* blocking acquire: random delay between rounds, ms */
     int64_t retry_max_ms;
-    const lb_clock *clock;   /* NULL: system clocks */
-    const lb_allocator *allocator;
+    const lb_clock *clock;   /* NULL: system clocks; must outlive the handle */
+    const lb_allocator *allocator; /* NULL: malloc; must outlive the handle */
 } lb_quorum_options;
 
 /* Defaults: ttl 30 s, drift 1% + 2 ms, master timeout 100 ms, retry delay 50

@@ -12,6 +12,9 @@
 extern "C" {
 #endif
 
+/* Options are copied by lb_sentinel_new (strings included): the struct may be
+ * reused or freed afterwards; the allocator it points to must outlive the
+ * handle. */
 typedef struct lb_sentinel_options {
     int64_t connect_timeout_ms; /* per connection attempt (sentinel or primary), ms */
     int64_t command_timeout_ms; /* per command, milliseconds */
@@ -42,7 +45,6 @@ typedef struct lb_sentinel_options {
  * command) and forgets the old primary as soon as one arrives; asking a
  * sentinel every recheck_ms bounds the delay if the announcement is missed. */
 void lb_sentinel_options_init(lb_sentinel_options *o);
-/* Options are copied by lb_sentinel_new, strings included. */
 
 typedef struct lb_sentinel lb_sentinel;
 
@@ -57,9 +59,9 @@ int lb_sentinel_new(lb_sentinel **out, const char *const *sentinels, int n, cons
 void lb_sentinel_free(lb_sentinel *s);
 
 /* The connection to the primary, found again if it failed or was demoted
- * since: for the calls that take a connection rather than a target
- * (lb_mode_get, the census; a lock takes lb_on_sentinel(s)). Owned by
- * the handle; valid until the next call on it. NULL if none could be found. */
+ * since: for commands of the application's own (every lockbridge call takes
+ * lb_on_sentinel(s)). Owned by the handle; valid until the next call on it.
+ * NULL if none could be found. */
 struct redisContext *lb_sentinel_primary(lb_sentinel *s);
 
 typedef struct lb_sentinel_stats {

@@ -12,9 +12,15 @@
 extern "C" {
 #endif
 
+/* Options are copied by lb_waiter_new (strings included): the struct may be
+ * reused or freed afterwards; the allocator and connect_ud it points to must
+ * outlive the waiter, and errbuf is written during that call only.
+ * There is no default server: host and port, or connect, must be given
+ * (LB_EINVAL otherwise), so that a forgotten address cannot watch a server
+ * the locks are not on. */
 typedef struct lb_waiter_options {
-    const char *host;           /* subscriber connection: host ("127.0.0.1") */
-    int port;                   /* and port (6379) */
+    const char *host;           /* subscriber connection: host (NULL by default); copied */
+    int port;                   /* and port (0 by default) */
     const char *username;       /* NULL: AUTH with the password alone; copied */
     const char *password;       /* NULL: no AUTH; copied. (Channels ignore SELECT.) */
     int64_t connect_timeout_ms; /* connect and AUTH, and any write, ms (1000, as the
@@ -49,8 +55,9 @@ void lb_waiter_options_init(lb_waiter_options *o);
 
 typedef struct lb_waiter lb_waiter;
 
-/* Connects the subscriber connection (LB_EIO if that fails, LB_EREDIS if AUTH
- * is refused) and starts the
+/* Connects the subscriber connection (LB_EINVAL without a server or with bad
+ * options, LB_EIO if connecting fails, LB_EREDIS if AUTH is refused) and
+ * starts the
  * thread that reads it. *out is reset on entry; on any failure o->errbuf,
  * when given, says why. The waiter is thread-safe:
  * any number of threads may wait through it at once, each on its own lock

@@ -38,8 +38,9 @@ const char *lb_watch_reason_name(lb_watch_reason reason);
 typedef void (*lb_watch_lost_fn)(const lb_lock *lock, lb_watch_reason reason,
                                  const char *detail, void *ud);
 
-/* Options are copied by lb_watchdog_new (strings included): the struct may
- * be reused or freed afterwards. */
+/* Options are copied by lb_watchdog_new (strings included): the struct may be
+ * reused or freed afterwards; the clock, allocator and connect_ud it points
+ * to must outlive the watchdog, and errbuf is written during that call only. */
 typedef struct lb_watchdog_options {
     /* Where the watchdog renews: the target the locks are acquired on. The
      * watchdog never shares the owners' handles: it opens its own copy at
@@ -76,11 +77,18 @@ typedef struct lb_watchdog_options {
      * success. Written only by lb_watchdog_new, never kept. */
     char *errbuf;
     size_t errbuf_size;
+    /* The loss callback of the locks this watchdog watches because their
+     * lb_lock_options.watchdog names it (their watches have the default
+     * lb_watch_options with this callback and ud); lb_watchdog_watch's own
+     * options set their own. NULL: a loss is seen through lb_lock_info_of's
+     * `held` and lb_watchdog_check only. */
+    lb_watch_lost_fn lost;
+    void *lost_ud;
 } lb_watchdog_options;
 
 /* Defaults: no server (set target, or host and port, or connect), no AUTH,
  * db 0, connect and command timeouts 1000 ms, reconnect delay 10 to 500 ms,
- * system clock, malloc. */
+ * system clock, malloc, no loss callback. */
 void lb_watchdog_options_init(lb_watchdog_options *o);
 
 typedef struct lb_watchdog lb_watchdog;
@@ -89,6 +97,11 @@ typedef struct lb_watchdog lb_watchdog;
  * and starts the thread, which runs with every signal blocked. *out is reset
  * on entry. On any failure o->errbuf, when given, says why. */
 int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
+/* The common case in one call: a watchdog with the default options on its own
+ * copy of target `t`, whose loss callback (may be NULL) is `lost` with `ud`,
+ * for the locks that name it in lb_lock_options.watchdog. As lb_watchdog_new,
+ * without the reason of a failure (LB_EINVAL for a target without a handle). */
+int lb_watchdog_new_on(lb_watchdog **out, lb_target t, lb_watch_lost_fn lost, void *ud);
 /* Stops the thread and closes the connection. Locks still watched stop being
  * renewed and lapse with their TTL (they are not released). Call it when no
  * thread is using a lock it watches, and never from a lost callback.
@@ -96,7 +109,8 @@ int lb_watchdog_new(lb_watchdog **out, const lb_watchdog_options *o);
 void lb_watchdog_free(lb_watchdog *wd);
 
 /* Options of one watch (lb_watchdog_options are those of the watchdog, shared
- * by its watches); copied by lb_watchdog_watch. */
+ * by its watches). Options are copied by lb_watchdog_watch: the struct may be
+ * reused or freed afterwards; ud is handed to the callback as it is. */
 typedef struct lb_watch_options {
     /* Renew when this fraction of the TTL has passed since the last renewal
      * (0 < f < 1): with 1/3 a lock survives two failed renewals in a row. */

@@ -62,6 +62,7 @@ lb_lock *lbt_new_lock(const char *key, int fair, int64_t bmin, int64_t bmax) {
 lb_waiter *lbt_new_waiter(void) {
     lb_waiter_options o;
     lb_waiter_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = lbt_server.port;
     lb_waiter *w = NULL;
     assert_int_equal(lb_waiter_new(&w, &o), LB_OK);

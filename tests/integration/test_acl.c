@@ -323,7 +323,7 @@ static void test_a_release_refused_its_channel_deletes_nothing(void **state) {
     assert_int_equal(lb_mlock_release(m, lb_on_conn(locker)), LB_OK);
 
     /* A mode change refused its announcement is not made either. */
-    assert_int_equal(lb_mode_set(nochan, "locks:ns", 8, LB_MODE_COMPAT, NULL, NULL), LB_EREDIS);
+    assert_int_equal(lb_mode_set(lb_on_conn(nochan), "locks:ns", 8, LB_MODE_COMPAT, NULL, NULL), LB_EREDIS);
     r = redisCommand(admin, "EXISTS {locks:ns}:lb-mode");
     assert_true(r && r->type == REDIS_REPLY_INTEGER);
     assert_int_equal(r->integer, 0);

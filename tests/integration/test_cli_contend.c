@@ -302,7 +302,7 @@ static void test_contend_registers_one_census_entry_per_process(void **state) {
     e.pid = 7;
     lb_now now = lb_clock_now(NULL);
     now.wall_us -= INT64_C(120000) * 1000;
-    assert_int_equal(lb_census_register(cli.conn, "cli:cc", 6, &e, &now), LB_OK);
+    assert_int_equal(lb_census_register(lb_on_conn(cli.conn), "cli:cc", 6, &e, &now), LB_OK);
     const char *list[] = {"-p", cli.port, "census", "list", "--ns", "cli:cc", NULL};
     assert_int_equal(lbt_run(&cli.proc, list), 0);
     assert_non_null(strstr(cli.proc.out, "old-host"));

@@ -152,7 +152,7 @@ static void census_add(const char *id, lb_mode mode, int64_t age_ms) {
     e.pid = 1;
     lb_now now = lb_clock_now(NULL);
     now.wall_us -= age_ms * 1000;
-    assert_int_equal(lb_census_register(cli.conn, "cli:cns", 7, &e, &now), LB_OK);
+    assert_int_equal(lb_census_register(lb_on_conn(cli.conn), "cli:cns", 7, &e, &now), LB_OK);
 }
 
 static void test_status_and_mode_set_read_the_census(void **state) {

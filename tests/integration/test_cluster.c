@@ -410,6 +410,119 @@ static void test_a_force_release_deletes_the_key_on_its_primary(void **state) {
     lb_cluster_free(cl);
 }
 
+/* A census entry of client `id` in `mode`. */
+static lb_census_entry census_entry(const char *id, lb_mode mode) {
+    lb_census_entry e;
+    memset(&e, 0, sizeof e);
+    snprintf(e.id, sizeof e.id, "%s", id);
+    snprintf(e.host, sizeof e.host, "host-%s", id);
+    snprintf(e.version, sizeof e.version, "0.1.0");
+    e.mode = mode;
+    e.pid = 42;
+    return e;
+}
+
+/* The operator's namespace calls (mode, census) and lb_inspect take a target
+ * like the locks: through a Cluster each reaches the primary that owns its
+ * keys' slot, with no redirection to follow, and what it writes is there. */
+static void test_the_namespace_and_inspect_calls_reach_their_primary(void **state) {
+    (void)state;
+    const char *ns = "calls-ns";
+    lb_ns_keys k;
+    assert_int_equal(lb_ns_keys_init(&k, LB_KEY(ns)), LB_OK);
+    int ns_owner = owner_of(k.mode);
+    lb_cluster *cl = new_cluster();
+    lb_target t = lb_on_cluster(cl);
+    lb_mode m = LB_MODE_MODERN, legacy = LB_MODE_LEGACY;
+    int found = 1;
+    long long receivers = -1;
+    assert_int_equal(lb_mode_get(t, LB_KEY(ns), &m, &found), LB_OK);
+    assert_int_equal(found, 0);
+    assert_int_equal(lb_mode_set(t, LB_KEY(ns), LB_MODE_COMPAT, &legacy, &receivers), LB_OK);
+    assert_int_equal(receivers, 0);
+    assert_string_equal(value_on(ns_owner, k.mode), "compat");
+    assert_int_equal(lb_mode_set(t, LB_KEY(ns), LB_MODE_MODERN, &legacy, NULL), LB_ESTATE);
+    assert_int_equal(lb_mode_get(t, LB_KEY(ns), &m, &found), LB_OK);
+    assert_int_equal(m, LB_MODE_COMPAT);
+    assert_int_equal(found, 1);
+
+    lb_census_entry live = census_entry("live", LB_MODE_COMPAT);
+    lb_census_entry gone = census_entry("gone", LB_MODE_LEGACY);
+    lb_now now = lb_clock_now(NULL), old = now;
+    old.wall_us -= INT64_C(120) * 1000000;
+    assert_int_equal(lb_census_register(t, LB_KEY(ns), &live, &now), LB_OK);
+    assert_int_equal(lb_census_register(t, LB_KEY(ns), &gone, &old), LB_OK);
+    redisReply *r = on_node(ns_owner, "HLEN %s", k.census);
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+    lb_census_entry *es = NULL;
+    size_t n = 0, pruned = 0;
+    assert_int_equal(lb_census_list(t, LB_KEY(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(es[0].stale + es[1].stale, 1);
+    lb_census_free(NULL, es);
+    assert_int_equal(lb_census_prune(t, LB_KEY(ns), &now, 60000, &pruned), LB_OK);
+    assert_int_equal(pruned, 1);
+    r = on_node(ns_owner, "HGET %s %s", k.census, "live");
+    assert_int_equal(r->type, REDIS_REPLY_STRING); /* the live entry is kept */
+    freeReplyObject(r);
+    r = on_node(ns_owner, "HGET %s legacy_until_ms", k.gate);
+    assert_int_equal(r->type, REDIS_REPLY_STRING); /* the pruned legacy client is remembered */
+    freeReplyObject(r);
+
+    lb_codec ms;
+    assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
+    static const char *const keys[] = {"inspect:{a}", "inspect:{b}", "inspect:{c}"};
+    for (int i = 0; i < 3; i++) {
+        lb_class c;
+        ok_on_node(owner_of(keys[i]), "SET %s %s PX 60000", keys[i],
+                   "0123456789abcdef0123456789abcdef");
+        assert_int_equal(lb_inspect(t, LB_KEY(keys[i]), &ms, 1, NULL, &c), LB_OK);
+        assert_int_equal(c.format, LB_FORMAT_TOKEN);
+        assert_int_equal(c.token, LB_TOKEN_LOCKBRIDGE);
+        assert_true(c.pttl_ms > 0 && c.pttl_ms <= 60000);
+        assert_int_equal(lb_lock_force_release(t, LB_KEY(keys[i])), LB_OK);
+    }
+    lb_cluster_stats st;
+    assert_int_equal(lb_cluster_stats_get(cl, &st), LB_OK);
+    assert_int_equal(st.moved, 0);
+    assert_int_equal(st.ask, 0);
+    ok_on_node(ns_owner, "DEL %s %s", k.mode, k.census);
+    ok_on_node(ns_owner, "DEL %s %s", k.gate, k.channel);
+    lb_cluster_free(cl);
+}
+
+/* A target without a handle is refused, and every output is reset first. */
+static void test_the_namespace_calls_reset_their_outputs_when_refused(void **state) {
+    (void)state;
+    lb_target none = lb_on_cluster(NULL);
+    lb_mode m = LB_MODE_MODERN;
+    int found = 1;
+    long long receivers = 7;
+    size_t n = 7, pruned = 7;
+    lb_census_entry e = census_entry("x", LB_MODE_MODERN), *es = &e;
+    lb_now now = lb_clock_now(NULL);
+    lb_codec ms;
+    lb_class c;
+    assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
+    memset(&c, 0x5a, sizeof c);
+    assert_int_equal(lb_mode_get(none, LB_KEY("ns"), &m, &found), LB_EINVAL);
+    assert_int_equal(m, LB_MODE_LEGACY);
+    assert_int_equal(found, 0);
+    assert_int_equal(lb_mode_set(none, LB_KEY("ns"), LB_MODE_COMPAT, NULL, &receivers),
+                     LB_EINVAL);
+    assert_int_equal(receivers, 0);
+    assert_int_equal(lb_census_register(none, LB_KEY("ns"), &e, &now), LB_EINVAL);
+    assert_int_equal(lb_census_list(none, LB_KEY("ns"), &now, 1000, NULL, &es, &n), LB_EINVAL);
+    assert_null(es);
+    assert_int_equal(n, 0);
+    assert_int_equal(lb_census_prune(none, LB_KEY("ns"), &now, 1000, &pruned), LB_EINVAL);
+    assert_int_equal(pruned, 0);
+    assert_int_equal(lb_inspect(none, LB_KEY("k"), &ms, 1, NULL, &c), LB_EINVAL);
+    assert_int_equal(c.format, LB_FORMAT_ABSENT);
+    assert_int_equal(c.pttl_ms, -2);
+}
+
 typedef struct fair_wait {
     lb_lock *l;
     lb_cluster *cl;
@@ -1134,6 +1247,8 @@ int main(void) {
         cmocka_unit_test(test_a_fair_lock_queues_and_is_handed_the_lock_on_a_cluster),
         cmocka_unit_test(test_a_self_renewing_lock_renews_on_its_keys_primary),
         cmocka_unit_test(test_a_force_release_deletes_the_key_on_its_primary),
+        cmocka_unit_test(test_the_namespace_and_inspect_calls_reach_their_primary),
+        cmocka_unit_test(test_the_namespace_calls_reset_their_outputs_when_refused),
         cmocka_unit_test(test_slot_migration_is_followed_through_ask_then_moved),
         cmocka_unit_test(test_tryagain_is_retried_then_reported_and_nothing_is_written),
         cmocka_unit_test(test_clusterdown_is_waited_out_then_reported),

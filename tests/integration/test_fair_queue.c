@@ -137,6 +137,7 @@ static void test_a_queued_listening_waiter_attempts_no_more_until_its_hand_off(v
 static lb_waiter *new_waiter_lingering(int64_t linger_ms) {
     lb_waiter_options o;
     lb_waiter_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = lbt_server.port;
     o.linger_ms = linger_ms;
     lb_waiter *w = NULL;

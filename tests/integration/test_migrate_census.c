@@ -39,13 +39,13 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     b.mode = LB_MODE_LEGACY;
     lb_now now = lb_clock_now(NULL), old = now;
     old.wall_us -= INT64_C(120) * 1000000;
-    assert_int_equal(lb_census_register(admin, ns, strlen(ns), &a, &now), LB_OK);
-    assert_int_equal(lb_census_register(admin, ns, strlen(ns), &b, &old), LB_OK);
+    assert_int_equal(lb_census_register(lb_on_conn(admin), ns, strlen(ns), &a, &now), LB_OK);
+    assert_int_equal(lb_census_register(lb_on_conn(admin), ns, strlen(ns), &b, &old), LB_OK);
     /* Something that is not an entry is listed as such and never pruned. */
     lbt_cmd_ok(admin, "HSET %s %s %s", k.census, "junk", "{not json");
     lb_census_entry *es = NULL;
     size_t n = 0;
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 3);
     int seen_a = 0, seen_b = 0, seen_junk = 0;
     for (size_t i = 0; i < n; i++) {
@@ -71,9 +71,9 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     assert_true(seen_a && seen_b && seen_junk);
     lb_census_free(NULL, es);
     size_t pruned = 9;
-    assert_int_equal(lb_census_prune(admin, ns, strlen(ns), &now, 60000, &pruned), LB_OK);
+    assert_int_equal(lb_census_prune(lb_on_conn(admin), ns, strlen(ns), &now, 60000, &pruned), LB_OK);
     assert_int_equal(pruned, 1);
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 2);
     lb_census_free(NULL, es);
     /* The pruned legacy entry's last sighting stays in the gate record, so the
@@ -101,7 +101,7 @@ static void test_census_registers_lists_and_prunes_stale_entries(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(lb__census_decode(bad[i], strlen(bad[i]), &back), LB_EFOREIGN);
     lbt_cmd_ok(admin, "SET %s x", k.census);
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n),
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n),
                      LB_EWRONGTYPE);
     assert_null(es);
     lbt_del(admin, k.census);
@@ -129,7 +129,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     lb_census_entry *es = NULL;
     size_t n = 0;
     lb_now now = lb_clock_now(NULL);
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
     assert_string_equal(es[0].id, "billing-7");
     assert_string_equal(es[0].host, "h7");
@@ -141,14 +141,14 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     /* A follower's entry says the mode it read, from its very first refresh:
      * configured legacy, it must not hold modern back once the key says compat. */
     lbt_del(admin, k.census);
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
     o.follow = 1;
     o.client_id = "billing-8";
     assert_int_equal(lb_mlock_new(&l, key, strlen(key), &o), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
     assert_true(es[0].valid);
     assert_int_equal(es[0].mode, LB_MODE_COMPAT);
@@ -156,7 +156,7 @@ static void test_a_handle_registers_itself_with_its_mode(void **state) {
     /* A control key in no known form: the entry keeps the mode in use. */
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "\"mode\":\"?\"");
     assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
-    assert_int_equal(lb_census_list(admin, ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(lb_census_list(lb_on_conn(admin), ns, strlen(ns), &now, 60000, NULL, &es, &n), LB_OK);
     assert_int_equal(n, 1);
     assert_true(es[0].valid);
     assert_int_equal(es[0].mode, LB_MODE_COMPAT);

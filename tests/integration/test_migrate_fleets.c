@@ -185,7 +185,7 @@ static void *stepper_main(void *ud) {
     if (!c) return NULL;
     for (size_t i = 0; i < sizeof path / sizeof path[0]; i++) {
         usleep(40000);
-        lb_mode_set(c, s->ns, strlen(s->ns), path[i], NULL, NULL);
+        lb_mode_set(lb_on_conn(c), s->ns, strlen(s->ns), path[i], NULL, NULL);
     }
     usleep(40000);
     atomic_store(&s->done, 1);

@@ -110,15 +110,15 @@ static void test_inspect_classifies_what_redis_holds(void **state) {
     assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
     const char *key = "mt:inspect";
     lbt_del(admin, key);
-    assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(lb_inspect(lb_on_conn(admin), key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_ABSENT);
     size_t len = lbt_expiry_value("ms", 5000, v);
     lbt_cmd_ok(admin, "SET %s %b", key, v, len);
-    assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(lb_inspect(lb_on_conn(admin), key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_LEGACY);
     assert_false(c.expired);
     lbt_cmd_ok(admin, "PEXPIRE %s 9000", key);
-    assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(lb_inspect(lb_on_conn(admin), key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_COMPAT);
     assert_true(c.pttl_ms > 0 && c.pttl_ms <= 9000);
     /* A megabyte is classified from its prefix and never copied whole. */
@@ -127,12 +127,12 @@ static void test_inspect_classifies_what_redis_holds(void **state) {
     memset(big, '1', 1 << 20);
     lbt_cmd_ok(admin, "SET %s %b", key, big, (size_t)(1 << 20));
     free(big);
-    assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(lb_inspect(lb_on_conn(admin), key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_UNKNOWN);
     assert_int_equal(c.len, 1 << 20);
     lbt_del(admin, key);
     lbt_cmd_ok(admin, "RPUSH %s a", key);
-    assert_int_equal(lb_inspect(admin, key, strlen(key), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(lb_inspect(lb_on_conn(admin), key, strlen(key), &ms, 1, NULL, &c), LB_OK);
     assert_int_equal(c.format, LB_FORMAT_WRONGTYPE);
     lbt_del(admin, key);
 }

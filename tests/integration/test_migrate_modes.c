@@ -66,7 +66,7 @@ static void test_mode_is_read_set_compared_and_published(void **state) {
     long long receivers = -1;
     assert_int_equal(lb_ns_keys_init(&k, ns, strlen(ns)), LB_OK);
     lbt_del(admin, k.mode);
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_OK);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_OK);
     assert_int_equal(found, 0);
 
     /* A subscriber hears every set. */
@@ -74,7 +74,7 @@ static void test_mode_is_read_set_compared_and_published(void **state) {
     assert_non_null(sub);
     lbt_cmd_ok(sub, "SUBSCRIBE %s", k.channel);
     redisReply *r;
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, &receivers), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_COMPAT, NULL, &receivers), LB_OK);
     assert_int_equal(receivers, 1);
     assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
     assert_int_equal(lb_mode_message(r, &m), LB_OK);
@@ -82,34 +82,34 @@ static void test_mode_is_read_set_compared_and_published(void **state) {
     freeReplyObject(r);
     redisFree(sub);
 
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_OK);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_OK);
     assert_int_equal(found, 1);
     assert_int_equal(m, LB_MODE_COMPAT);
     /* Compare-and-set: refused when the current mode is not the expected one. */
     lb_mode expect = LB_MODE_LEGACY;
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_ESTATE);
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_ESTATE);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_OK);
     assert_int_equal(m, LB_MODE_COMPAT);
     expect = LB_MODE_COMPAT;
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_OK);
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_OK);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_OK);
     assert_int_equal(m, LB_MODE_MODERN);
     /* An absent key counts as legacy for the comparison. */
     lbt_del(admin, k.mode);
     expect = LB_MODE_LEGACY;
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, &expect, NULL), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_COMPAT, &expect, NULL), LB_OK);
 
     /* A control key holding something else is reported, not guessed at. */
     lbt_cmd_ok(admin, "SET %s %s", k.mode, "turbo");
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_EFOREIGN);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_EFOREIGN);
     assert_int_equal(found, 0);
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_ESTATE);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, &expect, NULL), LB_ESTATE);
     lbt_del(admin, k.mode);
     lbt_cmd_ok(admin, "HSET %s a b", k.mode);
-    assert_int_equal(lb_mode_get(admin, ns, strlen(ns), &m, &found), LB_EWRONGTYPE);
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_EWRONGTYPE);
+    assert_int_equal(lb_mode_get(lb_on_conn(admin), ns, strlen(ns), &m, &found), LB_EWRONGTYPE);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_EWRONGTYPE);
     lbt_del(admin, k.mode);
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), (lb_mode)9, NULL, NULL), LB_EINVAL);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), (lb_mode)9, NULL, NULL), LB_EINVAL);
 }
 
 /* ---- Following the control key ---------------------------------------------------------------- */
@@ -126,7 +126,7 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_LEGACY);
     assert_int_equal(lb_mlock_release(l, lb_on_conn(admin)), LB_OK);
     /* A set is not seen before the refresh interval without a notification. */
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_COMPAT, NULL, NULL), LB_OK);
     assert_int_equal(lb_mlock_try_acquire(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_LEGACY);
     /* The operation in flight ends in its own mode even after a notification. */
@@ -137,7 +137,7 @@ static void test_mode_changes_are_picked_up_on_refresh_and_notification(void **s
     assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_COMPAT);
     assert_true(lbt_pttl(admin, key) > 0);
     /* Switched while held: release still speaks the mode it acquired in. */
-    assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_OK);
+    assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, NULL, NULL), LB_OK);
     assert_int_equal(lb_mlock_refresh(l, lb_on_conn(admin)), LB_OK);
     assert_int_equal(lb_mlock_info_of(l).mode, LB_MODE_MODERN);
     assert_int_equal(lb_mlock_info_of(l).held_mode, LB_MODE_COMPAT);
@@ -242,7 +242,7 @@ static void test_a_notification_makes_the_next_acquire_reread(void **state) {
      * registration: set until someone is notified. */
     long long receivers = 0;
     for (int i = 0; i < 500 && receivers == 0; i++) {
-        assert_int_equal(lb_mode_set(admin, ns, strlen(ns), LB_MODE_MODERN, NULL, &receivers),
+        assert_int_equal(lb_mode_set(lb_on_conn(admin), ns, strlen(ns), LB_MODE_MODERN, NULL, &receivers),
                          LB_OK);
         if (receivers == 0) usleep(2000);
     }

@@ -54,6 +54,7 @@ static void test_a_waiting_mlock_wakes_on_a_compat_or_modern_release(void **stat
         lbt_del(admin, "mig:wake");
         lb_waiter_options wo;
         lb_waiter_options_init(&wo);
+        wo.host = "127.0.0.1";
         wo.port = server.port;
         lb_waiter *w = NULL;
         assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);
@@ -97,6 +98,7 @@ static void test_a_waiting_mlock_is_cancelled_by_the_clocks_sleep_hook(void **st
     lbt_canceller_init(&c);
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = server.port;
     lb_waiter *w = NULL;
     assert_int_equal(lb_waiter_new(&w, &wo), LB_OK);

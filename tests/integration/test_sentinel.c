@@ -171,6 +171,46 @@ static void *fair_waiter(void *arg) {
 /* Every lock kind runs behind Sentinel: the mode-following lock (its namespace
  * read and its lock written on the primary), and a fair lock whose waiter,
  * queued on the primary, is handed the lock by the holder's release. */
+/* The namespace calls and lb_inspect take a target: behind Sentinel they
+ * reach the primary the sentinels name, found through them. */
+static void test_the_namespace_and_inspect_calls_reach_the_primary(void **state) {
+    (void)state;
+    int p = lbt_sentinels_primary(&env);
+    assert_true(p >= 0);
+    lb_sentinel *s = new_handle();
+    lb_target t = lb_on_sentinel(s);
+    const char *ns = "s-calls";
+    lb_ns_keys k;
+    assert_int_equal(lb_ns_keys_init(&k, LB_KEY(ns)), LB_OK);
+    lb_mode m;
+    int found;
+    assert_int_equal(lb_mode_set(t, LB_KEY(ns), LB_MODE_MODERN, NULL, NULL), LB_OK);
+    assert_string_equal(value_on(p, k.mode), "modern");
+    assert_int_equal(lb_mode_get(t, LB_KEY(ns), &m, &found), LB_OK);
+    assert_int_equal(m, LB_MODE_MODERN);
+    assert_int_equal(found, 1);
+    lb_census_entry e, *es = NULL;
+    memset(&e, 0, sizeof e);
+    snprintf(e.id, sizeof e.id, "behind-sentinel");
+    e.mode = LB_MODE_MODERN;
+    lb_now now = lb_clock_now(NULL);
+    size_t n = 0;
+    assert_int_equal(lb_census_register(t, LB_KEY(ns), &e, &now), LB_OK);
+    assert_int_equal(lb_census_list(t, LB_KEY(ns), &now, 60000, NULL, &es, &n), LB_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(es[0].id, "behind-sentinel");
+    lb_census_free(NULL, es);
+    lb_codec ms;
+    lb_class c;
+    assert_int_equal(lb_codec_parse(&ms, "ms"), LB_OK);
+    assert_int_equal(lb_inspect(t, LB_KEY(k.mode), &ms, 1, NULL, &c), LB_OK);
+    assert_int_equal(c.format, LB_FORMAT_UNKNOWN); /* a mode name is no lock value */
+    redisContext *pc = lbt_redis_connect(&env.data[p]);
+    lbt_cmd_ok(pc, "DEL %s %s", k.mode, k.census);
+    redisFree(pc);
+    lb_sentinel_free(s);
+}
+
 static void test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel(void **state) {
     (void)state;
     int p = lbt_sentinels_primary(&env);
@@ -493,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_the_primary_is_found_through_any_sentinel_and_locks_work),
         cmocka_unit_test(test_a_self_renewing_lock_renews_on_the_primary_behind_sentinel),
         cmocka_unit_test(test_the_mode_following_lock_and_a_fair_wait_run_behind_sentinel),
+        cmocka_unit_test(test_the_namespace_and_inspect_calls_reach_the_primary),
         cmocka_unit_test(test_unknown_names_non_sentinels_and_bad_arguments_are_refused),
         cmocka_unit_test(test_the_tool_finds_the_primary_through_the_sentinels),
         cmocka_unit_test(test_a_forced_failover_is_followed_to_the_new_primary),

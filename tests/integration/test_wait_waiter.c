@@ -274,6 +274,7 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
 
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = 0;
     lb_waiter *w = (lb_waiter *)&wo;
     assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
@@ -292,10 +293,12 @@ static void test_bad_options_and_arguments_are_refused(void **state) {
     assert_int_equal(st.channels, 0);
 
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = lbt_server.port;
     wo.username = "someone"; /* a username needs a password */
     assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = lbt_server.port;
     wo.linger_ms = -1;
     assert_int_equal(lb_waiter_new(&w, &wo), LB_EINVAL);
@@ -321,6 +324,7 @@ static void test_a_failed_waiter_new_says_why_in_the_callers_buffer(void **state
     char why[256];
     lb_waiter_options o;
     lb_waiter_options_init(&o);
+    o.host = "127.0.0.1";
     o.port = 1;
     o.errbuf = why;
     o.errbuf_size = sizeof why;
@@ -337,11 +341,37 @@ static void test_a_failed_waiter_new_says_why_in_the_callers_buffer(void **state
     lb_waiter_free(w);
 }
 
+/* A waiter has no default server: options that name neither a host nor a
+ * connect callback are refused, rather than watching 127.0.0.1:6379 while the
+ * locks live elsewhere. */
+static void test_a_waiter_without_a_server_is_refused(void **state) {
+    (void)state;
+    char why[256] = "untouched";
+    lb_waiter_options o;
+    lb_waiter_options_init(&o);
+    o.errbuf = why;
+    o.errbuf_size = sizeof why;
+    lb_waiter *w = (lb_waiter *)&o;
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EINVAL);
+    assert_null(w);
+    assert_non_null(strstr(why, "no server"));
+    o.port = lbt_server.port; /* a port alone names no server either */
+    assert_int_equal(lb_waiter_new(&w, &o), LB_EINVAL);
+    assert_non_null(strstr(why, "no server"));
+    assert_int_equal(lb_waiter_new(&w, NULL), LB_EINVAL);
+    assert_null(w);
+    o.host = "127.0.0.1";
+    assert_int_equal(lb_waiter_new(&w, &o), LB_OK);
+    assert_string_equal(why, "");
+    lb_waiter_free(w);
+}
+
 static void test_the_waiter_authenticates(void **state) {
     (void)state;
     lbt_cmd_ok(lbt_conn, "CONFIG SET requirepass s3cret");
     lb_waiter_options wo;
     lb_waiter_options_init(&wo);
+    wo.host = "127.0.0.1";
     wo.port = lbt_server.port;
     wo.password = "wrong";
     char why[256];
@@ -383,6 +413,7 @@ static void test_every_allocation_failure_is_clean(void **state) {
         assert_int_equal(rc, LB_OK);
         lb_waiter_options wo;
         lb_waiter_options_init(&wo);
+        wo.host = "127.0.0.1";
         wo.port = lbt_server.port;
         wo.allocator = &alloc;
         lb_waiter *w = NULL;
@@ -414,6 +445,7 @@ int main(void) {
         cmocka_unit_test(test_one_waiter_serves_many_threads_and_locks),
         cmocka_unit_test(test_bad_options_and_arguments_are_refused),
         cmocka_unit_test(test_a_failed_waiter_new_says_why_in_the_callers_buffer),
+        cmocka_unit_test(test_a_waiter_without_a_server_is_refused),
         cmocka_unit_test(test_the_waiter_authenticates),
         cmocka_unit_test(test_every_allocation_failure_is_clean),
     };

@@ -35,7 +35,7 @@ static int start_mode(lb__cli_lockopts *lo, const lb__cli_conn *ns_conn, char *e
     if (!lo->mlock.ns) return 0;
     redisContext *c = lb__cli_connect(ns_conn, err, cap);
     if (!c) return -1;
-    int rc = lb_mode_get(c, lo->mlock.ns, strlen(lo->mlock.ns), &m, &found);
+    int rc = lb_mode_get(lb_on_conn(c), lo->mlock.ns, strlen(lo->mlock.ns), &m, &found);
     redisFree(c);
     lb_mode asked = lo->mlock.mode;
     if (rc == LB_OK && found) lo->mlock.mode = m;

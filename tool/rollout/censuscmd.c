@@ -71,7 +71,7 @@ static int list(const lb__cli_args *a, redisContext *c, const char *ns, int64_t 
     lb_census_entry *e = NULL;
     size_t n = 0;
     uint64_t live[3] = {0}, stale = 0;
-    int rc = lb_census_list(c, ns, strlen(ns), &now, stale_ms, NULL, &e, &n);
+    int rc = lb_census_list(lb_on_conn(c), ns, strlen(ns), &now, stale_ms, NULL, &e, &n);
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, "reading the census");
     for (size_t i = 0; i < n; i++) {
         show_entry(&e[i], i == 0);
@@ -103,7 +103,7 @@ static int list(const lb__cli_args *a, redisContext *c, const char *ns, int64_t 
 static int prune(const lb__cli_args *a, redisContext *c, const char *ns, int64_t stale_ms) {
     lb_now now = lb_clock_now(NULL);
     size_t pruned = 0;
-    int rc = lb_census_prune(c, ns, strlen(ns), &now, stale_ms, &pruned);
+    int rc = lb_census_prune(lb_on_conn(c), ns, strlen(ns), &now, stale_ms, &pruned);
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, "pruning the census");
     if (!lb__cli_is_json()) {
         printf("%s: %zu stale entr(ies) removed\n", ns, pruned);

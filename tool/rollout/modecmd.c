@@ -202,7 +202,7 @@ static int get(const lb__cli_args *a, redisContext *c, const char *ns) {
     int found;
     lb__cli_gate g;
     char err[512];
-    int rc = lb_mode_get(c, ns, strlen(ns), &m, &found);
+    int rc = lb_mode_get(lb_on_conn(c), ns, strlen(ns), &m, &found);
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
     if (rc != LB_OK) return lb__cli_error(a, NULL, rc, c->errstr[0] ? c->errstr : lb_strerror(rc));
     if (lb__cli_gate_read(c, ns, &g, err, sizeof err) != 0)
@@ -516,7 +516,7 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
     memset(&ch, 0, sizeof ch);
     ch.ns = ns;
     ch.to = to;
-    int rc = lb_mode_get(nc, ns, strlen(ns), &ch.from, &found);
+    int rc = lb_mode_get(lb_on_conn(nc), ns, strlen(ns), &ch.from, &found);
     ch.found = found;
     if (rc == LB_EFOREIGN || rc == LB_EWRONGTYPE) return foreign_key(a, ns, rc);
     if (rc != LB_OK)
@@ -543,8 +543,8 @@ static int set(const lb__cli_args *a, const lb__cli_topo *t, redisContext *c,
         redisFree(w);
         return report(&ch, "refused"), LB__CLI_EXIT_UNSAFE;
     }
-    rc = lb__mode_set_stage(w, ns, strlen(ns), ch.to, ch.found ? &ch.from : NULL, since,
-                            &ch.receivers);
+    rc = lb__mode_set_stage(lb_on_conn(w), ns, strlen(ns), ch.to, ch.found ? &ch.from : NULL,
+                            since, &ch.receivers);
     if (rc == LB_OK && config_store(w, ns, &k->f, 0, err, sizeof err) != 0)
         rc = LB_EREDIS;
     redisFree(w);

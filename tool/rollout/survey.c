@@ -124,7 +124,7 @@ static int census(lb__cli_survey *s, redisContext *c, const char *ns, char *err,
     lb_now now = server_now(s);
     lb_census_entry *e = NULL;
     size_t n = 0;
-    int rc = lb_census_list(c, ns, strlen(ns), &now, s->stale_ms, NULL, &e, &n);
+    int rc = lb_census_list(lb_on_conn(c), ns, strlen(ns), &now, s->stale_ms, NULL, &e, &n);
     if (rc == LB_EWRONGTYPE) return s->census_unreadable = 1, 0;
     if (rc != LB_OK) return snprintf(err, cap, "reading the census: %s", lb_strerror(rc)), -1;
     for (size_t i = 0; i < n; i++) {
@@ -150,7 +150,7 @@ int lb__cli_survey_ns(lb__cli_survey *s, redisContext *c, const char *ns, char *
     if (s->now_ms < 0)
         return snprintf(err, cap, "the server's clock (TIME) cannot be read: the gate judges "
                         "by no other clock"), -1;
-    s->mode_rc = lb_mode_get(c, ns, strlen(ns), &s->mode, &s->mode_found);
+    s->mode_rc = lb_mode_get(lb_on_conn(c), ns, strlen(ns), &s->mode, &s->mode_found);
     if (s->mode_rc != LB_OK && s->mode_rc != LB_EFOREIGN && s->mode_rc != LB_EWRONGTYPE)
         return snprintf(err, cap, "reading the mode: %s", lb_strerror(s->mode_rc)), -1;
     if (lb__cli_gate_read(c, ns, &s->gate, err, cap) != 0) {

@@ -255,8 +255,9 @@ test-valkey-run: all $(VALKEY_BINS)
 # tools/check-hiredis.sh, that every object read that hiredis's headers and every
 # binary loads its library; then the unit and integration suites, the valgrind
 # set, and tools/check-install.sh (the install, and examples/ and the README's
-# example built as they say and run). Not run by CI: it needs a hiredis built
-# from source.
+# example built as they say and run; its own makes start afresh, MAKEFLAGS
+# emptied, as when CI runs it). Not run by CI: it needs a hiredis built from
+# source.
 test-hiredis: check-deps
 	@[ -n "$(HIREDIS_PREFIX)" ] || \
 	    { echo "make test-hiredis: give HIREDIS_PREFIX=<where a hiredis is installed>" >&2; exit 2; }
@@ -276,7 +277,7 @@ test-hiredis-run:
 	echo "test-hiredis $(HIREDIS_VERSION): valgrind"; \
 	BUILD=$(BUILD) VALGRIND=1 bash tests/run.sh $(VALGRIND_TESTS) || status=1; \
 	echo "test-hiredis $(HIREDIS_VERSION): install and examples"; \
-	sh tools/check-install.sh || status=1; \
+	MAKEFLAGS= HIREDIS_PREFIX=$(HIREDIS_PREFIX) sh tools/check-install.sh || status=1; \
 	exit $$status
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.

@@ -18,8 +18,36 @@ DESTDIR    ?=
 CC      ?= cc
 BUILD   ?= build
 OPT     ?= -O2 -g
-DEP_CFLAGS := $(shell pkg-config --cflags hiredis libcjson 2>/dev/null)
-DEP_LIBS   := $(shell pkg-config --libs hiredis libcjson 2>/dev/null || echo -lhiredis -lcjson)
+# hiredis is found by pkg-config: the system's (Debian 12: 0.14.1). HIREDIS_PREFIX=DIR
+# takes the one installed under DIR instead (built from source beside the
+# system's, as the README's "hiredis versions" does): its hiredis.pc is read
+# first, its library folder is recorded in every binary (rpath), so that each
+# loads that hiredis and no other, and the build goes to build-hiredis-VERSION
+# unless BUILD is given, so that no object compiled against another hiredis's
+# headers is reused.
+HIREDIS_PREFIX ?=
+PKG_CONFIG_ENV :=
+HIREDIS_LIBDIR :=
+HIREDIS_RPATH  :=
+ifneq ($(HIREDIS_PREFIX),)
+HIREDIS_PC := $(firstword $(wildcard $(HIREDIS_PREFIX)/lib*/pkgconfig/hiredis.pc \
+    $(HIREDIS_PREFIX)/lib/*/pkgconfig/hiredis.pc))
+ifeq ($(HIREDIS_PC),)
+$(error HIREDIS_PREFIX=$(HIREDIS_PREFIX) holds no lib/pkgconfig/hiredis.pc)
+endif
+# Exported too, for the scripts the recipes run (tools/check-install.sh).
+PKG_CONFIG_PATH := $(patsubst %/,%,$(dir $(HIREDIS_PC)))$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export PKG_CONFIG_PATH
+PKG_CONFIG_ENV := PKG_CONFIG_PATH=$(PKG_CONFIG_PATH)
+HIREDIS_VERSION := $(shell $(PKG_CONFIG_ENV) pkg-config --modversion hiredis)
+HIREDIS_LIBDIR  := $(shell $(PKG_CONFIG_ENV) pkg-config --variable=libdir hiredis)
+HIREDIS_RPATH   := -Wl,-rpath,$(HIREDIS_LIBDIR)
+ifeq ($(origin BUILD),file)
+BUILD := build-hiredis-$(HIREDIS_VERSION)
+endif
+endif
+DEP_CFLAGS := $(shell $(PKG_CONFIG_ENV) pkg-config --cflags hiredis libcjson 2>/dev/null)
+DEP_LIBS   := $(shell $(PKG_CONFIG_ENV) pkg-config --libs hiredis libcjson 2>/dev/null || echo -lhiredis -lcjson)
 # Warnings are errors in the builds of development and CI (the tests, the
 # sanitizers, the bench, the soak, the fuzzing: DEV_TARGETS below), not in the
 # plain `make` a packager runs, where a newer compiler's new warning must not
@@ -34,7 +62,7 @@ CFLAGS_ALL = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fPIC -MMD -MP -Iinclude -I. 
 # Test code (tests/harness, tests/race, the test programs) includes "harness/..."
 # and "race/..."; the library and the tool never see tests/.
 TEST_CFLAGS = $(CFLAGS_ALL) -Itests
-LDFLAGS_ALL = $(SAN) $(LDFLAGS)
+LDFLAGS_ALL = $(SAN) $(HIREDIS_RPATH) $(LDFLAGS)
 LIBS    := $(DEP_LIBS) -lm -lpthread
 
 SONAME      := liblockbridge.so.$(VERSION_MAJOR)
@@ -54,13 +82,14 @@ HEADERS := $(wildcard include/lockbridge/*.h)
 # The targets whose builds (prerequisites included) treat warnings as errors;
 # the sanitizer builds reach them through `test`.
 DEV_TARGETS := test-run test-bins unit-run integration-run valgrind explore demo-run bench \
-               soak-run test-valkey-run
+               soak-run test-valkey-run test-hiredis-bins
 $(DEV_TARGETS): WERROR = -Werror
 # A test program built by its own name (make build/tests/unit/test_core) too.
 $(BUILD)/tests/% $(BUILD)/obj/tests/%: WERROR = -Werror
 
 .PHONY: all lib tool install uninstall clean test test-run unit unit-run integration \
-        integration-run test-valkey test-valkey-run asan tsan valgrind deps demo demo-run \
+        integration-run test-valkey test-valkey-run test-hiredis test-hiredis-bins \
+        test-hiredis-run asan tsan valgrind deps demo demo-run \
         bench help check-deps explore
 
 all: lib tool
@@ -231,6 +260,36 @@ test-valkey: check-deps
 
 test-valkey-run: all $(VALKEY_BINS)
 	LB_REDIS_SERVER=valkey-server BUILD=$(BUILD) bash tests/run.sh $(VALKEY_BINS)
+
+# Everything against the hiredis under HIREDIS_PREFIX (README, "hiredis
+# versions"), one suite after another, each run even after a failure: first
+# tools/check-hiredis.sh, that every object read that hiredis's headers and every
+# binary loads its library; then the unit and integration suites, the valgrind
+# set, and tools/check-install.sh (the install, and examples/ and the README's
+# example built as they say and run; its own makes start afresh, MAKEFLAGS
+# emptied, as when CI runs it). Not run by CI: it needs a hiredis built from
+# source.
+test-hiredis: check-deps
+	@[ -n "$(HIREDIS_PREFIX)" ] || \
+	    { echo "make test-hiredis: give HIREDIS_PREFIX=<where a hiredis is installed>" >&2; exit 2; }
+	$(MAKE) $(BUILD_JOBS) test-hiredis-bins
+	$(MAKE) test-hiredis-run
+
+test-hiredis-bins: all test-bins
+
+test-hiredis-run:
+	sh tools/check-hiredis.sh $(BUILD) $(HIREDIS_LIBDIR) \
+	    $$($(PKG_CONFIG_ENV) pkg-config --variable=includedir hiredis)
+	@status=0; \
+	echo "test-hiredis $(HIREDIS_VERSION): unit"; \
+	BUILD=$(BUILD) bash tests/run.sh $(TEST_UNIT_BINS) || status=1; \
+	echo "test-hiredis $(HIREDIS_VERSION): integration"; \
+	BUILD=$(BUILD) bash tests/run.sh $(call TEST_ORDER,$(TEST_INT_BINS)) || status=1; \
+	echo "test-hiredis $(HIREDIS_VERSION): valgrind"; \
+	BUILD=$(BUILD) VALGRIND=1 bash tests/run.sh $(VALGRIND_TESTS) || status=1; \
+	echo "test-hiredis $(HIREDIS_VERSION): install and examples"; \
+	MAKEFLAGS= HIREDIS_PREFIX=$(HIREDIS_PREFIX) sh tools/check-install.sh || status=1; \
+	exit $$status
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the library and tests.
 asan:
@@ -420,6 +479,8 @@ help:
 	@echo "make integration  build and run tests/integration only (servers, tool, JVM)"
 	@echo "make test-valkey  install valkey-server (bookworm-backports) and run the"
 	@echo "                integration tests against it (race, replay and JVM suites left out)"
+	@echo "make test-hiredis HIREDIS_PREFIX=DIR  the build, the suites, valgrind and the"
+	@echo "                examples against the hiredis installed under DIR (README)"
 	@echo "make asan       the same tests under ASan+UBSan"
 	@echo "make tsan       the threaded tests (TSAN_TESTS) under ThreadSanitizer"
 	@echo "make valgrind   unit and library integration tests under valgrind"

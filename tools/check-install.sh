@@ -6,6 +6,9 @@
 # build line it documents, run against a temporary redis-server. Also the
 # manual page, the race catalogue, a staged install (DESTDIR), the exported
 # names, make uninstall.
+# With HIREDIS_PREFIX (the Makefile's: a hiredis installed under a prefix of its
+# own, make test-hiredis), every build here takes that hiredis, and the programs
+# find it through the loader's path, as on a system that installed it there.
 # Usage: sh tools/check-install.sh   (from anywhere; leaves nothing behind)
 set -eu
 cd "$(dirname "$0")/.."
@@ -28,6 +31,18 @@ fail() {
     exit 1
 }
 
+hiredis_pc="" hiredis_lib=""
+if [ -n "${HIREDIS_PREFIX:-}" ]; then
+    for f in "$HIREDIS_PREFIX"/lib*/pkgconfig/hiredis.pc "$HIREDIS_PREFIX"/lib/*/pkgconfig/hiredis.pc; do
+        if [ -f "$f" ]; then hiredis_pc=$(dirname "$f") && break; fi
+    done
+    [ -n "$hiredis_pc" ] || fail "HIREDIS_PREFIX=$HIREDIS_PREFIX holds no lib/pkgconfig/hiredis.pc"
+    hiredis_lib=$(PKG_CONFIG_PATH=$hiredis_pc pkg-config --variable=libdir hiredis)
+    export HIREDIS_PREFIX
+    LD_LIBRARY_PATH=$hiredis_lib
+    export LD_LIBRARY_PATH
+fi
+
 # ---- 1. build, then install elsewhere, as two steps ------------------------------
 # A packager's `make` warns without failing (a newer compiler's new warning must
 # not break a distribution's build); the tests' builds fail on any warning.
@@ -39,7 +54,7 @@ make -n BUILD="$root/dry" test-run | grep -q -- '-Werror' || fail "make test doe
 make -s >/dev/null
 make -s install PREFIX="$prefix" >/dev/null
 
-PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+PKG_CONFIG_PATH=$prefix/lib/pkgconfig${hiredis_pc:+:$hiredis_pc}
 export PKG_CONFIG_PATH
 pc() { pkg-config "$@" lockbridge; }
 [ "$(pc --variable=prefix)" = "$prefix" ] || fail "lockbridge.pc names prefix $(pc --variable=prefix), not $prefix"
@@ -74,10 +89,14 @@ C
 # shellcheck disable=SC2046 # pkg-config's output is split into arguments on purpose
 cc -o "$root/consumer" "$root/consumer.c" $(pc --cflags --libs) || fail "consumer did not build"
 libdir=$(pc --variable=libdir)
+ldpath=$libdir${hiredis_lib:+:$hiredis_lib}
 ldd "$root/consumer" | grep -q "$libdir/liblockbridge.so" ||
-    LD_LIBRARY_PATH=$libdir ldd "$root/consumer" | grep -q "$libdir/liblockbridge.so" ||
+    LD_LIBRARY_PATH=$ldpath ldd "$root/consumer" | grep -q "$libdir/liblockbridge.so" ||
     fail "consumer is not linked to $libdir/liblockbridge.so"
-LD_LIBRARY_PATH=$libdir "$root/consumer" || fail "consumer failed (LD_LIBRARY_PATH)"
+# The consumer calls hiredis itself: it and the library load one hiredis.
+n=$(LD_LIBRARY_PATH=$ldpath ldd "$root/consumer" | grep -c 'libhiredis\.so')
+[ "$n" = 1 ] || fail "consumer loads $n hiredis libraries: $(LD_LIBRARY_PATH=$ldpath ldd "$root/consumer" | grep libhiredis)"
+LD_LIBRARY_PATH=$ldpath "$root/consumer" || fail "consumer failed (LD_LIBRARY_PATH)"
 # The README's other way: the library's directory recorded in the program.
 # shellcheck disable=SC2046
 cc -o "$root/consumer-rpath" "$root/consumer.c" $(pc --cflags --libs) -Wl,-rpath,"$libdir"
@@ -142,7 +161,7 @@ start_redis() {
 }
 start_redis
 # The programs find the library under the prefix through the loader's path.
-LD_LIBRARY_PATH=$libdir
+LD_LIBRARY_PATH=$ldpath
 export LD_LIBRARY_PATH
 ex=$root/examples
 run() { # NAME ARGS...: runs an example, its output indented
@@ -178,7 +197,7 @@ for name in $progs; do
     *) run "$name" "$PORT" ;;
     esac
 done
-unset LD_LIBRARY_PATH
+if [ -n "$hiredis_lib" ]; then LD_LIBRARY_PATH=$hiredis_lib; else unset LD_LIBRARY_PATH; fi
 
 # ---- 4. the manual page -------------------------------------------------------------
 page=$prefix/share/man/man1/lockbridge.1

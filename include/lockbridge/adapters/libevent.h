@@ -1,6 +1,7 @@
 /* lockbridge on libevent: the timers an lb_async driver needs, from an
  * event_base. Header only, as hiredis's adapters are: the library does not
- * link libevent, the program that includes this does. */
+ * link libevent, the program that includes this does. It includes
+ * lockbridge/async.h, and through it the token lock's API. */
 #ifndef LOCKBRIDGE_ADAPTERS_LIBEVENT_H
 #define LOCKBRIDGE_ADAPTERS_LIBEVENT_H
 
@@ -65,6 +66,16 @@ static inline lb_timers lb_libevent_timers(struct event_base *base) {
     t.destroy = lb_libevent_timer_destroy;
     t.loop = base;
     return t;
+}
+
+/* lb_async_new on `ac` (attached to `base`, as by redisLibeventAttach) with
+ * base's timers and the default allocator: the usual case in one call. */
+static inline int lb_libevent_async_new(lb_async **out, struct redisAsyncContext *ac,
+                                        struct event_base *base) {
+    lb_async_options o;
+    lb_async_options_init(&o);
+    o.timers = lb_libevent_timers(base);
+    return lb_async_new(out, ac, &o);
 }
 
 #endif

@@ -307,6 +307,48 @@ static void test_a_lock_deleted_is_reported_lost(void **state) {
     assert_int_equal(lbt_int(conn, "EXISTS al:lost"), 0);
 }
 
+/* Renewals refused with an error reply are retried until the lease ends,
+ * then the loss is reported as unreachable, with the server's refusal. */
+static void test_renewals_refused_until_the_lease_ends_report_the_loss(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    seen s = {0};
+    lb_async_lock *al = new_lock(&lp, "al:refused", 300, &s);
+    assert_int_equal(lb_async_lock_acquire(al, 0, on_done, &s), LB_OK);
+    run_until(&lp, &s.done);
+    assert_int_equal(s.status, LB_OK);
+    lbt_cmd_ok(conn, "ACL SETUSER default -evalsha -eval");
+    run_until(&lp, &s.lost);
+    lbt_cmd_ok(conn, "ACL SETUSER default +@all");
+    assert_int_equal(s.reason, LB_WATCH_UNREACHABLE);
+    assert_non_null(strstr(s.detail, "NOPERM"));
+    assert_false(lb_async_lock_info_of(al).held);
+    lb_async_lock_free(al);
+    loop_close(&lp);
+}
+
+/* A renewal the server does not answer before the lease ends (a paused
+ * server) is a loss; the handle freed with that renewal in flight is given
+ * back at its reply (here, the context's end). */
+static void test_a_renewal_unanswered_before_the_lease_ends_is_a_loss(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    seen s = {0};
+    lb_async_lock *al = new_lock(&lp, "al:paused", 300, &s);
+    assert_int_equal(lb_async_lock_acquire(al, 0, on_done, &s), LB_OK);
+    run_until(&lp, &s.done);
+    assert_int_equal(s.status, LB_OK);
+    lbt_cmd_ok(conn, "CLIENT PAUSE 2000 ALL");
+    run_until(&lp, &s.lost);
+    assert_int_equal(s.reason, LB_WATCH_UNREACHABLE);
+    assert_false(lb_async_lock_info_of(al).held);
+    lb_async_lock_free(al);
+    loop_close(&lp);
+    lbt_cmd_ok(conn, "CLIENT UNPAUSE");
+}
+
 static int disconnected_called;
 static void on_app_disconnect(const redisAsyncContext *ac, int status) {
     (void)ac, (void)status;
@@ -558,6 +600,8 @@ int main(void) {
         cmocka_unit_test(test_renewal_keeps_a_lock_past_its_ttl),
         cmocka_unit_test(test_a_lock_overwritten_is_reported_lost),
         cmocka_unit_test(test_a_lock_deleted_is_reported_lost),
+        cmocka_unit_test(test_renewals_refused_until_the_lease_ends_report_the_loss),
+        cmocka_unit_test(test_a_renewal_unanswered_before_the_lease_ends_is_a_loss),
         cmocka_unit_test(test_the_end_of_the_context_ends_waits_and_reports_held_locks_lost),
         cmocka_unit_test(test_a_failed_connect_ends_waits_and_sends_nothing_more),
         cmocka_unit_test(test_freeing_a_waiting_lock_runs_no_callback_and_leaves_the_key_free),

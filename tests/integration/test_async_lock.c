@@ -176,6 +176,52 @@ static void test_a_wait_gets_the_lock_when_its_holder_releases(void **state) {
     loop_close(&lp);
 }
 
+/* Many waits on one connection, four per key: each gets its key once, and
+ * every key is free at the end. */
+typedef struct crowd {
+    int pending, granted, failed;
+} crowd;
+
+static void crowd_released(lb_async_lock *al, int status, void *ud) {
+    crowd *c = ud;
+    if (status != LB_OK) c->failed++;
+    lb_async_lock_free(al);
+    c->pending--;
+}
+
+static void crowd_acquired(lb_async_lock *al, int status, void *ud) {
+    crowd *c = ud;
+    int rc = status;
+    if (status == LB_OK) {
+        c->granted++;
+        rc = lb_async_lock_release(al, crowd_released, c);
+    }
+    if (rc != LB_OK) crowd_released(al, rc, c);
+}
+
+static void test_waits_on_one_connection_each_get_their_contended_key(void **state) {
+    (void)state;
+    enum { N = 400, PER_KEY = 4 };
+    loop lp;
+    loop_open(&lp);
+    crowd c = {N, 0, 0};
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "al:crowd:%d", i / PER_KEY);
+        lb_async_lock *al;
+        assert_int_equal(lb_async_lock_new(&al, lp.a, LB_KEY(key), NULL), LB_OK);
+        assert_int_equal(lb_async_lock_acquire(al, INT64_MAX, crowd_acquired, &c), LB_OK);
+    }
+    for (int turns = 0; c.pending > 0; turns++) {
+        assert_true(turns < LOOP_TURNS_MAX);
+        event_base_loop(lp.base, EVLOOP_ONCE);
+    }
+    assert_int_equal(c.failed, 0);
+    assert_int_equal(c.granted, N);
+    assert_int_equal(lbt_int(conn, "DBSIZE"), 0);
+    loop_close(&lp);
+}
+
 static void test_a_wait_ends_at_its_deadline_while_the_holder_keeps_the_lock(void **state) {
     (void)state;
     loop lp;
@@ -594,6 +640,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_wait_gets_the_lock_when_its_holder_releases),
+        cmocka_unit_test(test_waits_on_one_connection_each_get_their_contended_key),
         cmocka_unit_test(test_a_wait_ends_at_its_deadline_while_the_holder_keeps_the_lock),
         cmocka_unit_test(test_a_cancel_ends_a_wait_asleep_at_once),
         cmocka_unit_test(test_a_cancel_during_a_winning_attempt_releases_what_it_won),

@@ -167,7 +167,6 @@ void lb_async_free(lb_async *a) {
         a->ac->onConnect = a->chained_connect;
     }
     a->ac = NULL;
-    sweep(a);
-    if (a->free_after_sweep) a->free_after_sweep = 0;
+    sweep(a); /* a member's lb_async_free meanwhile only marks it */
     destroy(a);
 }

@@ -319,6 +319,28 @@ static void test_renewal_keeps_a_lock_past_its_ttl(void **state) {
     loop_close(&lp);
 }
 
+/* Free never releases, and stops the renewal: the key lapses with its TTL. */
+static void test_a_freed_lock_is_no_longer_renewed_and_lapses(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    seen s = {0};
+    lb_async_lock *al = new_lock(&lp, "al:lapse", 300, &s);
+    assert_int_equal(lb_async_lock_acquire(al, 0, on_done, &s), LB_OK);
+    run_until(&lp, &s.done);
+    assert_int_equal(s.status, LB_OK);
+    char token[LB_TOKEN_LEN + 1];
+    snprintf(token, sizeof token, "%s", lb_async_lock_info_of(al).token);
+    lb_async_lock_free(al);
+    assert_string_equal(lbt_get(conn, "al:lapse"), token); /* not released */
+    for (int turns = 0; lbt_int(conn, "EXISTS al:lapse"); turns++) {
+        assert_true(turns < LOOP_TURNS_MAX); /* renewed for ever otherwise */
+        event_base_loop(lp.base, EVLOOP_ONCE);
+    }
+    assert_int_equal(s.lost, 0);
+    loop_close(&lp);
+}
+
 static void check_loss_by(const char *change) {
     loop lp;
     loop_open(&lp);
@@ -645,6 +667,7 @@ int main(void) {
         cmocka_unit_test(test_a_cancel_ends_a_wait_asleep_at_once),
         cmocka_unit_test(test_a_cancel_during_a_winning_attempt_releases_what_it_won),
         cmocka_unit_test(test_renewal_keeps_a_lock_past_its_ttl),
+        cmocka_unit_test(test_a_freed_lock_is_no_longer_renewed_and_lapses),
         cmocka_unit_test(test_a_lock_overwritten_is_reported_lost),
         cmocka_unit_test(test_a_lock_deleted_is_reported_lost),
         cmocka_unit_test(test_renewals_refused_until_the_lease_ends_report_the_loss),

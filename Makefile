@@ -78,6 +78,8 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scripts.o
 TOOL_SRC := $(wildcard tool/*/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS := $(wildcard include/lockbridge/*.h)
+# Header-only event-loop adapters (the application compiles them, as hiredis's).
+ADAPTER_HEADERS := $(wildcard include/lockbridge/adapters/*.h)
 
 # The targets whose builds (prerequisites included) treat warnings as errors;
 # the sanitizer builds reach them through `test`.
@@ -142,6 +144,8 @@ install: all
 	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge $(DESTDIR)$(LIBDIR) \
 	    $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/lockbridge/
+	install -d $(DESTDIR)$(INCLUDEDIR)/lockbridge/adapters
+	install -m 644 $(ADAPTER_HEADERS) $(DESTDIR)$(INCLUDEDIR)/lockbridge/adapters/
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf liblockbridge.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
@@ -340,7 +344,7 @@ explore: $(RACE_BINS) $(BUILD)/tests/integration/test_race_search $(TOOL) \
 # child processes, tool and JVM, are left out: their time is spent elsewhere).
 VALGRIND_TESTS := $(TEST_UNIT_BINS) \
     $(patsubst %,$(BUILD)/tests/integration/%,test_legacy test_modern test_quorum test_async \
-        test_self_renewing)
+        test_async_lock test_self_renewing)
 valgrind: test-bins
 	BUILD=$(BUILD) VALGRIND=1 bash tests/run.sh $(VALGRIND_TESTS)
 

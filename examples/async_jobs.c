@@ -1,127 +1,89 @@
-/* One thread, one connection, one libevent loop: six jobs on three keys each take
- * a token lock without blocking, work on a timer, and release; a job that finds
- * its key busy tries again on a timer, no later than the holder's TTL runs out.
+/* One thread, one connection, one libevent loop: six jobs on three keys each wait
+ * for a token lock, work on a timer for longer than the lock's TTL (it renews
+ * itself meanwhile), check it is still theirs, and release it.
  * Build: cc -o async_jobs async_jobs.c $(pkg-config --cflags --libs lockbridge libevent)
  * Run:   ./async_jobs [PORT]        (a redis-server on 127.0.0.1, default 6379) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <event2/event.h>
 #include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
-#include <hiredis/hiredis.h>
+#include <lockbridge/adapters/libevent.h>
 #include <lockbridge/lockbridge.h>
 
-#define JOBS 6        /* two jobs per key, so every key is contended */
-#define KEYS 3
-#define TTL_MS 5000   /* each lock's TTL */
-#define WORK_MS 100   /* each job's work, on a timer */
-#define RETRY_MAX_MS 50 /* a busy job tries again after at most this */
+#define JOBS 6          /* two jobs per key, so every key is contended */
+#define TTL_MS 300      /* each lock's TTL, renewed at a third of it */
+#define WORK_MS 500     /* each job's work, on a timer: longer than the TTL */
+#define WAIT_MS 10000   /* how long a job waits for its key */
 
 typedef struct job {
     int id;
-    char key[16];
-    lb_lock *lock;
-    struct event *timer; /* work, or the next attempt */
-    int working;         /* the timer ends the work (else it retries) */
-    int attempts;
+    lb_async_lock *lock;
+    struct event *work; /* ends the job's work */
 } job;
 
 static redisAsyncContext *ac;
-static int pending = JOBS; /* jobs not finished */
-static int failures;
+static int pending = JOBS, failures;
 
-static void start_attempt(job *j);
-
-static void finish(job *j, int status) {
-    printf("job %d: %s after %d attempt(s)\n", j->id, lb_err_name(status), j->attempts);
-    if (status != LB_OK) failures++;
-    /* The last job closes the connection; the loop then has nothing left to
-     * wait for and returns. */
-    if (--pending == 0) redisAsyncDisconnect(ac);
-}
-
-static void after_ms(job *j, long ms) {
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    evtimer_add(j->timer, &tv);
-}
-
-static void on_released(lb_machine *m, int status, void *ud) {
-    (void)m;
-    finish(ud, status);
-}
-
-static void on_acquired(lb_machine *m, int status, void *ud) {
+static void finish(lb_async_lock *l, int status, void *ud) {
     job *j = ud;
-    (void)m;
-    if (status == LB_OK) {
-        printf("job %d: holding %s (token %.8s...)\n", j->id, j->key, lb_lock_info_of(j->lock).token);
-        j->working = 1;
-        after_ms(j, WORK_MS);
-    } else if (status == LB_EBUSY) {
-        /* Held by the other job: the holder's TTL bounds how long to wait. */
-        long ttl = (long)lb_lock_info_of(j->lock).holder_ttl_ms;
-        after_ms(j, ttl >= 0 && ttl < RETRY_MAX_MS ? ttl + 1 : RETRY_MAX_MS);
-    } else {
-        finish(j, status);
-    }
+    printf("job %d: %s %s\n", j->id, lb_err_name(status), lb_async_lock_info_of(l).errstr);
+    failures += status != LB_OK;
+    if (--pending == 0) redisAsyncDisconnect(ac); /* the loop then ends */
 }
 
-static void on_timer(evutil_socket_t fd, short what, void *ud) {
+static void lost(lb_async_lock *l, lb_watch_reason reason, const char *detail, void *ud) {
+    (void)l;
+    printf("job %d: lost its lock (%s: %s)\n", ((job *)ud)->id, lb_watch_reason_name(reason), detail);
+}
+
+static void work_done(evutil_socket_t fd, short what, void *ud) {
     job *j = ud;
-    (void)fd;
-    (void)what;
-    if (!j->working) {
-        start_attempt(j);
+    (void)fd, (void)what;
+    /* A loss is reported as it is found: check before each write to what the lock guards. */
+    int rc = lb_async_lock_info_of(j->lock).held ? lb_async_lock_release(j->lock, finish, j)
+                                                 : LB_ELOST;
+    if (rc != LB_OK) finish(j->lock, rc, j);
+}
+
+static void acquired(lb_async_lock *l, int status, void *ud) {
+    job *j = ud;
+    if (status != LB_OK) {
+        finish(l, status, j);
         return;
     }
-    j->working = 0;
-    int rc = lb_async_run(ac, lb_lock_machine(j->lock, LB_OP_RELEASE, 0), NULL, on_released, j);
-    if (rc != LB_OK) finish(j, rc);
-}
-
-static void start_attempt(job *j) {
-    j->attempts++;
-    /* on_acquired is called once, with the attempt's status (LB_EIO if the
-     * connection is lost meanwhile); an error here means it is not called. */
-    int rc = lb_async_run(ac, lb_lock_machine(j->lock, LB_OP_TRY_ACQUIRE, 0), NULL, on_acquired, j);
-    if (rc != LB_OK) finish(j, rc);
+    printf("job %d: holding (token %.8s...)\n", j->id, lb_async_lock_info_of(l).token);
+    struct timeval tv = {WORK_MS / 1000, WORK_MS % 1000 * 1000};
+    evtimer_add(j->work, &tv);
 }
 
 int main(int argc, char **argv) {
     struct event_base *base = event_base_new();
-    if (!base) return 1;
     ac = redisAsyncConnect("127.0.0.1", argc > 1 ? atoi(argv[1]) : 6379);
-    if (!ac || ac->err || redisLibeventAttach(ac, base) != REDIS_OK) {
-        fprintf(stderr, "cannot connect: %s\n", ac ? ac->errstr : "out of memory");
-        if (ac) redisAsyncFree(ac);
-        event_base_free(base);
-        return 1;
-    }
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.ttl_ms = TTL_MS;
+    if (!base || !ac || ac->err || redisLibeventAttach(ac, base) != REDIS_OK) return 1;
+    lb_async *a;
+    if (lb_libevent_async_new(&a, ac, base) != LB_OK) return 1;
     job jobs[JOBS] = {{0}};
-    int made = 0;
-    for (; made < JOBS; made++) {
-        job *j = &jobs[made];
-        int n = snprintf(j->key, sizeof j->key, "batch:%d", made % KEYS);
-        j->id = made;
-        j->timer = evtimer_new(base, on_timer, j);
-        if (!j->timer || lb_lock_new(&j->lock, j->key, (size_t)n, &o) != LB_OK) break;
-    }
-    if (made < JOBS) {
-        fprintf(stderr, "out of memory\n");
-        pending = 0;
-        redisAsyncFree(ac);
-    } else {
-        for (int i = 0; i < JOBS; i++) start_attempt(&jobs[i]);
-        event_base_dispatch(base); /* until the last job disconnects */
-    }
     for (int i = 0; i < JOBS; i++) {
-        if (jobs[i].timer) event_free(jobs[i].timer);
-        lb_lock_free(jobs[i].lock);
+        char key[16];
+        snprintf(key, sizeof key, "batch:%d", i % 3);
+        lb_async_lock_options o;
+        lb_async_lock_options_init(&o);
+        o.lock.ttl_ms = TTL_MS;
+        o.lost = lost;
+        o.lost_ud = &jobs[i];
+        jobs[i].id = i;
+        jobs[i].work = evtimer_new(base, work_done, &jobs[i]);
+        if (!jobs[i].work || lb_async_lock_new(&jobs[i].lock, a, LB_KEY(key), &o) != LB_OK) return 1;
+        int rc = lb_async_lock_acquire(jobs[i].lock, WAIT_MS, acquired, &jobs[i]);
+        if (rc != LB_OK) finish(jobs[i].lock, rc, &jobs[i]);
     }
+    event_base_dispatch(base); /* until the last job disconnects */
+    for (int i = 0; i < JOBS; i++) {
+        event_free(jobs[i].work);
+        lb_async_lock_free(jobs[i].lock);
+    }
+    lb_async_free(a);
     event_base_free(base);
     printf("%d jobs, %d failed\n", JOBS, failures);
-    return made == JOBS && failures == 0 ? 0 : 1;
+    return failures == 0 ? 0 : 1;
 }

@@ -2,12 +2,12 @@
 # Keeps docs/api.md in step with the public headers: every function the headers
 # declare has its entry ("- `name(...)`" or in a "/"-joined entry line), the page
 # names no function the headers no longer declare, and there are at most
-# API_MAX (120) of them: a guide against growth by habit, raised only with a
+# API_MAX (130) of them: a guide against growth by habit, raised only with a
 # reason written in docs/api.md.
 # Usage: sh tools/check-api.sh
 set -eu
 cd "$(dirname "$0")/.."
-API_MAX=${API_MAX:-120}
+API_MAX=${API_MAX:-130}
 PAGE=docs/api.md
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lockbridge-api.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -19,6 +19,7 @@
 #include "lockbridge/cluster.h"
 #include "lockbridge/sentinel.h"
 #include "lockbridge/waiter.h"
+#include "lockbridge/async.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -49,7 +49,8 @@ typedef struct lb_lock_options {
      * free end the watch. Once the watchdog finds the lock lost,
      * lb_lock_info_of(l).held reads 0: check it before each write to what the
      * lock protects. NULL: no renewal. Asynchronous acquires (lb_lock_machine)
-     * are not watched: call lb_watchdog_watch. */
+     * are not watched: call lb_watchdog_watch, or use an lb_async_lock
+     * (lockbridge/async.h), which renews itself on the event loop. */
     struct lb_watchdog *watchdog;
 } lb_lock_options;
 

@@ -10,8 +10,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <event2/event.h>
+#include <hiredis/async.h>
 
 #include "harness/redis_server.h"
+#include "lockbridge/adapters/libevent.h"
 #include "lockbridge/lockbridge.h"
 
 static lbt_redis server;
@@ -25,9 +28,14 @@ typedef struct fixture {
     lb_lock *owner;  /* owns `m` */
     lb_machine *m;
     char errbuf[256];
+    /* A token lock on an event loop that is never run: its refusals send nothing. */
+    struct event_base *base;
+    redisAsyncContext *ac;
+    lb_async *a;
+    lb_async_lock *alock;
 } fixture;
 
-typedef enum kind { LOCK, LEGACY, MLOCK, MACHINE, WATCHDOG, WAITER, LEGACY_NEW } kind;
+typedef enum kind { LOCK, LEGACY, MLOCK, MACHINE, WATCHDOG, WAITER, LEGACY_NEW, ASYNC_LOCK } kind;
 
 static const lb_target none = {LB_TARGET_NONE, NULL};
 
@@ -51,6 +59,17 @@ static int lock_check(fixture *f) {
     return lb_lock_check(f->lock, none, &ttl);
 }
 static int lock_machine(fixture *f) { return lb_lock_machine(f->lock, (lb_op)99, 0) ? 0 : -1; }
+
+static void async_done(lb_async_lock *al, int status, void *ud) {
+    (void)al, (void)status, (void)ud;
+    fail_msg("a refused asynchronous call must not call done");
+}
+static int async_acquire(fixture *f) { return lb_async_lock_acquire(f->alock, 10, NULL, NULL); }
+static int async_acquire_neg(fixture *f) {
+    return lb_async_lock_acquire(f->alock, -1, async_done, NULL);
+}
+static int async_release(fixture *f) { return lb_async_lock_release(f->alock, NULL, NULL); }
+static int async_cancel(fixture *f) { return lb_async_lock_cancel(f->alock); }
 
 static int legacy_try(fixture *f) { return lb_legacy_try_acquire(f->legacy, none); }
 static int legacy_acquire(fixture *f) { return lb_legacy_acquire(f->legacy, none, 10); }
@@ -131,6 +150,10 @@ static const row rows[] = {
     {"lb_watchdog_new", WATCHDOG, watchdog_new},
     {"lb_waiter_new", WAITER, waiter_new},
     {"lb_legacy_lock_new", LEGACY_NEW, legacy_new},
+    {"lb_async_lock_acquire", ASYNC_LOCK, async_acquire},
+    {"lb_async_lock_acquire", ASYNC_LOCK, async_acquire_neg},
+    {"lb_async_lock_release", ASYNC_LOCK, async_release},
+    {"lb_async_lock_cancel", ASYNC_LOCK, async_cancel},
 };
 
 /* Functions of the same families that have no error text to keep fresh: they
@@ -150,12 +173,15 @@ static const char *const without_text[] = {
      * the target's (lb_cluster_errstr, lb_sentinel_errstr, the context's). */
     "lb_mode_get", "lb_mode_set", "lb_mode_name", "lb_mode_parse", "lb_mode_message",
     "lb_census_register", "lb_census_list", "lb_census_prune", "lb_census_free", "lb_inspect",
+    "lb_async_lock_new", "lb_async_lock_free", "lb_async_lock_options_init",
+    "lb_async_lock_info_of",
 };
 
 /* The families whose functions report through a handle's text or an errbuf. */
 static int in_scope(const char *fn) {
     static const char *const prefixes[] = {"lb_lock_", "lb_legacy_", "lb_mlock_",
-                                           "lb_machine_", "lb_mode_", "lb_census_"};
+                                           "lb_machine_", "lb_mode_", "lb_census_",
+                                           "lb_async_lock_"};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
         if (strncmp(fn, prefixes[i], strlen(prefixes[i])) == 0) return 1;
     return strcmp(fn, "lb_target_run") == 0 || strcmp(fn, "lb_inspect") == 0 || strcmp(fn, "lb_async_run") == 0 ||
@@ -177,6 +203,7 @@ static const char *text_of(const fixture *f, kind k) {
     case LEGACY: return lb_legacy_info_of(f->legacy).errstr;
     case MLOCK: return lb_mlock_info_of(f->mlock).errstr;
     case MACHINE: return lb_machine_errstr(f->m);
+    case ASYNC_LOCK: return lb_async_lock_info_of(f->alock).errstr;
     default: return f->errbuf;
     }
 }
@@ -220,6 +247,9 @@ static void provoke(fixture *f, kind k) {
         lo.errbuf = f->errbuf, lo.errbuf_size = sizeof f->errbuf;
         assert_int_equal(lb_legacy_lock_new(&l, "k", 1, &lo), LB_EINVAL);
         break;
+    case ASYNC_LOCK:
+        assert_int_equal(lb_async_lock_release(f->alock, async_done, NULL), LB_ESTATE);
+        break;
     }
     assert_string_not_equal(text_of(f, k), "");
 }
@@ -232,6 +262,12 @@ static void test_a_refused_argument_never_shows_the_previous_failure(void **stat
     assert_int_equal(lb_lock_new(&f.owner, "fresh:owner", 11, NULL), LB_OK);
     assert_int_equal(lb_legacy_lock_new(&f.legacy, "fresh:legacy", 12, NULL), LB_OK);
     assert_int_equal(lb_mlock_new(&f.mlock, "fresh:mlock", 11, NULL), LB_OK);
+    f.base = event_base_new();
+    assert_non_null(f.base);
+    f.ac = redisAsyncConnect("127.0.0.1", server.port);
+    assert_non_null(f.ac);
+    assert_int_equal(lb_libevent_async_new(&f.a, f.ac, f.base), LB_OK);
+    assert_int_equal(lb_async_lock_new(&f.alock, f.a, "fresh:async", 11, NULL), LB_OK);
     int stale = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         char before[256];
@@ -249,6 +285,10 @@ static void test_a_refused_argument_never_shows_the_previous_failure(void **stat
     lb_lock_free(f.owner);
     lb_legacy_lock_free(f.legacy);
     lb_mlock_free(f.mlock);
+    lb_async_lock_free(f.alock);
+    lb_async_free(f.a); /* before a context that never connected */
+    redisAsyncFree(f.ac);
+    event_base_free(f.base);
     assert_int_equal(stale, 0);
 }
 

@@ -182,6 +182,10 @@ int64_t lb__backoff_next_under(lb__backoff *b, int64_t bound_ms, int64_t ceiling
 int64_t lb__churn_ceiling_ms(const lb__backoff *b, int64_t ttl_ms, int64_t left_ms);
 
 #define LB__INBOX_PREFIX_MAX 64 /* bytes */
+/* A waiter lets go of a lock's release channel for LB__CHURN_PAUSE_MS when
+ * two releases come less than LB__CHURN_GAP_MS apart (core/waiter.c). */
+#define LB__CHURN_GAP_MS 20
+#define LB__CHURN_PAUSE_MS 1000
 /* A fair hand-off message as a release publishes it (core/waiter.c): the
  * token, then its queue place and fencing number (-1 when absent). Whether it
  * parsed; the token is the message's first LB_TOKEN_LEN bytes. */

@@ -32,10 +32,13 @@ struct lb__wchan {
     int sub;                /* SUB_* */
     int inbox;              /* the waiter's inbox: never counted nor let go */
     int was_on;             /* the inbox was subscribed before */
+    int fair;               /* a fair wait watched it once: never let go for churn */
     uint64_t gen;           /* release messages and confirmed subscriptions */
     uint64_t release_gen;   /* gen at the last release message */
     uint64_t unclaimed;     /* hand-offs that named no wait of ours */
     int64_t idle_ms;        /* monotonic ms at which refs last fell to 0 */
+    int64_t release_ms;     /* monotonic ms of the last release message, 0: none */
+    int64_t paused_until;   /* churning: unsubscribed until this monotonic ms, 0: not */
     char recent[RECENT][LB_TOKEN_LEN]; /* the last RECENT of them */
     pthread_cond_t cond;
     lb__wrec *recs;         /* fair waits' tokens */
@@ -149,14 +152,24 @@ static int dial(lb_waiter *w, redisContext **out, char *err, size_t cap) {
     return rc;
 }
 
-/* Whether an unwatched subscribed channel is kept a while longer; notes when
- * the first such channel's time is up (reconcile runs again then). */
-static int lingers(lb_waiter *w, const lb__wchan *c, int64_t now) {
-    int64_t end = c->idle_ms + w->opts.linger_ms;
+/* Whether `end` is still to come; if so, notes it as a time at which
+ * reconcile runs again. */
+static int due_later(lb_waiter *w, int64_t end, int64_t now) {
     if (end <= now) return 0;
     if (!w->linger_due || end < w->linger_due) w->linger_due = end;
     w->dirty = 1;
     return 1;
+}
+
+/* Whether an unwatched subscribed channel is kept a while longer. */
+static int lingers(lb_waiter *w, const lb__wchan *c, int64_t now) {
+    return due_later(w, c->idle_ms + w->opts.linger_ms, now);
+}
+
+/* Whether a churning channel is still left unsubscribed (see deliver). */
+static int paused(lb_waiter *w, lb__wchan *c, int64_t now) {
+    if (c->fair) c->paused_until = 0; /* a fair wait came: it listens */
+    return c->paused_until && due_later(w, c->paused_until, now);
 }
 
 /* Appends SUBSCRIBE/UNSUBSCRIBE for every channel whose wanted state differs
@@ -173,13 +186,14 @@ static void reconcile(lb_waiter *w) {
             const char *argv[2] = {NULL, c->name};
             size_t lens[2] = {0, c->len};
             int next = c->sub;
-            if (c->refs > 0 && c->sub == SUB_NONE) {
+            int pause = paused(w, c, now);
+            if (c->refs > 0 && c->sub == SUB_NONE && !pause) {
                 argv[0] = "SUBSCRIBE";
                 next = SUB_PENDING;
-            } else if (c->refs == 0 && c->sub == SUB_ON && !lingers(w, c, now)) {
+            } else if (c->sub == SUB_ON && (pause || (c->refs == 0 && !lingers(w, c, now)))) {
                 argv[0] = "UNSUBSCRIBE";
                 next = SUB_LEAVING;
-            } else if (c->refs == 0 && c->sub == SUB_NONE) {
+            } else if (c->refs == 0 && c->sub == SUB_NONE && !pause) {
                 *pp = c->next;
                 destroy(w, c);
                 continue;
@@ -256,6 +270,23 @@ static lb__wchan *claim_anywhere(lb_waiter *w, const char *token, int64_t place,
     return NULL;
 }
 
+/* A lock released again less than LB__CHURN_GAP_MS after its last release
+ * turns over faster than a wake-up helps: every release would wake every
+ * wait listening, all of them would attempt, one could win (at 32 clients a
+ * quarter of polling's rate). So its channel is let go for
+ * LB__CHURN_PAUSE_MS, and its waits poll meanwhile, as lb_lock_acquire does;
+ * then it is subscribed again if still watched. Never a channel a fair wait
+ * has watched: hand-offs may come on it. Holds mu. */
+static void note_churn(lb_waiter *w, lb__wchan *c) {
+    int64_t now = lb__mono_ms();
+    int churn = c->release_ms && now - c->release_ms < LB__CHURN_GAP_MS;
+    c->release_ms = now;
+    if (!churn || c->fair) return;
+    c->paused_until = now + LB__CHURN_PAUSE_MS;
+    w->st.pauses++;
+    w->dirty = 1;
+}
+
 /* A message: a hand-off wakes the one wait it names (others need not retry:
  * the lock is held again); anything else on a lock's channel counts as a
  * release. Returns the channel whose waits are to be woken, or NULL. Holds
@@ -278,6 +309,7 @@ static lb__wchan *deliver(lb_waiter *w, lb__wchan *c, const redisReply *msg) {
     if (c->inbox) return NULL;
     c->gen++;
     c->release_gen = c->gen;
+    note_churn(w, c);
     return c;
 }
 
@@ -609,17 +641,21 @@ lb__wchan *lb__waiter_watch(lb_waiter *w, const char *ch, size_t len, lb__wrec *
     if (c) {
         c->refs++;
         if (rec) {
+            c->fair = 1;
             rec->handed = 0;
             rec->place = rec->fence = -1;
             rec->next = c->recs;
             c->recs = rec;
         }
         *gen = c->gen;
+        /* A churning channel is not subscribed again before its time: its
+         * waits poll (PENDING: a polling step before the next attempt). */
+        int pause = c->paused_until && !c->fair && c->paused_until > lb__mono_ms();
         *ready = quiet_since(w, c, since, rec) ? LB__WATCH_QUIET
                  : c->sub == SUB_ON         ? LB__WATCH_READY
-                 : w->connected             ? LB__WATCH_PENDING
+                 : w->connected || pause    ? LB__WATCH_PENDING
                                             : LB__WATCH_DOWN;
-        if (c->sub != SUB_ON) {
+        if (c->sub != SUB_ON && !pause) {
             w->dirty = 1;
             poke(w);
         }

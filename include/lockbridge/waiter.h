@@ -72,6 +72,8 @@ typedef struct lb_waiter_stats {
     uint64_t subscribes; /* SUBSCRIBE commands sent */
     uint64_t reconnects; /* connections re-established after a drop */
     uint64_t sleeps;     /* sleeps begun by waits */
+    uint64_t pauses;     /* release channels let go for a while: their lock
+                          * turned over faster than waking helps (waits poll) */
     int connected;       /* the subscriber connection is up */
     int channels;        /* channels watched now */
     int blocked;         /* threads asleep in a wait now */

@@ -756,6 +756,54 @@ static void test_a_batch_refused_whole_releases_each_lock_on_its_own(void **stat
     lbt_cmd_ok(conn, "ACL DELUSER batcher");
 }
 
+/* The driver freed while releases wait for their turn: they are sent first,
+ * and each lock is told it was released. */
+static void test_releases_waiting_when_the_driver_is_freed_are_sent(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:free:");
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    lb_async_free(lp.a);
+    lp.a = NULL;
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        run_until(&lp, &s[i].done);
+        assert_int_equal(s[i].status, LB_OK);
+        lb_async_lock_free(al[i]);
+    }
+    assert_int_equal(lbt_int(conn, "EXISTS batch:free:0 batch:free:5"), 0);
+    loop_close(&lp);
+}
+
+/* The context freed while releases wait for their turn: nothing was sent, so
+ * each ends with LB_EIO (the outcome unknown to it, as for any release in
+ * flight) and, the connection gone, each lock is then reported lost. */
+static void test_releases_waiting_when_the_context_goes_end_with_eio(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:gone:");
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    redisAsyncFree(lp.ac);
+    lp.ac = NULL;
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        assert_int_equal(s[i].done, 1);
+        assert_int_equal(s[i].status, LB_EIO);
+        assert_int_equal(s[i].lost, 1);
+        assert_int_equal(s[i].reason, LB_WATCH_UNREACHABLE);
+        lb_async_lock_free(al[i]);
+    }
+    assert_int_equal(lbt_int(conn, "EXISTS batch:gone:0 batch:gone:5"), 2); /* never sent */
+    lbt_del_matching(conn, "batch:gone:*");
+    loop_close(&lp);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -791,6 +839,8 @@ int main(void) {
         cmocka_unit_test(test_releases_in_one_turn_are_one_call_each_answered_as_its_own),
         cmocka_unit_test(test_a_batch_after_a_script_flush_releases_every_lock),
         cmocka_unit_test(test_a_batch_refused_whole_releases_each_lock_on_its_own),
+        cmocka_unit_test(test_releases_waiting_when_the_driver_is_freed_are_sent),
+        cmocka_unit_test(test_releases_waiting_when_the_context_goes_end_with_eio),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

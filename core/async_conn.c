@@ -100,6 +100,9 @@ static void sweep(lb_async *a) {
 /* The context is going: every member is told, then the driver is freed if
  * a member's callback asked for it. */
 static void gone(lb_async *a) {
+    a->closing = 1;
+    a->sweeping = 1; /* a callback's lb_async_free meanwhile only marks it */
+    if (a->batch_end) a->batch_end(a); /* releases not yet sent end with LB_EIO */
     a->ac = NULL;
     sweep(a);
     if (a->free_after_sweep) destroy(a);
@@ -159,6 +162,9 @@ void lb_async_free(lb_async *a) {
         a->free_after_sweep = 1;
         return;
     }
+    a->sweeping = 1;
+    if (a->batch_end) a->batch_end(a); /* releases asked for are sent */
+    a->sweeping = 0;
     live_remove(a);
     /* A context hiredis is tearing down may be freed memory already; one
      * still there gets its own callback back. */

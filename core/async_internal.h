@@ -28,6 +28,15 @@ struct lb_async {
     int sweeping;
     int free_after_sweep;         /* lb_async_free called by a member's callback */
     struct lb_async *next_live;   /* the drivers whose context may disconnect */
+    /* Releases asked for during this loop turn, sent as one command at the
+     * next (modern/async_batch.c): a list through the locks, its length, the
+     * timer that sends it (made at the first), and what sends or ends them
+     * when the driver is freed or the context goes. */
+    lb_async_lock *batch_head, *batch_tail;
+    int batch_n;
+    int batch_off;                /* the server refused keys together (Cluster) */
+    void *batch_timer;
+    void (*batch_end)(struct lb_async *a);
 };
 
 void lb__async_join(lb_async *a, lb__async_member *mb);

@@ -32,6 +32,10 @@ struct lb_async_lock {
     uint64_t gen, renew_gen;
     int64_t renew_every_ns;
     int64_t retry_ns;          /* after a renewal without an answer about the lock */
+    /* The release batch this lock's release waits or runs in; the flag on
+     * its first lock says the batch was sent again as EVAL. */
+    lb_async_lock *batch_next;
+    int batch_eval;
 };
 
 /* Arms the handle's timer to fire in `ns` (rounded up to ms): LB_OK, or
@@ -51,6 +55,13 @@ int lb__al_reap(lb_async_lock *al);
 /* A release begun by the handle itself (a cancelled or orphaned wait that
  * won): its end finishes with `status`. */
 void lb__al_release_quietly(lb_async_lock *al);
+
+/* A release's end, whichever way it ran (a lb_done_fn). */
+void lb__al_released(lb_machine *m, int status, void *ud);
+/* Puts a release just begun (its machine begun, not stepped) in the
+ * driver's batch: LB_OK, or another status when it must run alone (no
+ * driver, batching off, no timer from the loop). */
+int lb__al_batch_release(lb_async_lock *al);
 
 /* The wait (modern/async_wait.c): an attempt now, and the timer's call in
  * the AL_WAITING phase. */

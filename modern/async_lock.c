@@ -146,7 +146,7 @@ void lb_async_lock_free(lb_async_lock *al) {
 /* A release's end. One whose outcome is unknown (LB_EIO, LB_EREDIS) leaves
  * the lock held: renewal resumes, and a cancelled wait is told it holds the
  * lock after all. */
-static void on_released(lb_machine *m, int status, void *ud) {
+void lb__al_released(lb_machine *m, int status, void *ud) {
     lb_async_lock *al = ud;
     int canceled = al->canceled;
     memcpy(al->lock->errstr, m->errstr, sizeof al->lock->errstr);
@@ -169,7 +169,8 @@ static int start_release(lb_async_lock *al, redisAsyncContext *ac) {
     lb__al_disarm(al);
     al->phase = AL_RELEASING;
     if (!m) return lb__refuse(al->lock->errstr, LB_ESTATE, LB__IN_FLIGHT);
-    return lb_async_run(ac, m, al->lock->opts.clock, on_released, al);
+    if (lb__al_batch_release(al) == LB_OK) return LB_OK;
+    return lb_async_run(ac, m, al->lock->opts.clock, lb__al_released, al);
 }
 
 void lb__al_release_quietly(lb_async_lock *al) {

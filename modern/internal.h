@@ -7,6 +7,7 @@
 
 extern const lb_script lb__script_modern_acquire_fenced;
 extern const lb_script lb__script_modern_release;
+extern const lb_script lb__script_modern_release_many;
 extern const lb_script lb__script_modern_extend;
 extern const lb_script lb__script_modern_check;
 extern const lb_script lb__script_modern_fair_acquire;

@@ -197,10 +197,14 @@ figures to compare, and the verdicts are taken on them.
   clients; that row's rate target reads the median of the five ratios, the single runs
   being quoted beside. Single runs a minute apart moved by a fifth between runs of the
   same code on this machine; pairs see about the same machine.
-- Many keys: one thread, one connection, libevent, the asynchronous driver; thousands
-  of modern lock handles (the table's title gives the count; more in flight pipeline
-  more per write), each on its own key, each looping acquire then release as soon as
-  the previous step answers. A lock is one acquire and its release. The row runs in
+- Many keys: one thread, one connection, libevent, the event-loop token lock
+  (`lockbridge/async.h`, as `examples/many_async_locks.c` uses it; until 2026-11-28 the
+  bare step machines on `lb_async_run`); thousands of lock handles (the table's title
+  gives the count; more in flight pipeline more per write), each on its own key, each
+  looping acquire then release as soon as the previous step answers. A lock is one
+  acquire and its release; the releases asked for in one loop turn go to the server
+  as one script call (up to 128 keys), so commandstats counts that call and its MGET
+  and DEL once per batch, not once per lock. The row runs in
   five rounds, each a pipelined SET measure (`redis-benchmark -P 16`, a fifth of the
   reference's requests) and then a fifth of the run's locks; its target reads the
   median of the rounds' ratios, so load that comes and goes falls on both sides of it.

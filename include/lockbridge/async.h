@@ -18,7 +18,9 @@ struct redisAsyncContext;
 /* ---- Timers -------------------------------------------------------------------
  * hiredis gives an asynchronous context no timers (0.14 has none, 1.x only a
  * command timeout), so the event loop lends them: one timer per lock handle,
- * made at lb_async_lock_new and destroyed by lb_async_lock_free. Every call
+ * made at lb_async_lock_new and destroyed by lb_async_lock_free, and one of
+ * the driver's, made at its first release and destroyed by lb_async_free
+ * (or the context's end). Every call
  * comes from the loop's thread. lockbridge/adapters/libevent.h fills this for
  * a libevent event_base. */
 typedef void (*lb_timer_fn)(void *arg);
@@ -123,6 +125,8 @@ int lb_async_lock_acquire(lb_async_lock *al, int64_t wait_ms, lb_async_done_fn d
 /* Stops the renewal and deletes the lock if it still holds our token: `done`
  * gets LB_OK, LB_ELOST (it did not; nothing deleted), or LB_EIO / LB_EREDIS
  * (the outcome is unknown: the lock counts as held and is renewed again).
+ * The releases of one loop turn go to the server in one call at the next
+ * turn, each answered as it would be alone (docs/async.md).
  * Returns as lb_async_lock_acquire (LB_ESTATE: not held, or an operation
  * running). */
 int lb_async_lock_release(lb_async_lock *al, lb_async_done_fn done, void *ud);

@@ -1,5 +1,6 @@
-/* lockbridge-bench: many distinct keys locked from one thread through the
- * asynchronous driver on libevent: each handle loops acquire, release on its
+/* lockbridge-bench: many distinct keys locked from one thread with the
+ * event-loop token lock (lockbridge/async.h) on libevent, as
+ * examples/many_async_locks.c does: each handle loops acquire, release on its
  * own key, all of them in flight at once on one connection. */
 #include <event2/event.h>
 #include <hiredis/adapters/libevent.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "lockbridge/adapters/libevent.h"
 #include "lockbridge/lockbridge.h"
 
 typedef struct slot slot;
@@ -23,15 +25,19 @@ typedef struct async_run {
 
 struct slot {
     async_run *run;
-    lb_lock *lock;
+    lb_async_lock *lock;
 };
+
+/* The acquire's wait, ms: as the example's; the keys are distinct, so the
+ * first attempt always wins. */
+#define ACQUIRE_WAIT_MS 10000
 
 static void start_acquire(slot *s);
 
-static void slot_error(async_run *run, const char *what, int status, lb_machine *m) {
-    if (run->errors++ == 0)
-        snprintf(run->error, sizeof run->error, "%s: %s (%s)", what, lb_err_name(status),
-                 m ? lb_machine_errstr(m) : "");
+static void slot_error(slot *s, const char *what, int status) {
+    if (s->run->errors++ == 0)
+        snprintf(s->run->error, sizeof s->run->error, "%s: %s (%s)", what, lb_err_name(status),
+                 lb_async_lock_info_of(s->lock).errstr);
 }
 
 /* The last handle to stop closes the connection, which ends the loop. */
@@ -39,10 +45,11 @@ static void slot_stop(slot *s) {
     if (--s->run->active == 0) redisAsyncDisconnect(s->run->ac);
 }
 
-static void on_released(lb_machine *m, int status, void *ud) {
+static void on_released(lb_async_lock *al, int status, void *ud) {
     slot *s = ud;
+    (void)al;
     if (status != LB_OK) {
-        slot_error(s->run, "release", status, m);
+        slot_error(s, "release", status);
         slot_stop(s);
         return;
     }
@@ -51,24 +58,19 @@ static void on_released(lb_machine *m, int status, void *ud) {
     else start_acquire(s);
 }
 
-static void on_acquired(lb_machine *m, int status, void *ud) {
+static void on_acquired(lb_async_lock *al, int status, void *ud) {
     slot *s = ud;
-    if (status != LB_OK) {
-        slot_error(s->run, "acquire", status, m);
-        slot_stop(s);
-        return;
-    }
-    lb_machine *rel = lb_lock_machine(s->lock, LB_OP_RELEASE, 0);
-    if (lb_async_run(s->run->ac, rel, NULL, on_released, s) != LB_OK) {
-        slot_error(s->run, "release start", LB_ESTATE, rel);
+    int rc = status == LB_OK ? lb_async_lock_release(al, on_released, s) : status;
+    if (rc != LB_OK) {
+        slot_error(s, status == LB_OK ? "release start" : "acquire", rc);
         slot_stop(s);
     }
 }
 
 static void start_acquire(slot *s) {
-    lb_machine *m = lb_lock_machine(s->lock, LB_OP_TRY_ACQUIRE, 0);
-    if (lb_async_run(s->run->ac, m, NULL, on_acquired, s) != LB_OK) {
-        slot_error(s->run, "acquire start", LB_ESTATE, m);
+    int rc = lb_async_lock_acquire(s->lock, ACQUIRE_WAIT_MS, on_acquired, s);
+    if (rc != LB_OK) {
+        slot_error(s, "acquire start", rc);
         slot_stop(s);
     }
 }
@@ -82,20 +84,20 @@ int run_async(const lbt_redis *server, double seconds, int inflight, async_resul
     struct event_base *base = event_base_new();
     run.slots = calloc((size_t)inflight, sizeof *run.slots);
     int ok = ctl && base && run.slots;
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    for (int i = 0; ok && i < inflight; i++) {
-        char key[48];
-        int n = snprintf(key, sizeof key, "bench:async:%d", i);
-        run.slots[i].run = &run;
-        ok = lb_lock_new(&run.slots[i].lock, key, (size_t)n, &o) == LB_OK;
-    }
+    lb_async *drv = NULL;
     tally before, after, delta;
     memset(&delta, 0, sizeof delta);
     if (ok) ok = server_tally(ctl, &before) == 0;
     if (ok) {
         run.ac = redisAsyncConnect("127.0.0.1", server->port);
-        ok = run.ac && !run.ac->err && redisLibeventAttach(run.ac, base) == REDIS_OK;
+        ok = run.ac && !run.ac->err && redisLibeventAttach(run.ac, base) == REDIS_OK &&
+             lb_libevent_async_new(&drv, run.ac, base) == LB_OK;
+    }
+    for (int i = 0; ok && i < inflight; i++) {
+        char key[48];
+        int n = snprintf(key, sizeof key, "bench:async:%d", i);
+        run.slots[i].run = &run;
+        ok = lb_async_lock_new(&run.slots[i].lock, drv, key, (size_t)n, NULL) == LB_OK;
     }
     int64_t t0 = 0, t1 = 0;
     if (ok) {
@@ -112,14 +114,14 @@ int run_async(const lbt_redis *server, double seconds, int inflight, async_resul
             res->server_usec = tally_usec(&delta, "set") + tally_usec(&delta, "evalsha") +
                                tally_usec(&delta, "eval");
         }
-    } else if (run.ac) {
-        redisAsyncFree(run.ac);
     }
     res->seconds = (double)(t1 - t0) / 1e9;
     res->locks = run.locks;
     res->errors = run.errors + (ok ? 0 : 1);
     snprintf(res->error, sizeof res->error, "%s", ok ? run.error : "setup failed");
-    for (int i = 0; run.slots && i < inflight; i++) lb_lock_free(run.slots[i].lock);
+    for (int i = 0; run.slots && i < inflight; i++) lb_async_lock_free(run.slots[i].lock);
+    lb_async_free(drv); /* before a context that never ran is freed */
+    if (run.ac) redisAsyncFree(run.ac);
     free(run.slots);
     if (base) event_base_free(base);
     if (ctl) redisFree(ctl);

@@ -361,8 +361,9 @@ static void fill_targets(table *t, const reference *ref, const uncontended_summa
              a->set_median, a->rounds, ax);
     double server_us = a->locks ? (double)a->server_usec / (double)a->locks : 0.0;
     snprintf(why, sizeof why,
-             "a lock is 2 commands sent and %.1f run by the server (SET; EVALSHA running GET, "
-             "DEL, PUBLISH), a SET 1, and no safe release is a single command on Redis 7.0; "
+             "a lock is %.2f commands run by the server (its SET, its PUBLISH, its share of "
+             "one EVALSHA, MGET and DEL for the releases of a loop turn), a SET 1, and no "
+             "safe release is a single command on Redis 7.0; "
              "the server spent %.2f us executing each lock (at most %.0f locks/s "
              "for the server alone, %.2f of the SET rate), busy %.0f%% of the run; the rest "
              "is I/O and the one client thread",

@@ -646,6 +646,164 @@ static void test_every_allocation_failure_is_clean(void **state) {
     }
 }
 
+/* Locks on one connection held at once, each acquired through the loop. */
+#define BATCH_LOCKS 6
+static void acquire_all(loop *lp, lb_async_lock **al, seen *s, const char *prefix) {
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s%d", prefix, i);
+        al[i] = new_lock(lp, key, 30000, &s[i]);
+        assert_int_equal(lb_async_lock_acquire(al[i], 0, on_done, &s[i]), LB_OK);
+    }
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        run_until(lp, &s[i].done);
+        assert_int_equal(s[i].status, LB_OK);
+        s[i].done = 0;
+    }
+}
+
+static long long script_calls(void) {
+    return lbt_calls(conn, "evalsha") + lbt_calls(conn, "eval");
+}
+
+/* Releases asked for in one loop turn: one script call on the server, and each
+ * lock answered as its own release: ours deleted, one overwritten or gone
+ * lost (the other value kept), one of another type its WRONGTYPE. */
+static void test_releases_in_one_turn_are_one_call_each_answered_as_its_own(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:one:");
+    lbt_cmd_ok(conn, "SET batch:one:1 someone-else");
+    lbt_cmd_ok(conn, "DEL batch:one:2");
+    lbt_cmd_ok(conn, "DEL batch:one:3");
+    lbt_cmd_ok(conn, "HSET batch:one:3 f v");
+    long long calls = script_calls();
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    for (int i = 0; i < BATCH_LOCKS; i++) run_until(&lp, &s[i].done);
+    assert_int_equal(script_calls() - calls, 1);
+    int expect[BATCH_LOCKS] = {LB_OK, LB_ELOST, LB_ELOST, LB_EWRONGTYPE, LB_OK, LB_OK};
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        assert_int_equal(s[i].done, 1);
+        assert_int_equal(s[i].status, expect[i]);
+    }
+    assert_non_null(strstr(lb_async_lock_info_of(al[3]).errstr, "WRONGTYPE"));
+    assert_string_equal(lbt_get(conn, "batch:one:1"), "someone-else");
+    assert_int_equal(lbt_int(conn, "HLEN batch:one:3"), 1);
+    assert_int_equal(lbt_int(conn, "EXISTS batch:one:0 batch:one:4 batch:one:5"), 0);
+    assert_int_equal(lb_async_lock_info_of(al[0]).held, 0);
+    assert_int_equal(lb_async_lock_info_of(al[3]).held, 1); /* outcome unknown: still ours */
+    lbt_cmd_ok(conn, "DEL batch:one:1 batch:one:3");
+    for (int i = 0; i < BATCH_LOCKS; i++) lb_async_lock_free(al[i]);
+    loop_close(&lp);
+}
+
+/* A server that forgot the script (SCRIPT FLUSH) is sent its body once, and
+ * every lock of the batch is released. */
+static void test_a_batch_after_a_script_flush_releases_every_lock(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:flush:");
+    lbt_cmd_ok(conn, "SCRIPT FLUSH");
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        run_until(&lp, &s[i].done);
+        assert_int_equal(s[i].status, LB_OK);
+        lb_async_lock_free(al[i]);
+    }
+    assert_int_equal(lbt_int(conn, "EXISTS batch:flush:0 batch:flush:5"), 0);
+    loop_close(&lp);
+}
+
+/* A call refused whole (here: one of its keys became read-only to the
+ * connection's user) answers none of its locks: each release is sent again
+ * alone, and gets its own answer. */
+static void test_a_batch_refused_whole_releases_each_lock_on_its_own(void **state) {
+    (void)state;
+    lbt_cmd_ok(conn, "ACL SETUSER batcher reset on >pw ~batch:acl:* &* +@all");
+    loop lp;
+    loop_open(&lp);
+    assert_int_equal(redisAsyncCommand(lp.ac, NULL, NULL, "AUTH batcher pw"), REDIS_OK);
+    lb_async_lock *al[2];
+    seen s[2] = {0};
+    al[0] = new_lock(&lp, "batch:acl:0", 30000, &s[0]);
+    al[1] = new_lock(&lp, "batch:acl:1", 30000, &s[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(lb_async_lock_acquire(al[i], 0, on_done, &s[i]), LB_OK);
+        run_until(&lp, &s[i].done);
+        assert_int_equal(s[i].status, LB_OK);
+        s[i].done = 0;
+    }
+    lbt_cmd_ok(conn, "ACL SETUSER batcher resetkeys ~batch:acl:0 %%R~batch:acl:1");
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    for (int i = 0; i < 2; i++) run_until(&lp, &s[i].done);
+    assert_int_equal(s[0].status, LB_OK);
+    assert_int_equal(s[1].status, LB_EREDIS);
+    assert_non_null(strstr(lb_async_lock_info_of(al[1]).errstr, "NOPERM"));
+    assert_int_equal(lbt_int(conn, "EXISTS batch:acl:0"), 0);
+    assert_int_equal(lbt_int(conn, "EXISTS batch:acl:1"), 1);
+    for (int i = 0; i < 2; i++) lb_async_lock_free(al[i]);
+    loop_close(&lp);
+    lbt_cmd_ok(conn, "DEL batch:acl:1");
+    lbt_cmd_ok(conn, "ACL DELUSER batcher");
+}
+
+/* The driver freed while releases wait for their turn: they are sent first,
+ * and each lock is told it was released. */
+static void test_releases_waiting_when_the_driver_is_freed_are_sent(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:free:");
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    lb_async_free(lp.a);
+    lp.a = NULL;
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        run_until(&lp, &s[i].done);
+        assert_int_equal(s[i].status, LB_OK);
+        lb_async_lock_free(al[i]);
+    }
+    assert_int_equal(lbt_int(conn, "EXISTS batch:free:0 batch:free:5"), 0);
+    loop_close(&lp);
+}
+
+/* The context freed while releases wait for their turn: nothing was sent, so
+ * each ends with LB_EIO (the outcome unknown to it, as for any release in
+ * flight) and, the connection gone, each lock is then reported lost. */
+static void test_releases_waiting_when_the_context_goes_end_with_eio(void **state) {
+    (void)state;
+    loop lp;
+    loop_open(&lp);
+    lb_async_lock *al[BATCH_LOCKS];
+    seen s[BATCH_LOCKS] = {0};
+    acquire_all(&lp, al, s, "batch:gone:");
+    for (int i = 0; i < BATCH_LOCKS; i++)
+        assert_int_equal(lb_async_lock_release(al[i], on_done, &s[i]), LB_OK);
+    redisAsyncFree(lp.ac);
+    lp.ac = NULL;
+    for (int i = 0; i < BATCH_LOCKS; i++) {
+        assert_int_equal(s[i].done, 1);
+        assert_int_equal(s[i].status, LB_EIO);
+        assert_int_equal(s[i].lost, 1);
+        assert_int_equal(s[i].reason, LB_WATCH_UNREACHABLE);
+        lb_async_lock_free(al[i]);
+    }
+    assert_int_equal(lbt_int(conn, "EXISTS batch:gone:0 batch:gone:5"), 2); /* never sent */
+    lbt_del_matching(conn, "batch:gone:*");
+    loop_close(&lp);
+}
+
 static int setup(void **state) {
     (void)state;
     if (lbt_redis_start(&server, NULL) != 0) return -1;
@@ -678,6 +836,11 @@ int main(void) {
         cmocka_unit_test(test_freeing_a_waiting_lock_runs_no_callback_and_leaves_the_key_free),
         cmocka_unit_test(test_arguments_and_states_are_refused_with_a_fresh_text),
         cmocka_unit_test(test_every_allocation_failure_is_clean),
+        cmocka_unit_test(test_releases_in_one_turn_are_one_call_each_answered_as_its_own),
+        cmocka_unit_test(test_a_batch_after_a_script_flush_releases_every_lock),
+        cmocka_unit_test(test_a_batch_refused_whole_releases_each_lock_on_its_own),
+        cmocka_unit_test(test_releases_waiting_when_the_driver_is_freed_are_sent),
+        cmocka_unit_test(test_releases_waiting_when_the_context_goes_end_with_eio),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

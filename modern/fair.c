@@ -41,11 +41,13 @@ struct lb__fair {
     size_t grantlen;
     /* The baton: "{key}:baton" (list) and "{key}:bwait" (the mark of the
      * waiter that blocked last, its token). */
-    char *baton, *mark;
-    size_t batonlen, marklen;
+    char *baton, *mark, *outsider; /* and "{key}:outsider", the outsider note */
+    size_t batonlen, marklen, outsiderlen;
     char marked[LB__TOKEN_CAP]; /* the mark our wait left; "": none */
     int handed;              /* our last release handed the lock on, */
     int64_t handed_ns;       /* when its reply came (the lock's monotonic clock) */
+    int64_t window_end_ns;   /* our last release opened a window for outsiders
+                              * beside the baton, until then (same clock) */
     char barg[2 * LB__TOKEN_CAP + 2 * 21 + 4]; /* "fresh marked ttl life " */
 };
 
@@ -90,6 +92,7 @@ int lb__fair_new(lb_lock *l) {
     if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "baton", &f->baton, &f->batonlen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "bwait", &f->mark, &f->marklen);
+    if (rc == LB_OK) rc = lb__lock_companion(l, "outsider", &f->outsider, &f->outsiderlen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
     /* Token, two numbers and a channel (the release's, beside a successor's
      * token) or an inbox (a wait's). */
@@ -117,6 +120,7 @@ void lb__fair_free(lb_lock *l) {
     lb__free(l->opts.allocator, f->state);
     lb__free(l->opts.allocator, f->baton);
     lb__free(l->opts.allocator, f->mark);
+    lb__free(l->opts.allocator, f->outsider);
     lb__free(l->opts.allocator, f->arg);
     lb__free(l->opts.allocator, f->own);
     lb__free(l->opts.allocator, f->other);
@@ -291,7 +295,7 @@ static int release_start(lb_lock *l) {
     f->arglen = (size_t)n + l->channellen;
     size_t listlen = name_list(f, f->other, f->succ[0] ? f->succ : l->token);
     lb__cmd_script(&l->m, &lb__script_modern_fair_release,
-                   baton ? "6" : l->opts.fencing ? "5" : "4");
+                   baton ? "7" : l->opts.fencing ? "5" : "4");
     lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
     lb__cmd_arg(&l->m.cmd, f->queue, f->queuelen);
     lb__cmd_arg(&l->m.cmd, f->state, f->statelen);
@@ -299,6 +303,7 @@ static int release_start(lb_lock *l) {
     if (baton) {
         lb__cmd_arg(&l->m.cmd, f->baton, f->batonlen);
         lb__cmd_arg(&l->m.cmd, f->mark, f->marklen);
+        lb__cmd_arg(&l->m.cmd, f->outsider, f->outsiderlen);
     }
     if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
     lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
@@ -346,7 +351,7 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         l->fair->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */
@@ -354,6 +359,10 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
     l->fair->marked[0] = '\0';
     l->fair->handed = r->integer == 2;
     l->fair->handed_ns = now->mono_ns;
+    l->released_ns = now->mono_ns;
+    /* A window for outsiders: our next wait keeps off the free key as
+     * queued waiters do (the script set ~open for as long). */
+    if (r->integer == 3) l->fair->window_end_ns = now->mono_ns + l->opts.fair_yield_ms * 1000000;
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
 }
@@ -578,12 +587,14 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
  * SET NX, only its mark and its block. Should the new holder release before
  * the mark lands, with no other waiter marked, the key is freed under a
  * blocked wait: it waits out its block (fair_baton_ms) and queues, or gets
- * the baton from the next holder. Asked once per hand-off. */
+ * the baton from the next holder. Asked once per hand-off. A wait begun
+ * while a window our release opened for outsiders lasts skips it too: the
+ * free key is theirs until the window ends, and then the queue's. */
 int lb__fair_baton_skip(lb_lock *l, int64_t now_ns) {
     lb__fair *f = l->fair;
     int skip = f->handed && now_ns - f->handed_ns <= (int64_t)LB__BATON_SKIP_MS * 1000000;
     f->handed = 0;
-    return skip;
+    return skip || now_ns < f->window_end_ns;
 }
 
 /* SET NX with GET (Redis >= 7.0): nil when it wrote our token (the key was
@@ -606,6 +617,7 @@ int lb__fair_baton_wait(lb_lock *l, redisContext *c, int64_t ms) {
     }
     int type = r->type, wrongtype = type == REDIS_REPLY_ERROR && strstr(r->str, "WRONGTYPE");
     if (type == REDIS_REPLY_ERROR) snprintf(l->errstr, sizeof l->errstr, "SET NX GET: %.80s", r->str);
+    if (type == REDIS_REPLY_STRING && lb__value_foreign(r->str, r->len)) l->outsider_ns = sent;
     freeReplyObject(r);
     if (type == REDIS_REPLY_NIL) return lb__fair_baton_won(l, sent);
     if (wrongtype) return LB_EWRONGTYPE;

@@ -28,14 +28,22 @@
 -- TTL of life ms; Redis hands it to the waiter that blocked first. Nobody
 -- holds the fresh token until the baton is popped, so no other release can
 -- come before it lapses (life is at most a quarter of the TTL).
+-- Baton passes open windows too, for an outsider noted at KEYS[7] (the
+-- outsider note, read with the key and the mark: nothing more to read while
+-- none is noted): with a mark alive, the queue empty and a note written
+-- since the last window opened (~last), at least 4 x `ms` after it (0
+-- `every`: never), the key is freed instead, ~open keeps queued waiters off
+-- for `ms`, and the script answers 3, so that the caller keeps off too.
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] state, KEYS[4] the grant list of
--- `succ` (any list of the lock's when succ is '-'), then the baton list and
--- the mark (optional: 6 or 7 keys), then the fencing counter (optional).
+-- `succ` (any list of the lock's when succ is '-'), then the baton list, the
+-- mark and the outsider note (optional: 6 or 7 keys, the note optional),
+-- then the fencing counter (optional: 5 keys, or 8 with the baton's).
 -- ARGV[1] "token every ms succ channel", or with the baton's keys "token
 -- every ms succ fresh marked ttl life channel", marked '-' when the caller
 -- left no mark.
--- Returns 2 handed off, 1 released, 0 not ours (nothing changed but the
--- caller's own mark, deleted), or the
+-- Returns 3 released into a window beside the baton, 2 handed off, 1
+-- released, 0 not ours (nothing changed but the caller's own mark,
+-- deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
@@ -47,7 +55,7 @@ if #KEYS >= 6 then
   end
   args, baton = head .. ' ' .. rest, {fresh = fresh, marked = marked, ttl = bttl, life = life}
 end
-local FENCE = KEYS[baton and 7 or 5]
+local FENCE = KEYS[baton and 8 or 5]
 local token, every, yield_ms, succ, channel =
   string.match(args, '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
@@ -65,14 +73,17 @@ end
 -- not find our token there, so a key of another type still fails as before.
 -- A user whose ACL refuses MGET (one set up before the release used it)
 -- reads the mark with GET instead.
-local mark, held = nil, nil
+-- The outsider note rides along (a third key to MGET, no command more).
+local mark, held, outsider = nil, nil, nil
 if baton then
-  local both = redis.pcall('MGET', KEYS[1], KEYS[6])
+  local both = redis.pcall('MGET', KEYS[1], KEYS[6], KEYS[7] or KEYS[6])
   if both.err then
     mark = redis.pcall('GET', KEYS[6])
+    if KEYS[7] then outsider = redis.pcall('GET', KEYS[7]) end
   else
-    held, mark = both[1], both[2]
+    held, mark, outsider = both[1], both[2], KEYS[7] and both[3]
   end
+  outsider = type(outsider) == 'string' and tonumber(string.match(outsider, '^%d+$') or '')
   if type(mark) ~= 'string' or #mark ~= 32 or not string.match(mark, '^%x+$') then mark = nil end
   -- The caller's own mark is stale whatever happens next (its wait no longer
   -- blocks): left alive, the release of whoever holds the lock next, within
@@ -153,7 +164,7 @@ local function head()
 end
 
 local h, ticket, ttl, inbox, streak, last, seenat = head()
-local wake = nil
+local wake, window = nil, false
 if h then
   local due = false
   if every > 0 and streak >= every then
@@ -228,6 +239,25 @@ else
   -- list of another type refuses the push, and the release goes on as a
   -- plain one. An element already there (no lockbridge release leaves one
   -- while the key lives) would be popped first: the list is started again.
+  -- An outsider noted since the last window: the key is left free (below)
+  -- for `ms`, and the waiter on the baton, whose block ends empty, queues
+  -- and keeps off it as queued waiters do.
+  if mark and outsider and every > 0 and yield_ms > 0 then
+    clock()
+    local last = redis.pcall('HGET', KEYS[3], '~last')
+    last = type(last) == 'string' and tonumber(last) or 0
+    window = outsider > last - yield_ms and now >= last + 4 * yield_ms
+  end
+  if window then
+    local no = refused({true, 'PUBLISH', channel})
+    if no then return no end
+    -- ~last outlives the spacing after the window, with or without a queue.
+    local set = redis.pcall('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
+    if type(set) == 'number' and redis.call('PTTL', KEYS[3]) < 5 * yield_ms then
+      redis.call('PEXPIRE', KEYS[3], 5 * yield_ms)
+    end
+    mark = nil
+  end
   if mark then
     local no = refused({true, 'RPUSH', KEYS[5]}, {true, 'PEXPIRE', KEYS[5]})
     if no then return no end
@@ -253,4 +283,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or 1
+return wake or (window and 3) or 1

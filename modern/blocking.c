@@ -31,7 +31,11 @@ static int attempt(void *ud) {
         size_t len = lb__waiter_inbox(s->w, &inbox);
         lb__fair_set_inbox(s->l, inbox, len);
     }
+    int64_t seen = s->l->outsider_ns;
     int rc = lb__lock_try(s->l, s->t);
+    /* A fair attempt that found an outside holder writes the outsider note,
+     * which the baton's releases read. */
+    if (rc == LB_EBUSY && s->l->fair && s->l->outsider_ns != seen) lb__lock_note_due(s->l, s->t, 1);
     if (rc != LB_EBUSY || s->l->fair) return rc;
     int64_t now = lb__mono_ms();
     if (s->note_at_ms == 0) s->note_at_ms = now + LB__OUTSIDER_NOTE_MS;

@@ -227,9 +227,11 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
     if (ok == 1 && r->elements == 3 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
         return acquired(l, l->opts.fencing ? v : 0, x);
     long long foreign = r->elements == 4 ? r->element[3]->integer : 0;
-    if (ok != 0 || v < -2 || v > FAIR_MS_MAX || x < 0 || foreign < 0 || foreign > 1)
+    if (ok != 0 || v < -2 || v > FAIR_MS_MAX || x < 0 || foreign < 0 || foreign > 2)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
-    l->fair->foreign = (int)foreign;
+    l->fair->foreign = foreign != 0;
+    /* 2: the holder's value is no lockbridge token (see modern/outsider.c). */
+    if (foreign == 2) l->outsider_ns = lb_clock_now(l->opts.clock).mono_ns;
     /* A new place when this attempt queued us; 0: we kept ours. */
     if (l->fair->mode == LB__FAIR_WAIT && x > 0) l->fair->place = x;
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
@@ -351,13 +353,16 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         l->fair->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 3)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 5)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */
     l->held = 0;
     l->fair->marked[0] = '\0';
-    l->fair->handed = r->integer == 2;
+    l->fair->handed = r->integer == 2 || r->integer == 4;
+    /* An outsider noted by another client: we stand back as if we had met
+     * it (see stand_back in modern/blocking.c). */
+    if (r->integer >= 3) l->outsider_ns = now->mono_ns;
     l->fair->handed_ns = now->mono_ns;
     l->released_ns = now->mono_ns;
     /* A window for outsiders: our next wait keeps off the free key as

@@ -42,8 +42,9 @@
 -- every ms succ fresh marked ttl life channel", marked '-' when the caller
 -- left no mark.
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
--- released, 0 not ours (nothing changed but the caller's own mark,
--- deleted), or the
+-- released, 4 and 5 as 2 and 1 with an outsider noted (so that the caller
+-- stands back too, see modern/outsider.c), 0 not ours (nothing changed but
+-- the caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
@@ -214,7 +215,7 @@ if h then
     -- it a TTL (see the acquire script).
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h, '~hexp', now + tonumber(ttl))
     if nxt then redis.call('HDEL', KEYS[3], h) else redis.call('HDEL', KEYS[3], h, '~until') end
-    return push or 2
+    return push or (outsider and 4) or 2
   end
   local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]}, {true, 'PUBLISH', channel})
   if no then return undo(h, ticket, no) end
@@ -272,7 +273,7 @@ else
       if now then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
       redis.call('PEXPIRE', KEYS[5], baton.life)
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
-      return 2
+      return outsider and 4 or 2
     end
   end
   local no = refused({true, 'PUBLISH', channel})
@@ -283,4 +284,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or (window and 3) or 1
+return wake or (window and 3) or (outsider and 5) or 1

@@ -165,6 +165,53 @@ static void test_a_release_that_passes_the_baton_costs_six_commands(void **state
     lbt_del_matching(lbt_conn, "*w:cheap*");
 }
 
+/* Beside the baton a release reads the outsider note with the key and the
+ * mark, one MGET: with none there it passes the baton for the same six
+ * commands. With a note written since the last window, it frees the key for
+ * a window (3: the mark stays, its waiter's block ends empty and it queues,
+ * kept off by ~open); within 4 windows' length of that one it passes the
+ * baton and says an outsider is noted (4), so that its caller stands back. */
+static int64_t release_beside_note(const char *fresh) {
+    char args[200];
+    snprintf(args, sizeof args, "aaaa 16 200 - %s - 20000 100 {w:out}:released", fresh);
+    redisReply *r = redisCommand(lbt_conn, "EVAL %s 7 w:out {w:out}:queue {w:out}:fair "
+                                       "{w:out}:grant:aaaa {w:out}:baton {w:out}:bwait "
+                                       "{w:out}:outsider %s",
+                                 lb__script_modern_fair_release.body, args);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_INTEGER) fail_msg("release: %s", r->str ? r->str : "?");
+    int64_t v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void test_a_baton_release_opens_a_window_for_a_noted_outsider(void **state) {
+    (void)state;
+    const char *fresh = "ffffffffffffffffffffffffffffffff";
+    lbt_del_matching(lbt_conn, "*w:out*");
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:bwait %s PX 10000", MARK_C);
+    long long before = server_calls();
+    assert_int_equal(release_beside_note(fresh), 2);
+    long long cost = server_calls() - before;
+    if (cost > 6) fail_msg("the release ran %lld commands", cost);
+    lbt_del_matching(lbt_conn, "*w:out*");
+
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:bwait %s PX 10000", MARK_C);
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:outsider 1 PX 2000");
+    assert_int_equal(release_beside_note(fresh), 3);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS w:out"), 0);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS {w:out}:bwait"), 1);
+    assert_int_equal(lbt_int(lbt_conn, "HEXISTS {w:out}:fair ~open"), 1);
+    assert_true(lbt_int(lbt_conn, "PTTL {w:out}:fair") > 200);
+
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    assert_int_equal(release_beside_note(fresh), 4);
+    assert_int_equal(lbt_int(lbt_conn, "LLEN {w:out}:baton"), 1);
+    lbt_del_matching(lbt_conn, "*w:out*");
+}
+
 /* A clock that moves on 100 ms at each reading. */
 static int64_t stepping_ns;
 static int64_t stepping_mono_ns(void *ud) {
@@ -663,6 +710,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
         cmocka_unit_test(test_a_release_that_passes_the_baton_costs_six_commands),
+        cmocka_unit_test(test_a_baton_release_opens_a_window_for_a_noted_outsider),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),

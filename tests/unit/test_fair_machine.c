@@ -180,7 +180,7 @@ static void test_acquire_replies(void **state) {
          0, 0, 1500, 0},
         {"held by a fair holder", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 0}, 0}, LB_EBUSY, 0, 0, 1500,
          0},
-        {"an unknown holder flag", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 2}, 0}, LB_EPROTO, 0, 0, -1,
+        {"an unknown holder flag", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 3}, 0}, LB_EPROTO, 0, 0, -1,
          0},
         {"two elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1, 0},
@@ -241,7 +241,10 @@ static void test_release_replies(void **state) {
         {"not ours", {X_INT, 0, NULL, 0, {0}, 0}, LB_ELOST, 0},
         /* Freed into a window for outsiders beside the baton. */
         {"released into a window", {X_INT, 3, NULL, 0, {0}, 0}, LB_OK, 0},
-        {"unknown integer", {X_INT, 4, NULL, 0, {0}, 0}, LB_EPROTO, 1},
+        /* Handed off or released with an outsider noted. */
+        {"handed off beside an outsider", {X_INT, 4, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"released beside an outsider", {X_INT, 5, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"unknown integer", {X_INT, 6, NULL, 0, {0}, 0}, LB_EPROTO, 1},
         {"negative", {X_INT, -1, NULL, 0, {0}, 0}, LB_EPROTO, 1},
         {"an array", {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 1},
         {"nil", {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 1},

@@ -48,7 +48,8 @@ struct lb__fair {
     int64_t handed_ns;       /* when its reply came (the lock's monotonic clock) */
     int64_t window_end_ns;   /* our last release opened a window for outsiders
                               * beside the baton, until then (same clock) */
-    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 4]; /* "fresh marked ttl life " */
+    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 5]; /* "[p]fresh marked ttl life " */
+    int64_t probe_ns;        /* when this handle next asks for a probe window */
 };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
@@ -263,6 +264,20 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
     return f->prefixlen + LB_TOKEN_LEN;
 }
 
+/* A client that does not queue is seen only while it holds the key, which
+ * it never gets while the baton passes on and on: a release asks, at most
+ * once per LB__PROBE_ASK_MS per handle, for a probe window, which the
+ * script opens only when due on the schedule all clients share (see the
+ * release script: windows 2 s apart at first, doubling up to 64 s while no
+ * outsider is noted). */
+static int probe_asked(lb_lock *l) {
+    int64_t now = lb_clock_now(l->opts.clock).mono_ns;
+    if (now < l->fair->probe_ns) return 0;
+    int first = l->fair->probe_ns == 0;
+    l->fair->probe_ns = now + (int64_t)LB__PROBE_ASK_MS * 1000000;
+    return !first;
+}
+
 /* A release without fencing may pass the lock on as a baton to a waiter
  * blocked on the baton list: it names a fresh token for it (written at the
  * key only then), the mark our own wait left, its TTL and the baton's life
@@ -277,8 +292,8 @@ static int baton_arg(lb_lock *l) {
     char fresh[LB__TOKEN_CAP];
     if (l->opts.fencing || l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
         return 0;
-    snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
-             (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
+    snprintf(f->barg, sizeof f->barg, "%s%s %s %lld %lld ", probe_asked(l) ? "p" : "", fresh,
+             f->marked[0] ? f->marked : "-", (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
     return 1;
 }
 

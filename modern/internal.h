@@ -141,6 +141,9 @@ size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark);
  * acquired: it gives the token back and goes on waiting in the queue (a
  * lease that short would lapse before its holder could use it). */
 #define LB__BATON_MARGIN_MS 100
+/* How often a handle passing the baton asks for a probe window, ms (the
+ * windows themselves follow one schedule in the lock's fair state). */
+#define LB__PROBE_ASK_MS 1000
 /* Whether the lease of the lock just taken has LB__BATON_MARGIN_MS or more
  * left on the lock's clock. */
 int lb__fair_lease_usable(const lb_lock *l);

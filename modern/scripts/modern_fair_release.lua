@@ -40,7 +40,10 @@
 -- then the fencing counter (optional: 5 keys, or 8 with the baton's).
 -- ARGV[1] "token every ms succ channel", or with the baton's keys "token
 -- every ms succ fresh marked ttl life channel", marked '-' when the caller
--- left no mark.
+-- left no mark, and fresh prefixed with 'p' for a probe: the caller asks
+-- for a window where it would pass the baton, if one is due on the probes'
+-- schedule (below), so that a client that does not queue, refused while
+-- the baton passes and seen by nobody, can take the key and be seen.
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
 -- released, 4 and 5 as 2 and 1 with an outsider noted (so that the caller
 -- stands back too, see modern/outsider.c), 0 not ours (nothing changed but
@@ -49,12 +52,13 @@
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
 if #KEYS >= 6 then
-  local head, fresh, marked, bttl, life, rest = string.match(args,
-    '^(%x+ %d+ %d+ [%x-]+) (%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
+  local head, probe, fresh, marked, bttl, life, rest = string.match(args,
+    '^(%x+ %d+ %d+ [%x-]+) (p?)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
   if not head or tonumber(bttl) > 1e12 or tonumber(life) * 4 > tonumber(bttl) then
     return redis.error_reply('ERR fair release: bad baton')
   end
-  args, baton = head .. ' ' .. rest, {fresh = fresh, marked = marked, ttl = bttl, life = life}
+  args, baton = head .. ' ' .. rest,
+                {fresh = fresh, marked = marked, ttl = bttl, life = life, probe = probe == 'p'}
 end
 local FENCE = KEYS[baton and 8 or 5]
 local token, every, yield_ms, succ, channel =
@@ -248,6 +252,24 @@ else
     local last = redis.pcall('HGET', KEYS[3], '~last')
     last = type(last) == 'string' and tonumber(last) or 0
     window = outsider > last - yield_ms and now >= last + 4 * yield_ms
+  end
+  -- Probes share one schedule in the state: the first asked for starts it
+  -- (the next probe ~pnext 2 s later), and each probe due opens a window and
+  -- sets the next one ~pint later, ~pint doubling from 2 s to 64 s while no
+  -- outsider is noted, back to 2 s once one is. The asking clients ask at
+  -- most once a second each, and otherwise pass the baton as before.
+  if mark and not window and baton.probe and every > 0 and yield_ms > 0 then
+    if not now then clock() end
+    local f = redis.pcall('HMGET', KEYS[3], '~pnext', '~pint')
+    if not f.err then
+      local pnext, pint = tonumber(f[1] or ''), tonumber(f[2] or '') or 1000
+      if not pnext or now >= pnext then
+        window = pnext ~= nil
+        pint = (outsider or not pnext) and 2000 or math.min(2 * pint, 64000)
+        redis.call('HSET', KEYS[3], '~pnext', now + pint, '~pint', pint)
+        if redis.call('PTTL', KEYS[3]) < 2 * pint then redis.call('PEXPIRE', KEYS[3], 2 * pint) end
+      end
+    end
   end
   if window then
     local no = refused({true, 'PUBLISH', channel})

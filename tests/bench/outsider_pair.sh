@@ -5,6 +5,8 @@
 # on each side and whether the outsider's share meets its target (outsider per
 # client >= a quarter of lockbridge's per client).
 # usage: outsider_pair.sh LOCKBRIDGE JAVA_CLASSPATH [SECONDS] [PORT]
+# OUTSIDER_MODES: the modes to run (default "polling fair"); OUTSIDER_DEBUG
+# set: both sides' summaries on stderr.
 set -eu
 lb=$1
 cp=$2
@@ -19,7 +21,7 @@ until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 # A JSON field's number from a summary line.
 field() { sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p"; }
 
-for mode in polling fair; do
+for mode in ${OUTSIDER_MODES:-polling fair}; do
     flag=
     [ "$mode" = fair ] && flag=--fair
     key="pair:$mode"
@@ -37,6 +39,7 @@ for mode in polling fair; do
     lbn=$(field acquisitions <"$dir/lb")
     ok=no
     [ $(( m1 * 4 )) -ge "$lbn" ] && ok=yes
+    if [ -n "${OUTSIDER_DEBUG:-}" ]; then cat "$dir/java" "$dir/lb" >&2; fi
     printf 'outsider %-7s M1 per client %6s  lockbridge per client %6s  target met %s\n' \
         "$mode" "$(( m1 / 2 ))" "$(( lbn / 2 ))" "$ok"
 done

@@ -13,10 +13,18 @@ cp=$2
 secs=${3:-5}
 port=${4:-$(( 20000 + $$ % 20000 ))}
 dir=$(mktemp -d)
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+# Only the server this script started is stopped, by its own pid.
+trap 'kill "$(cat "$dir/pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$dir"' EXIT
+# A port some other server answers on is passed over.
+while redis-cli -p "$port" ping >/dev/null 2>&1; do port=$(( port + 1 )); done
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --daemonize yes --dir "$dir" --logfile "$dir/log" >/dev/null
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+    --daemonize yes --dir "$dir" --logfile "$dir/log" --pidfile "$dir/pid" >/dev/null
+tries=0
+until [ -s "$dir/pid" ] && redis-cli -p "$port" ping >/dev/null 2>&1; do
+    tries=$(( tries + 1 ))
+    if [ "$tries" -gt 100 ]; then echo "outsider_pair: no server on port $port" >&2; exit 1; fi
+    sleep 0.05
+done
 
 # A JSON field's number from a summary line.
 field() { sed -n "s/.*\"$1\":\([0-9][0-9]*\).*/\1/p"; }

@@ -6,11 +6,13 @@
 -- grants nothing), or deletes it and publishes "released".
 -- Windows for clients outside the queue open only for an outsider seen since
 -- the last window opened (~seen: a refused try of a fair client, a fair
--- attempt that found the lock held by a token no fair grant wrote, or a
--- waiting client outside the queue that noted itself): then, after `every`
--- hand-offs in a row (0: never), the lock is left free and queued waiters
--- keep off it for `ms`, windows at least 4 x `ms` apart, so outsiders get at
--- most a fifth of the time. A queue alone never idles.
+-- attempt that found the lock held by a token no fair grant wrote or by a
+-- value that is no token, or a waiting client outside the queue that noted
+-- itself): then, after `every` hand-offs in a row (0: never), the lock is
+-- left free and queued waiters keep off it for `ms`, windows at least 4 x
+-- `ms` apart, so outsiders get at most a fifth of the time. A queue alone
+-- never idles. (Beside the baton, windows follow the outsider note and the
+-- probes' schedule instead: see below.)
 -- A waiter blocked on its grant list (entry inbox '*', the list
 -- "{key}:grant:<token>") is handed the grant "token ticket fence next" by
 -- LPUSH, next the token queued behind it ('-': none), so that it can name

@@ -259,7 +259,9 @@ else
   -- (the next probe ~pnext 2 s later), and each probe due opens a window and
   -- sets the next one ~pint later, ~pint doubling from 2 s to 64 s while no
   -- outsider is noted, back to 2 s once one is. The asking clients ask at
-  -- most once a second each, and otherwise pass the baton as before.
+  -- most once a second each, and otherwise pass the baton as before. The
+  -- schedule lapses a second after a probe falls due unasked (the lock idle
+  -- since): a busy spell that comes later starts it again at 2 s.
   if mark and not window and baton.probe and every > 0 and yield_ms > 0 then
     if not now then clock() end
     local f = redis.pcall('HMGET', KEYS[3], '~pnext', '~pint')
@@ -269,7 +271,7 @@ else
         window = pnext ~= nil
         pint = (outsider or not pnext) and 2000 or math.min(2 * pint, 64000)
         redis.call('HSET', KEYS[3], '~pnext', now + pint, '~pint', pint)
-        if redis.call('PTTL', KEYS[3]) < 2 * pint then redis.call('PEXPIRE', KEYS[3], 2 * pint) end
+        if redis.call('PTTL', KEYS[3]) < pint + 1000 then redis.call('PEXPIRE', KEYS[3], pint + 1000) end
       end
     end
   end

@@ -364,6 +364,14 @@ bench: $(STATIC) $(TOOL)
 	$(MAKE) WERROR=$(WERROR) $(BUILD)/bench/lockbridge-bench
 	BUILD=$(BUILD) sh tools/bench.sh
 
+# The outsider pairing: 2 threads of a JVM token locker that does not queue (M1)
+# beside 2 lockbridge modern clients on one key, 5 s, polling and fair; its
+# target: the outsider's acquisitions per client at least a quarter of
+# lockbridge's per client.
+bench-outsider: $(TOOL) $(BUILD)/java/.stamp
+	sh tests/bench/outsider_pair.sh $(TOOL) $(BUILD)/java 5
+.PHONY: bench-outsider
+
 # The benchmark: its main, lockbridge-bench.c, and its other files in tests/bench
 # (one part each).
 BENCH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/bench/*.c))

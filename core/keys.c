@@ -46,6 +46,7 @@ static const struct {
     {"fair", "hash", LB_COMPANION_FAIR},       {"lb-mode", "string", LB_COMPANION_MODE},
     {"lb-census", "hash", LB_COMPANION_CENSUS}, {"lb-gate", "hash", LB_COMPANION_GATE},
     {"baton", "list", LB_COMPANION_BATON},      {"bwait", "string", LB_COMPANION_BWAIT},
+    {"outsider", "string", LB_COMPANION_OUTSIDER},
 };
 
 /* The base a companion named `key` with `suffix` would belong to: "{id}:lock"
@@ -93,6 +94,7 @@ const char *lb_lock_name_refused(const char *key, size_t keylen) {
     case LB_COMPANION_GATE: return "the name of a namespace's companion (its gate record); a lock may not take it";
     case LB_COMPANION_BATON: return "the name of a lock's companion (its baton list); a lock may not take it";
     case LB_COMPANION_BWAIT: return "the name of a lock's companion (its baton waiters' mark); a lock may not take it";
+    case LB_COMPANION_OUTSIDER: return "the name of a lock's companion (its outsider note); a lock may not take it";
     }
     return "the name of a lockbridge companion; a lock may not take it";
 }

@@ -1,7 +1,9 @@
-/* One token-lock acquire attempt as a step machine: SET NX PX with a fresh
- * token (one round trip when free); when busy, PTTL tells the waiter how long
- * the holder may keep it. With fencing, one script does both and INCRs the
- * fencing counter on success. */
+/* One token-lock acquire attempt as a step machine: SET NX PX GET with a fresh
+ * token (one round trip when free); when busy, the reply is the holder's value
+ * (a value that is no lockbridge token marks a client outside the queue, see
+ * modern/outsider.c) and PTTL tells the waiter how long the holder may keep
+ * it. With fencing, one script does both and INCRs the fencing counter on
+ * success. */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +31,8 @@ static int busy(lb_lock *l, int64_t pttl) {
     return lb__fail(&l->m, LB_EBUSY, "held for %lld ms more", (long long)l->holder_ttl_ms);
 }
 
+static int send_set(lb_lock *l);
+
 static int start(lb_lock *l, const lb_now *now) {
     if (l->held) return lb__fail(&l->m, LB_ESTATE, "already held by this handle");
     if (!l->fixed_token && lb__token(l->token) != LB_OK)
@@ -45,6 +49,12 @@ static int start(lb_lock *l, const lb_now *now) {
         l->state = A_FENCED;
         return LB_STEP_SEND;
     }
+    return send_set(l);
+}
+
+/* GET costs no command more and shows who holds the key; a server before 7.0
+ * refuses it with NX, and is asked plain SET NX from then on. */
+static int send_set(lb_lock *l) {
     lb__cmd_reset(&l->m.cmd);
     lb__cmd_argz(&l->m.cmd, "SET");
     lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
@@ -52,19 +62,50 @@ static int start(lb_lock *l, const lb_now *now) {
     lb__cmd_argz(&l->m.cmd, "NX");
     lb__cmd_argz(&l->m.cmd, "PX");
     lb__cmd_argz(&l->m.cmd, l->ttl_arg);
+    if (!l->set_get_refused) lb__cmd_argz(&l->m.cmd, "GET");
     l->state = A_SET;
     return LB_STEP_SEND;
 }
 
-static int on_set(lb_lock *l, const redisReply *r) {
-    if (r->type == REDIS_REPLY_STATUS) return acquired(l, 0);
-    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "SET");
-    if (r->type != REDIS_REPLY_NIL) return lb__fail(&l->m, LB_EPROTO, "SET: unexpected reply");
+static int send_pttl(lb_lock *l) {
     lb__cmd_reset(&l->m.cmd);
     lb__cmd_argz(&l->m.cmd, "PTTL");
     lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
     l->state = A_PTTL;
     return LB_STEP_SEND;
+}
+
+static int send_type(lb_lock *l) {
+    lb__cmd_reset(&l->m.cmd);
+    lb__cmd_argz(&l->m.cmd, "TYPE");
+    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
+    l->state = A_TYPE;
+    return LB_STEP_SEND;
+}
+
+/* Without GET: OK or nil. With it: nil when our token was written, the
+ * holder's value when not, WRONGTYPE for a key of another type (TYPE then
+ * says which, as it does after plain SET NX and PTTL), and a syntax error
+ * from a server that refuses NX with GET. */
+static int on_set(lb_lock *l, const redisReply *r, const lb_now *now) {
+    if (l->set_get_refused) {
+        if (r->type == REDIS_REPLY_STATUS) return acquired(l, 0);
+        if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "SET");
+        if (r->type != REDIS_REPLY_NIL) return lb__fail(&l->m, LB_EPROTO, "SET: unexpected reply");
+        return send_pttl(l);
+    }
+    if (r->type == REDIS_REPLY_NIL) return acquired(l, 0);
+    if (r->type == REDIS_REPLY_STRING) {
+        if (lb__value_foreign(r->str, r->len)) l->outsider_ns = now->mono_ns;
+        return send_pttl(l);
+    }
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "WRONGTYPE", 9) == 0) return send_type(l);
+    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "syntax")) {
+        l->set_get_refused = 1;
+        return send_set(l);
+    }
+    if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(&l->m, r, "SET");
+    return lb__fail(&l->m, LB_EPROTO, "SET: unexpected reply");
 }
 
 /* A key without TTL is a lock held for good, or no lock at all: a list or a
@@ -75,11 +116,7 @@ static int on_pttl(lb_lock *l, const redisReply *r) {
     if (r->type != REDIS_REPLY_INTEGER || r->integer < -2)
         return lb__fail(&l->m, LB_EPROTO, "PTTL: unexpected reply");
     if (r->integer != -1) return busy(l, r->integer);
-    lb__cmd_reset(&l->m.cmd);
-    lb__cmd_argz(&l->m.cmd, "TYPE");
-    lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
-    l->state = A_TYPE;
-    return LB_STEP_SEND;
+    return send_type(l);
 }
 
 static int on_type(lb_lock *l, const redisReply *r) {
@@ -111,7 +148,7 @@ static int acquire_step(lb_machine *m, const redisReply *r, const lb_now *now) {
         return lb__fail(m, LB_EIO, "connection failed during acquire; a lock we may have "
                         "written lapses with its TTL");
     switch (l->state) {
-    case A_SET: return on_set(l, r);
+    case A_SET: return on_set(l, r, now);
     case A_PTTL: return on_pttl(l, r);
     case A_TYPE: return on_type(l, r);
     case A_FENCED: return on_fenced(l, r);

@@ -41,12 +41,15 @@ struct lb__fair {
     size_t grantlen;
     /* The baton: "{key}:baton" (list) and "{key}:bwait" (the mark of the
      * waiter that blocked last, its token). */
-    char *baton, *mark;
-    size_t batonlen, marklen;
+    char *baton, *mark, *outsider; /* and "{key}:outsider", the outsider note */
+    size_t batonlen, marklen, outsiderlen;
     char marked[LB__TOKEN_CAP]; /* the mark our wait left; "": none */
     int handed;              /* our last release handed the lock on, */
     int64_t handed_ns;       /* when its reply came (the lock's monotonic clock) */
-    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 4]; /* "fresh marked ttl life " */
+    int64_t window_end_ns;   /* our last release opened a window for outsiders
+                              * beside the baton, until then (same clock) */
+    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 5]; /* "[p]fresh marked ttl life " */
+    int64_t probe_ns;        /* when this handle next asks for a probe window */
 };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
@@ -90,6 +93,7 @@ int lb__fair_new(lb_lock *l) {
     if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "baton", &f->baton, &f->batonlen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "bwait", &f->mark, &f->marklen);
+    if (rc == LB_OK) rc = lb__lock_companion(l, "outsider", &f->outsider, &f->outsiderlen);
     if (rc != LB_OK) return rc; /* lb__fair_free, called by lb_lock_free, cleans up */
     /* Token, two numbers and a channel (the release's, beside a successor's
      * token) or an inbox (a wait's). */
@@ -117,6 +121,7 @@ void lb__fair_free(lb_lock *l) {
     lb__free(l->opts.allocator, f->state);
     lb__free(l->opts.allocator, f->baton);
     lb__free(l->opts.allocator, f->mark);
+    lb__free(l->opts.allocator, f->outsider);
     lb__free(l->opts.allocator, f->arg);
     lb__free(l->opts.allocator, f->own);
     lb__free(l->opts.allocator, f->other);
@@ -223,9 +228,11 @@ static int acquire_reply(lb_lock *l, const redisReply *r) {
     if (ok == 1 && r->elements == 3 && v >= 0 && (v > 0 || !l->opts.fencing) && x >= -1)
         return acquired(l, l->opts.fencing ? v : 0, x);
     long long foreign = r->elements == 4 ? r->element[3]->integer : 0;
-    if (ok != 0 || v < -2 || v > FAIR_MS_MAX || x < 0 || foreign < 0 || foreign > 1)
+    if (ok != 0 || v < -2 || v > FAIR_MS_MAX || x < 0 || foreign < 0 || foreign > 2)
         return lb__fail(&l->m, LB_EPROTO, "fair acquire script: unexpected values");
-    l->fair->foreign = (int)foreign;
+    l->fair->foreign = foreign != 0;
+    /* 2: the holder's value is no lockbridge token (see modern/outsider.c). */
+    if (foreign == 2) l->outsider_ns = lb_clock_now(l->opts.clock).mono_ns;
     /* A new place when this attempt queued us; 0: we kept ours. */
     if (l->fair->mode == LB__FAIR_WAIT && x > 0) l->fair->place = x;
     /* Leaving learns nothing of the holder: keep what the last attempt saw. */
@@ -257,6 +264,20 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
     return f->prefixlen + LB_TOKEN_LEN;
 }
 
+/* A client that does not queue is seen only while it holds the key, which
+ * it never gets while the baton passes on and on: a release asks, at most
+ * once per LB__PROBE_ASK_MS per handle, for a probe window, which the
+ * script opens only when due on the schedule all clients share (see the
+ * release script: windows 2 s apart at first, doubling up to 64 s while no
+ * outsider is noted). */
+static int probe_asked(lb_lock *l) {
+    int64_t now = lb_clock_now(l->opts.clock).mono_ns;
+    if (now < l->fair->probe_ns) return 0;
+    int first = l->fair->probe_ns == 0;
+    l->fair->probe_ns = now + (int64_t)LB__PROBE_ASK_MS * 1000000;
+    return !first;
+}
+
 /* A release without fencing may pass the lock on as a baton to a waiter
  * blocked on the baton list: it names a fresh token for it (written at the
  * key only then), the mark our own wait left, its TTL and the baton's life
@@ -271,8 +292,8 @@ static int baton_arg(lb_lock *l) {
     char fresh[LB__TOKEN_CAP];
     if (l->opts.fencing || l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
         return 0;
-    snprintf(f->barg, sizeof f->barg, "%s %s %lld %lld ", fresh, f->marked[0] ? f->marked : "-",
-             (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
+    snprintf(f->barg, sizeof f->barg, "%s%s %s %lld %lld ", probe_asked(l) ? "p" : "", fresh,
+             f->marked[0] ? f->marked : "-", (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
     return 1;
 }
 
@@ -291,7 +312,7 @@ static int release_start(lb_lock *l) {
     f->arglen = (size_t)n + l->channellen;
     size_t listlen = name_list(f, f->other, f->succ[0] ? f->succ : l->token);
     lb__cmd_script(&l->m, &lb__script_modern_fair_release,
-                   baton ? "6" : l->opts.fencing ? "5" : "4");
+                   baton ? "7" : l->opts.fencing ? "5" : "4");
     lb__cmd_arg(&l->m.cmd, l->key, l->keylen);
     lb__cmd_arg(&l->m.cmd, f->queue, f->queuelen);
     lb__cmd_arg(&l->m.cmd, f->state, f->statelen);
@@ -299,6 +320,7 @@ static int release_start(lb_lock *l) {
     if (baton) {
         lb__cmd_arg(&l->m.cmd, f->baton, f->batonlen);
         lb__cmd_arg(&l->m.cmd, f->mark, f->marklen);
+        lb__cmd_arg(&l->m.cmd, f->outsider, f->outsiderlen);
     }
     if (l->opts.fencing) lb__cmd_arg(&l->m.cmd, l->fence_key, l->fence_keylen);
     lb__cmd_arg(&l->m.cmd, f->arg, f->arglen);
@@ -346,14 +368,21 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         l->fair->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 2)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 5)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */
     l->held = 0;
     l->fair->marked[0] = '\0';
-    l->fair->handed = r->integer == 2;
+    l->fair->handed = r->integer == 2 || r->integer == 4;
+    /* An outsider noted by another client: we stand back as if we had met
+     * it (see stand_back in modern/blocking.c). */
+    if (r->integer >= 3) l->outsider_ns = now->mono_ns;
     l->fair->handed_ns = now->mono_ns;
+    l->released_ns = now->mono_ns;
+    /* A window for outsiders: our next wait keeps off the free key as
+     * queued waiters do (the script set ~open for as long). */
+    if (r->integer == 3) l->fair->window_end_ns = now->mono_ns + l->opts.fair_yield_ms * 1000000;
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
 }
@@ -578,12 +607,14 @@ static int block_on_baton(lb_lock *l, redisContext *c, int64_t ms) {
  * SET NX, only its mark and its block. Should the new holder release before
  * the mark lands, with no other waiter marked, the key is freed under a
  * blocked wait: it waits out its block (fair_baton_ms) and queues, or gets
- * the baton from the next holder. Asked once per hand-off. */
+ * the baton from the next holder. Asked once per hand-off. A wait begun
+ * while a window our release opened for outsiders lasts skips it too: the
+ * free key is theirs until the window ends, and then the queue's. */
 int lb__fair_baton_skip(lb_lock *l, int64_t now_ns) {
     lb__fair *f = l->fair;
     int skip = f->handed && now_ns - f->handed_ns <= (int64_t)LB__BATON_SKIP_MS * 1000000;
     f->handed = 0;
-    return skip;
+    return skip || now_ns < f->window_end_ns;
 }
 
 /* SET NX with GET (Redis >= 7.0): nil when it wrote our token (the key was
@@ -606,6 +637,7 @@ int lb__fair_baton_wait(lb_lock *l, redisContext *c, int64_t ms) {
     }
     int type = r->type, wrongtype = type == REDIS_REPLY_ERROR && strstr(r->str, "WRONGTYPE");
     if (type == REDIS_REPLY_ERROR) snprintf(l->errstr, sizeof l->errstr, "SET NX GET: %.80s", r->str);
+    if (type == REDIS_REPLY_STRING && lb__value_foreign(r->str, r->len)) l->outsider_ns = sent;
     freeReplyObject(r);
     if (type == REDIS_REPLY_NIL) return lb__fair_baton_won(l, sent);
     if (wrongtype) return LB_EWRONGTYPE;

@@ -38,9 +38,15 @@ struct lb_lock {
     char errstr[LB__ERRSTR_CAP];
     struct lb__watch *watch; /* set while a watchdog renews the lock */
     struct lb__fair *fair;   /* fair mode's queue keys (modern/fair.c), or NULL */
-    char *note_key;          /* the fair state hash an outsider notes itself in
-                              * (modern/outsider.c), made at its first note */
-    size_t note_keylen;
+    char *note_keys[3];      /* what an outsider note names (modern/outsider.c):
+                              * the fair state, the outsider note, the baton
+                              * mark; made at the first note */
+    size_t note_keylens[3];
+    int note_saw;            /* the running note saw an outside holder itself */
+    int set_get_refused;     /* the server refused SET NX with GET (< 7.0) */
+    int64_t outsider_ns;     /* monotonic time our attempt last found the key
+                              * held by a value that is no lockbridge token */
+    int64_t next_note_ns;    /* a refused fair try notes itself again from here */
     int note_found_queue;    /* the last note found a fair queue there (0: no
                               * note yet, or it failed) */
     int64_t released_ns;     /* monotonic time (the lock's clock) our last
@@ -122,7 +128,8 @@ int lb__fair_baton_wait(lb_lock *l, struct redisContext *c, int64_t ms);
  * LB_EPROTO); the names of the baton list (its length returned) and mark. */
 int lb__fair_baton_won(lb_lock *l, int64_t sent_ns);
 /* Whether a wait begun at now_ns may skip its SET NX: our last release, less
- * than LB__BATON_SKIP_MS before, handed the lock on (asked once). */
+ * than LB__BATON_SKIP_MS before, handed the lock on (asked once), or opened a
+ * window for outsiders that is not over. */
 int lb__fair_baton_skip(lb_lock *l, int64_t now_ns);
 #define LB__BATON_SKIP_MS 1
 int lb__fair_take_baton(lb_lock *l, const char *s, size_t len, int64_t sent_ns);
@@ -135,6 +142,9 @@ size_t lb__fair_baton_names(lb_lock *l, const char **list, const char **mark);
  * acquired: it gives the token back and goes on waiting in the queue (a
  * lease that short would lapse before its holder could use it). */
 #define LB__BATON_MARGIN_MS 100
+/* How often a handle passing the baton asks for a probe window, ms (the
+ * windows themselves follow one schedule in the lock's fair state). */
+#define LB__PROBE_ASK_MS 1000
 /* Whether the lease of the lock just taken has LB__BATON_MARGIN_MS or more
  * left on the lock's clock. */
 int lb__fair_lease_usable(const lb_lock *l);
@@ -147,7 +157,23 @@ int lb__fair_holder_foreign(const lb_lock *l);
  * is there, so that fair releases open a window for it (modern/outsider.c).
  * LB_OK or the note's failure, which the wait ignores; note_found_queue says
  * whether it found a queue (kept until the next note, across waits). */
-int lb__lock_note_outsider(lb_lock *l, lb_target t);
+int lb__lock_note_outsider(lb_lock *l, lb_target t, int saw);
+/* The same, best effort and at most once per LB__OUTSIDER_NOTE_MS: for a
+ * fair try refused, and a fair wait that saw an outside holder (saw 1). */
+void lb__lock_note_due(lb_lock *l, lb_target t, int saw);
+/* How long an outsider note lives, ms (its companion's TTL), and how long a
+ * client that found the key held by a value that is no lockbridge token (a
+ * client outside the queue: another program's, or a legacy lock's)
+ * remembers it. */
+#define LB__OUTSIDER_SEEN_MS 2000
+/* How long a client that remembers an outside holder waits after its own
+ * release before it asks for the lock again, ms: a client that polls every
+ * 200 ms (a common JVM locker's sleep) finds the key free in that time, the
+ * round trips of both included. */
+#define LB__OUTSIDER_STAND_BACK_MS 250
+/* Whether `v` (len bytes), read at the lock's key, is no lockbridge token
+ * (32 hex digits). */
+int lb__value_foreign(const char *v, size_t len);
 /* How often a refused wait outside fair mode notes itself, ms: the first note
  * once it has been refused this long, then again each time as long. */
 #define LB__OUTSIDER_NOTE_MS 100

@@ -73,7 +73,7 @@ void lb_lock_free(lb_lock *l) {
     lb__free(a, l->key);
     lb__free(a, l->fence_key);
     lb__free(a, l->channel);
-    lb__free(a, l->note_key);
+    for (int i = 0; i < 3; i++) lb__free(a, l->note_keys[i]);
     lb__fair_free(l);
     lb__free(a, l);
 }
@@ -89,8 +89,14 @@ int lb__lock_try(lb_lock *l, lb_target t) {
     return run(l, t, lb__lock_try_acquire_machine(l));
 }
 
+/* A fair try refused is a client outside the queue: it notes itself (see
+ * modern/outsider.c), so that baton passes, which read no queue state, open
+ * windows for it too. */
 int lb_lock_try_acquire(lb_lock *l, lb_target t) {
-    return l ? lb__lock_watch_acquired(l, t, lb__lock_try(l, t)) : LB_EINVAL;
+    if (!l) return LB_EINVAL;
+    int rc = lb__lock_try(l, t);
+    if (rc == LB_EBUSY && l->fair) lb__lock_note_due(l, t, 0);
+    return lb__lock_watch_acquired(l, t, rc);
 }
 
 int lb_lock_release(lb_lock *l, lb_target t) {

@@ -67,7 +67,7 @@ typedef struct lb_allocator {
 } lb_allocator;
 
 /* ---- Commands and step machines -------------------------------------------- */
-#define LB_CMD_MAX_ARGS 10
+#define LB_CMD_MAX_ARGS 12
 
 /* One Redis command as an argument vector; the strings belong to the machine
  * that emitted it and stay valid until its next step. */
@@ -181,8 +181,10 @@ typedef enum lb_companion {
     LB_COMPANION_CENSUS, /* "lb-census": a namespace's census, a hash */
     LB_COMPANION_GATE,   /* "lb-gate": a namespace's gate record, a hash */
     LB_COMPANION_BATON,  /* "baton": the fair lock's baton list, a list */
-    LB_COMPANION_BWAIT   /* "bwait": the mark of the fair waiter that blocked last
+    LB_COMPANION_BWAIT,  /* "bwait": the mark of the fair waiter that blocked last
                           * on the baton, a string (its token) */
+    LB_COMPANION_OUTSIDER /* "outsider": when a client outside the fair queue
+                           * was last seen (server ms), a string with a TTL */
 } lb_companion;
 
 /* Which companion name `key` is: the exact inverse of lb_companion_key, so

@@ -20,7 +20,9 @@
 -- hand-off's PX started at the release, before this attempt); {0, ms worth
 -- waiting, place, foreign} when not, place our ticket when this attempt
 -- queued us anew, 0 when we kept our place (or do not queue): the client
--- remembers it; foreign 1 when the holder may not be a fair client.
+-- remembers it; foreign 1 when the holder may not be a fair client, 2 when
+-- its value is no lockbridge token (32 hex digits): a client outside the
+-- queue for certain, noted as one seen.
 -- The TTL and lease are refused before the first write unless Redis takes
 -- them as they are (no 0, no leading zero) and Lua keeps them exact (up to
 -- 10^13 ms; lockbridge sends 1 to 10^12): SET PX fails on either, and a TTL
@@ -146,11 +148,13 @@ else
   else
     hint = redis.call('PTTL', KEYS[1])
   end
+  local outside = #v ~= 32 or not string.match(v, '^%x+$')
   -- Unknown (no grant noted since the queue formed) is not foreign.
-  if mode == 'wait' and known and v ~= known then seen() end
+  if mode == 'wait' and ((known and v ~= known) or outside) then seen() end
   -- Not the last fair grant's token (or none noted yet): its release may
   -- hand nothing off, so a waiter blocked on its grant list polls.
   if v ~= known then foreign = 1 end
+  if outside then foreign = 2 end
 end
 if mode == 'try' then seen() end
 

@@ -6,11 +6,13 @@
 -- grants nothing), or deletes it and publishes "released".
 -- Windows for clients outside the queue open only for an outsider seen since
 -- the last window opened (~seen: a refused try of a fair client, a fair
--- attempt that found the lock held by a token no fair grant wrote, or a
--- waiting client outside the queue that noted itself): then, after `every`
--- hand-offs in a row (0: never), the lock is left free and queued waiters
--- keep off it for `ms`, windows at least 4 x `ms` apart, so outsiders get at
--- most a fifth of the time. A queue alone never idles.
+-- attempt that found the lock held by a token no fair grant wrote or by a
+-- value that is no token, or a waiting client outside the queue that noted
+-- itself): then, after `every` hand-offs in a row (0: never), the lock is
+-- left free and queued waiters keep off it for `ms`, windows at least 4 x
+-- `ms` apart, so outsiders get at most a fifth of the time. A queue alone
+-- never idles. (Beside the baton, windows follow the outsider note and the
+-- probes' schedule instead: see below.)
 -- A waiter blocked on its grant list (entry inbox '*', the list
 -- "{key}:grant:<token>") is handed the grant "token ticket fence next" by
 -- LPUSH, next the token queued behind it ('-': none), so that it can name
@@ -28,26 +30,39 @@
 -- TTL of life ms; Redis hands it to the waiter that blocked first. Nobody
 -- holds the fresh token until the baton is popped, so no other release can
 -- come before it lapses (life is at most a quarter of the TTL).
+-- Baton passes open windows too, for an outsider noted at KEYS[7] (the
+-- outsider note, read with the key and the mark: nothing more to read while
+-- none is noted): with a mark alive, the queue empty and a note written
+-- since the last window opened (~last), at least 4 x `ms` after it (0
+-- `every`: never), the key is freed instead, ~open keeps queued waiters off
+-- for `ms`, and the script answers 3, so that the caller keeps off too.
 -- KEYS[1] lock, KEYS[2] queue, KEYS[3] state, KEYS[4] the grant list of
--- `succ` (any list of the lock's when succ is '-'), then the baton list and
--- the mark (optional: 6 or 7 keys), then the fencing counter (optional).
+-- `succ` (any list of the lock's when succ is '-'), then the baton list, the
+-- mark and the outsider note (optional: 6 or 7 keys, the note optional),
+-- then the fencing counter (optional: 5 keys, or 8 with the baton's).
 -- ARGV[1] "token every ms succ channel", or with the baton's keys "token
 -- every ms succ fresh marked ttl life channel", marked '-' when the caller
--- left no mark.
--- Returns 2 handed off, 1 released, 0 not ours (nothing changed but the
--- caller's own mark, deleted), or the
+-- left no mark, and fresh prefixed with 'p' for a probe: the caller asks
+-- for a window where it would pass the baton, if one is due on the probes'
+-- schedule (below), so that a client that does not queue, refused while
+-- the baton passes and seen by nobody, can take the key and be seen.
+-- Returns 3 released into a window beside the baton, 2 handed off, 1
+-- released, 4 and 5 as 2 and 1 with an outsider noted (so that the caller
+-- stands back too, see modern/outsider.c), 0 not ours (nothing changed but
+-- the caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
 if #KEYS >= 6 then
-  local head, fresh, marked, bttl, life, rest = string.match(args,
-    '^(%x+ %d+ %d+ [%x-]+) (%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
+  local head, probe, fresh, marked, bttl, life, rest = string.match(args,
+    '^(%x+ %d+ %d+ [%x-]+) (p?)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
   if not head or tonumber(bttl) > 1e12 or tonumber(life) * 4 > tonumber(bttl) then
     return redis.error_reply('ERR fair release: bad baton')
   end
-  args, baton = head .. ' ' .. rest, {fresh = fresh, marked = marked, ttl = bttl, life = life}
+  args, baton = head .. ' ' .. rest,
+                {fresh = fresh, marked = marked, ttl = bttl, life = life, probe = probe == 'p'}
 end
-local FENCE = KEYS[baton and 7 or 5]
+local FENCE = KEYS[baton and 8 or 5]
 local token, every, yield_ms, succ, channel =
   string.match(args, '^(%x+) (%d+) (%d+) ([%x-]+) (.*)$')
 if not token then return redis.error_reply('ERR fair release: bad arguments') end
@@ -65,14 +80,17 @@ end
 -- not find our token there, so a key of another type still fails as before.
 -- A user whose ACL refuses MGET (one set up before the release used it)
 -- reads the mark with GET instead.
-local mark, held = nil, nil
+-- The outsider note rides along (a third key to MGET, no command more).
+local mark, held, outsider = nil, nil, nil
 if baton then
-  local both = redis.pcall('MGET', KEYS[1], KEYS[6])
+  local both = redis.pcall('MGET', KEYS[1], KEYS[6], KEYS[7] or KEYS[6])
   if both.err then
     mark = redis.pcall('GET', KEYS[6])
+    if KEYS[7] then outsider = redis.pcall('GET', KEYS[7]) end
   else
-    held, mark = both[1], both[2]
+    held, mark, outsider = both[1], both[2], KEYS[7] and both[3]
   end
+  outsider = type(outsider) == 'string' and tonumber(string.match(outsider, '^%d+$') or '')
   if type(mark) ~= 'string' or #mark ~= 32 or not string.match(mark, '^%x+$') then mark = nil end
   -- The caller's own mark is stale whatever happens next (its wait no longer
   -- blocks): left alive, the release of whoever holds the lock next, within
@@ -153,7 +171,7 @@ local function head()
 end
 
 local h, ticket, ttl, inbox, streak, last, seenat = head()
-local wake = nil
+local wake, window = nil, false
 if h then
   local due = false
   if every > 0 and streak >= every then
@@ -203,7 +221,7 @@ if h then
     -- it a TTL (see the acquire script).
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h, '~hexp', now + tonumber(ttl))
     if nxt then redis.call('HDEL', KEYS[3], h) else redis.call('HDEL', KEYS[3], h, '~until') end
-    return push or 2
+    return push or (outsider and 4) or 2
   end
   local no = refused({inbox == '*' and h == succ, 'LPUSH', KEYS[4]}, {true, 'PUBLISH', channel})
   if no then return undo(h, ticket, no) end
@@ -228,6 +246,45 @@ else
   -- list of another type refuses the push, and the release goes on as a
   -- plain one. An element already there (no lockbridge release leaves one
   -- while the key lives) would be popped first: the list is started again.
+  -- An outsider noted since the last window: the key is left free (below)
+  -- for `ms`, and the waiter on the baton, whose block ends empty, queues
+  -- and keeps off it as queued waiters do.
+  if mark and outsider and every > 0 and yield_ms > 0 then
+    clock()
+    local last = redis.pcall('HGET', KEYS[3], '~last')
+    last = type(last) == 'string' and tonumber(last) or 0
+    window = outsider > last - yield_ms and now >= last + 4 * yield_ms
+  end
+  -- Probes share one schedule in the state: the first asked for starts it
+  -- (the next probe ~pnext 2 s later), and each probe due opens a window and
+  -- sets the next one ~pint later, ~pint doubling from 2 s to 64 s while no
+  -- outsider is noted, back to 2 s once one is. The asking clients ask at
+  -- most once a second each, and otherwise pass the baton as before. The
+  -- schedule lapses a second after a probe falls due unasked (the lock idle
+  -- since): a busy spell that comes later starts it again at 2 s.
+  if mark and not window and baton.probe and every > 0 and yield_ms > 0 then
+    if not now then clock() end
+    local f = redis.pcall('HMGET', KEYS[3], '~pnext', '~pint')
+    if not f.err then
+      local pnext, pint = tonumber(f[1] or ''), tonumber(f[2] or '') or 1000
+      if not pnext or now >= pnext then
+        window = pnext ~= nil
+        pint = (outsider or not pnext) and 2000 or math.min(2 * pint, 64000)
+        redis.call('HSET', KEYS[3], '~pnext', now + pint, '~pint', pint)
+        if redis.call('PTTL', KEYS[3]) < pint + 1000 then redis.call('PEXPIRE', KEYS[3], pint + 1000) end
+      end
+    end
+  end
+  if window then
+    local no = refused({true, 'PUBLISH', channel})
+    if no then return no end
+    -- ~last outlives the spacing after the window, with or without a queue.
+    local set = redis.pcall('HSET', KEYS[3], '~streak', 0, '~open', now + yield_ms, '~last', now + yield_ms)
+    if type(set) == 'number' and redis.call('PTTL', KEYS[3]) < 5 * yield_ms then
+      redis.call('PEXPIRE', KEYS[3], 5 * yield_ms)
+    end
+    mark = nil
+  end
   if mark then
     local no = refused({true, 'RPUSH', KEYS[5]}, {true, 'PEXPIRE', KEYS[5]})
     if no then return no end
@@ -242,7 +299,7 @@ else
       if now then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
       redis.call('PEXPIRE', KEYS[5], baton.life)
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
-      return 2
+      return outsider and 4 or 2
     end
   end
   local no = refused({true, 'PUBLISH', channel})
@@ -253,4 +310,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or 1
+return wake or (window and 3) or (outsider and 5) or 1

@@ -1,8 +1,33 @@
--- A waiting client outside a fair queue notes itself, so that the queue's
--- releases open windows for it (see the fair release script). Only beside a
--- queue: the fair state hash has a TTL then, which the note keeps.
--- KEYS[1] the fair state hash. Returns 1 noted, 0 no queue.
-if redis.call('PTTL', KEYS[1]) <= 0 then return 0 end
+-- A client outside the fair queue and the baton notes itself, so that fair
+-- releases open windows for it (see the fair release script): a wait outside
+-- fair mode refused for a while, a fair try refused, or a fair wait that
+-- found the key held by a value that is no lockbridge token. Beside a queue
+-- (the fair state hash has a TTL then, which the note keeps) it sets ~seen
+-- there. Beside a queue or a baton waiter's mark, or when the caller saw the
+-- outside holder itself, it writes the outsider note, which baton releases
+-- read with the key: the server's ms, lapsing after ARGV[1] ms, written only
+-- over nothing or an earlier note (a value of another kind stays as it was).
+-- KEYS[1] the fair state hash, KEYS[2] the outsider note, KEYS[3] the baton
+-- mark. ARGV[1] the note's TTL, ms; ARGV[2] '1' when the caller saw a holder
+-- outside itself, else '0'. Returns 1 fair clients are there (a queue or a
+-- baton waiter), 0 none.
+local ttl = tonumber(ARGV[1])
+if not ttl or ttl < 1 or ttl > 1e12 or ttl ~= math.floor(ttl) then
+  return redis.error_reply('ERR outsider note: bad TTL')
+end
 local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], '~seen', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-return 1
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fair = redis.call('PTTL', KEYS[1]) > 0
+if fair then redis.call('HSET', KEYS[1], '~seen', now) end
+if not fair then
+  -- A mark is a waiter's token (32 hex digits); anything else names none.
+  local m = redis.pcall('GET', KEYS[3])
+  fair = type(m) == 'string' and #m == 32 and string.match(m, '^%x+$') ~= nil
+end
+if fair or ARGV[2] == '1' then
+  local v = redis.pcall('GET', KEYS[2])
+  if v == false or (type(v) == 'string' and string.match(v, '^%d+$')) then
+    redis.call('SET', KEYS[2], now, 'PX', ttl)
+  end
+end
+return fair and 1 or 0

@@ -448,25 +448,33 @@ static void test_no_fair_waiter_starves_among_contending_threads(void **state) {
     lb_waiter_free(w);
 }
 
+/* Fair threads keep the lock busy: through a waiter they fill the queue;
+ * on their own connections (baton) they mark the baton list. */
+static int queued(const char *queue, int baton) {
+    if (!baton) return lbt_int(lbt_conn, "ZCARD %s", queue) >= 1;
+    char mark[96];
+    snprintf(mark, sizeof mark, "%.*s:bwait", (int)(strlen(queue) - strlen(":queue")), queue);
+    return lbt_int(lbt_conn, "EXISTS %s", mark) == 1;
+}
+
 /* A client outside the queue (fair mode off) beside fair threads that keep
- * the queue full: refused for 100 ms it notes itself, so every
+ * the lock busy: refused for 100 ms it notes itself, so every
  * fair_yield_every hand-offs the lock is left free for fair_yield_ms, and the
  * outsider, polling every 50 ms, gets its turn. (Unnoted, it never would:
  * windows open only for outsiders seen.) */
-static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
-    (void)state;
+static void non_fair_client_gets_a_turn(const char *key, const char *queue, int baton) {
     enum { K = 3 };
-    lb_waiter *w = lbt_new_waiter();
+    lb_waiter *w = baton ? NULL : lbt_new_waiter();
     contender cs[K];
     pthread_t ts[K];
     int stop = 0, inside = 0, overlap = 0;
     lb_lock_options o = lbt_yielding(8, 150);
-    start_contenders(cs, ts, K, "w:mixed", &o, w, &stop, &inside, &overlap);
-    for (int tries = 0; lbt_int(lbt_conn, "ZCARD {w:mixed}:queue") < 1 && tries < 2000; tries++)
+    start_contenders(cs, ts, K, key, &o, w, &stop, &inside, &overlap);
+    for (int tries = 0; !queued(queue, baton) && tries < 2000; tries++)
         lbt_sleep_ms(5);
-    lb_lock *outsider = lbt_new_lock("w:mixed", 0, 50, 50);
+    lb_lock *outsider = lbt_new_lock(key, 0, 50, 50);
     int rc = lb_lock_acquire(outsider, lb_on_conn(lbt_conn), 8000);
-    int ours = rc == LB_OK && strcmp(lbt_get(lbt_conn, "w:mixed"), lb_lock_info_of(outsider).token) == 0;
+    int ours = rc == LB_OK && strcmp(lbt_get(lbt_conn, key), lb_lock_info_of(outsider).token) == 0;
     int released = rc == LB_OK ? lb_lock_release(outsider, lb_on_conn(lbt_conn)) : LB_OK;
     /* The threads stop before any assertion, so a failure leaves none behind. */
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
@@ -482,7 +490,18 @@ static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
     assert_true(got);
     assert_false(overlap);
     lb_lock_free(outsider);
-    lb_waiter_free(w);
+    if (w) lb_waiter_free(w);
+}
+
+static void test_a_non_fair_client_beside_fair_ones_gets_a_turn(void **state) {
+    (void)state;
+    non_fair_client_gets_a_turn("w:mixed", "{w:mixed}:queue", 0);
+}
+
+/* The same beside fair threads passing the baton on their own connections. */
+static void test_a_non_fair_client_beside_baton_passers_gets_a_turn(void **state) {
+    (void)state;
+    non_fair_client_gets_a_turn("w:bmixed", "{w:bmixed}:queue", 1);
 }
 
 /* A field of the fair state hash as a number, -1 when absent. */
@@ -498,22 +517,21 @@ static long long state_field(const char *hash, const char *field) {
  * lock on and on without ever leaving it free (no window noted in the state),
  * and a fair client polling with tries, refused and noted, brings windows in
  * which it gets the lock. */
-static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
-    (void)state;
+static void windows_open_once_seen(const char *key, const char *state_key, int baton) {
     enum { K = 3, ALONE = 200 };
-    lb_waiter *w = lbt_new_waiter();
+    lb_waiter *w = baton ? NULL : lbt_new_waiter();
     contender cs[K];
     pthread_t ts[K];
     int stop = 0, inside = 0, overlap = 0;
     lb_lock_options o = lbt_yielding(2, 5);
-    start_contenders(cs, ts, K, "w:thin", &o, w, &stop, &inside, &overlap);
+    start_contenders(cs, ts, K, key, &o, w, &stop, &inside, &overlap);
     for (int tries = 0; rounds(cs, K) < ALONE && tries < 2000; tries++) lbt_sleep_ms(5);
     int alone = rounds(cs, K);
-    long long window_alone = state_field("{w:thin}:fair", "~last");
+    long long window_alone = state_field(state_key, "~last");
     /* Another fair client polls with tries every millisecond (outside the
      * queue, as lb_lock_try_acquire is): refused while the queue holds the
      * lock, it is noted and a window opens. */
-    lb_lock *outsider = lbt_lock_with("w:thin", &o);
+    lb_lock *outsider = lbt_lock_with(key, &o);
     int got = 0;
     for (int tries = 0; got == 0 && tries < 4000; tries++) {
         if (lb_lock_try_acquire(outsider, lb_on_conn(lbt_conn)) == LB_OK) {
@@ -522,19 +540,30 @@ static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
         }
         lbt_sleep_ms(1);
     }
-    long long window_seen = state_field("{w:thin}:fair", "~last");
+    long long window_seen = state_field(state_key, "~last");
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < K; i++) {
         pthread_join(ts[i], NULL);
         lb_lock_free(cs[i].l);
     }
     lb_lock_free(outsider);
-    lb_waiter_free(w);
+    if (w) lb_waiter_free(w);
     assert_true(alone >= ALONE);
     assert_int_equal(window_alone, -1);
     assert_true(got > 0);
     assert_true(window_seen > 0);
     assert_false(overlap);
+}
+
+static void test_windows_open_only_once_an_outsider_is_seen(void **state) {
+    (void)state;
+    windows_open_once_seen("w:thin", "{w:thin}:fair", 0);
+}
+
+/* The same with fair threads passing the baton on their own connections. */
+static void test_baton_windows_open_only_once_an_outsider_is_seen(void **state) {
+    (void)state;
+    windows_open_once_seen("w:bthin", "{w:bthin}:fair", 1);
 }
 
 /* A queue alone is never kept off the lock: with a window of 5 s due after
@@ -729,7 +758,9 @@ int main(void) {
         cmocka_unit_test(test_a_dead_waiter_is_skipped_once_its_lease_lapses),
         cmocka_unit_test(test_no_fair_waiter_starves_among_contending_threads),
         cmocka_unit_test(test_a_non_fair_client_beside_fair_ones_gets_a_turn),
+        cmocka_unit_test(test_a_non_fair_client_beside_baton_passers_gets_a_turn),
         cmocka_unit_test(test_windows_open_only_once_an_outsider_is_seen),
+        cmocka_unit_test(test_baton_windows_open_only_once_an_outsider_is_seen),
         cmocka_unit_test(test_a_queue_alone_is_never_kept_off_the_lock),
         cmocka_unit_test(test_a_refused_outsider_notes_itself_only_beside_a_queue),
         cmocka_unit_test(test_a_fair_waiter_notes_a_holder_outside_the_queue),

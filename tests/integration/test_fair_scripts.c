@@ -165,6 +165,101 @@ static void test_a_release_that_passes_the_baton_costs_six_commands(void **state
     lbt_del_matching(lbt_conn, "*w:cheap*");
 }
 
+/* Beside the baton a release reads the outsider note with the key and the
+ * mark, one MGET: with none there it passes the baton for the same six
+ * commands. With a note written since the last window, it frees the key for
+ * a window (3: the mark stays, its waiter's block ends empty and it queues,
+ * kept off by ~open); within 4 windows' length of that one it passes the
+ * baton and says an outsider is noted (4), so that its caller stands back. */
+static int64_t release_beside_note(const char *fresh) {
+    char args[200];
+    snprintf(args, sizeof args, "aaaa 16 200 - %s - 20000 100 {w:out}:released", fresh);
+    redisReply *r = redisCommand(lbt_conn, "EVAL %s 7 w:out {w:out}:queue {w:out}:fair "
+                                       "{w:out}:grant:aaaa {w:out}:baton {w:out}:bwait "
+                                       "{w:out}:outsider %s",
+                                 lb__script_modern_fair_release.body, args);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_INTEGER) fail_msg("release: %s", r->str ? r->str : "?");
+    int64_t v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static void test_a_baton_release_opens_a_window_for_a_noted_outsider(void **state) {
+    (void)state;
+    const char *fresh = "ffffffffffffffffffffffffffffffff";
+    lbt_del_matching(lbt_conn, "*w:out*");
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:bwait %s PX 10000", MARK_C);
+    long long before = server_calls();
+    assert_int_equal(release_beside_note(fresh), 2);
+    long long cost = server_calls() - before;
+    if (cost > 6) fail_msg("the release ran %lld commands", cost);
+    lbt_del_matching(lbt_conn, "*w:out*");
+
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:bwait %s PX 10000", MARK_C);
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:outsider 1 PX 2000");
+    assert_int_equal(release_beside_note(fresh), 3);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS w:out"), 0);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS {w:out}:bwait"), 1);
+    assert_int_equal(lbt_int(lbt_conn, "HEXISTS {w:out}:fair ~open"), 1);
+    assert_true(lbt_int(lbt_conn, "PTTL {w:out}:fair") > 200);
+
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    assert_int_equal(release_beside_note(fresh), 4);
+    assert_int_equal(lbt_int(lbt_conn, "LLEN {w:out}:baton"), 1);
+    lbt_del_matching(lbt_conn, "*w:out*");
+}
+
+/* A probe (the fresh token prefixed with 'p') asks for a window where the
+ * baton would pass, so that a client that does not queue, never seen while
+ * the baton passes, can take the key: the first one asked for only starts
+ * the schedule (the baton passes, the next probe 2 s on); one due opens a
+ * window and doubles the interval while no outsider is noted; one not due
+ * passes the baton. */
+/* A field of a hash as a number, -1 when absent. */
+static long long state_field(const char *hash, const char *field) {
+    redisReply *r = redisCommand(lbt_conn, "HGET %s %s", hash, field);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+static int64_t probe_release(void) {
+    lbt_cmd_ok(lbt_conn, "SET w:probe aaaa PX 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:probe}:bwait %s PX 10000", MARK_C);
+    const char *args = "aaaa 16 200 - pffffffffffffffffffffffffffffffff - 20000 100 "
+                       "{w:probe}:released";
+    redisReply *r = redisCommand(lbt_conn, "EVAL %s 7 w:probe {w:probe}:queue {w:probe}:fair "
+                                       "{w:probe}:grant:aaaa {w:probe}:baton {w:probe}:bwait "
+                                       "{w:probe}:outsider %s",
+                                 lb__script_modern_fair_release.body, args);
+    assert_non_null(r);
+    if (r->type != REDIS_REPLY_INTEGER) fail_msg("release: %s", r->str ? r->str : "?");
+    int64_t v = r->integer;
+    freeReplyObject(r);
+    lbt_cmd_ok(lbt_conn, "DEL {w:probe}:baton");
+    return v;
+}
+
+static void test_a_probe_opens_a_window_only_when_due_and_rarer_each_time(void **state) {
+    (void)state;
+    lbt_del_matching(lbt_conn, "*w:probe*");
+    assert_int_equal(probe_release(), 2);
+    assert_int_equal(state_field("{w:probe}:fair", "~pint"), 2000);
+    assert_true(state_field("{w:probe}:fair", "~pnext") > 0);
+    assert_int_equal(probe_release(), 2); /* not due */
+    lbt_cmd_ok(lbt_conn, "HSET {w:probe}:fair ~pnext 1");
+    assert_int_equal(probe_release(), 3);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS w:probe"), 0);
+    assert_int_equal(state_field("{w:probe}:fair", "~pint"), 4000);
+    assert_true(lbt_int(lbt_conn, "HEXISTS {w:probe}:fair ~open") == 1);
+    assert_int_equal(probe_release(), 2); /* the next is 4 s on */
+    lbt_del_matching(lbt_conn, "*w:probe*");
+}
+
 /* A clock that moves on 100 ms at each reading. */
 static int64_t stepping_ns;
 static int64_t stepping_mono_ns(void *ud) {
@@ -663,6 +758,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
         cmocka_unit_test(test_a_release_that_passes_the_baton_costs_six_commands),
+        cmocka_unit_test(test_a_baton_release_opens_a_window_for_a_noted_outsider),
+        cmocka_unit_test(test_a_probe_opens_a_window_only_when_due_and_rarer_each_time),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),

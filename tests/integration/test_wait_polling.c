@@ -149,8 +149,10 @@ static void test_an_outsider_beside_a_queue_stands_back_after_its_release(void *
         {1100, 0, 2000, 0, 0}, /* the queue last found over a second ago: no */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        /* Refused for 300 ms, it notes itself after 100 and finds the queue. */
-        lbt_cmd_ok(lbt_conn, "SET w:back someone PX 300");
+        /* Refused for 300 ms, it notes itself after 100 and finds the queue.
+         * The holder is a lockbridge token: a value of another kind would
+         * be an outside holder, which a wait stands back longer for. */
+        lbt_cmd_ok(lbt_conn, "SET w:back 0123456789abcdef0123456789abcdef PX 300");
         assert_int_equal(lb_lock_acquire(l, lb_on_conn(lbt_conn), 5000), LB_OK);
         assert_true(lbt_int(lbt_conn, "HEXISTS {w:back}:fair ~seen") == 1);
         if (cases[i].hold_ms) lbt_sleep_ms((int)cases[i].hold_ms);
@@ -200,6 +202,33 @@ static void test_a_polling_wait_stands_back_when_its_release_was_heard(void **st
     lb_lock_free(l);
 }
 
+/* A wait that found the key held by a value that is no lockbridge token (a
+ * client outside the queue: a JVM locker's JSON token) stands back 250 ms
+ * after its own release (LB__OUTSIDER_STAND_BACK_MS), so that a client
+ * polling every 200 ms finds the key free: its next wait, begun at once,
+ * sleeps the rest of that before its first attempt, though the lock is free.
+ * A wait that never met such a holder takes the free lock at once. */
+static void test_a_wait_that_met_an_outside_holder_stands_back_after_its_release(void **state) {
+    (void)state;
+    lbt_sleeps sleeps = {0};
+    lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.clock = &clock;
+    lb_lock *l = lbt_lock_with("w:jvm", &o);
+    for (int met = 0; met < 2; met++) {
+        if (met) lbt_cmd_ok(lbt_conn, "SET w:jvm {\"uid\":\"7d0c6f1e\"} PX 200");
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(lbt_conn), 5000), LB_OK);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(lbt_conn)), LB_OK);
+        sleeps.longest_ms = 0;
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(lbt_conn), 5000), LB_OK);
+        if (met) assert_in_range(sleeps.longest_ms, 150, 250);
+        else assert_int_equal(sleeps.longest_ms, 0);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(lbt_conn)), LB_OK);
+    }
+    lb_lock_free(l);
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -218,6 +247,7 @@ int main(void) {
         cmocka_unit_test(test_a_polling_wait_beside_a_fair_queue_keeps_its_back_off),
         cmocka_unit_test(test_an_outsider_beside_a_queue_stands_back_after_its_release),
         cmocka_unit_test(test_a_polling_wait_stands_back_when_its_release_was_heard),
+        cmocka_unit_test(test_a_wait_that_met_an_outside_holder_stands_back_after_its_release),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
     };

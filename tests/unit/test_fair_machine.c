@@ -180,7 +180,7 @@ static void test_acquire_replies(void **state) {
          0, 0, 1500, 0},
         {"held by a fair holder", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 0}, 0}, LB_EBUSY, 0, 0, 1500,
          0},
-        {"an unknown holder flag", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 2}, 0}, LB_EPROTO, 0, 0, -1,
+        {"an unknown holder flag", 0, {X_ARR, 0, NULL, 4, {0, 1500, 0, 3}, 0}, LB_EPROTO, 0, 0, -1,
          0},
         {"two elements", 0, {X_ARR, 0, NULL, 2, {1, 0}, 0}, LB_EPROTO, 0, 0, -1, 0},
         {"one element", 0, {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 0, 0, -1, 0},
@@ -239,7 +239,12 @@ static void test_release_replies(void **state) {
         {"handed off", {X_INT, 2, NULL, 0, {0}, 0}, LB_OK, 0},
         {"released", {X_INT, 1, NULL, 0, {0}, 0}, LB_OK, 0},
         {"not ours", {X_INT, 0, NULL, 0, {0}, 0}, LB_ELOST, 0},
-        {"unknown integer", {X_INT, 3, NULL, 0, {0}, 0}, LB_EPROTO, 1},
+        /* Freed into a window for outsiders beside the baton. */
+        {"released into a window", {X_INT, 3, NULL, 0, {0}, 0}, LB_OK, 0},
+        /* Handed off or released with an outsider noted. */
+        {"handed off beside an outsider", {X_INT, 4, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"released beside an outsider", {X_INT, 5, NULL, 0, {0}, 0}, LB_OK, 0},
+        {"unknown integer", {X_INT, 6, NULL, 0, {0}, 0}, LB_EPROTO, 1},
         {"negative", {X_INT, -1, NULL, 0, {0}, 0}, LB_EPROTO, 1},
         {"an array", {X_ARR, 0, NULL, 1, {1}, 0}, LB_EPROTO, 1},
         {"nil", {X_NIL, 0, NULL, 0, {0}, 0}, LB_EPROTO, 1},
@@ -274,21 +279,23 @@ static void test_release_replies(void **state) {
         char want[128];
         snprintf(want, sizeof want, "{job:7}:grant:%s", lb_lock_info_of(l).token);
         arg_is(c, 6, want);
-        /* Without fencing, the baton's list and mark, and in the argument a
-         * fresh token for a baton, no mark of ours ('-'), our TTL and the
-         * baton's life (100 ms, under a quarter of the TTL). */
-        arg_is(c, 2, "6");
+        /* Without fencing, the baton's list and mark and the outsider note,
+         * and in the argument a fresh token for a baton, no mark of ours
+         * ('-'), our TTL and the baton's life (100 ms, under a quarter of the
+         * TTL). */
+        arg_is(c, 2, "7");
         arg_is(c, 7, "{job:7}:baton");
         arg_is(c, 8, "{job:7}:bwait");
+        arg_is(c, 9, "{job:7}:outsider");
         char fresh[LB_TOKEN_LEN + 1];
-        assert_true(c->argvlen[9] > (size_t)(2 * LB_TOKEN_LEN + 10));
-        memcpy(fresh, c->argv[9] + LB_TOKEN_LEN + 10, LB_TOKEN_LEN);
+        assert_true(c->argvlen[10] > (size_t)(2 * LB_TOKEN_LEN + 10));
+        memcpy(fresh, c->argv[10] + LB_TOKEN_LEN + 10, LB_TOKEN_LEN);
         fresh[LB_TOKEN_LEN] = '\0';
         assert_string_not_equal(fresh, lb_lock_info_of(l).token);
         snprintf(want, sizeof want, "%s 16 200 - %s - 30000 100 {job:7}:released",
                  lb_lock_info_of(l).token, fresh);
-        arg_is(c, 9, want);
-        assert_int_equal(c->argc, 10);
+        arg_is(c, 10, want);
+        assert_int_equal(c->argc, 11);
         built b;
         int rc = lb_machine_step(m, build(&b, &cases[i].reply), now());
         if (rc != cases[i].rc) fail_msg("%s: %s", cases[i].name, lb_err_name(rc));
@@ -335,9 +342,9 @@ static void test_a_release_names_the_mark_its_wait_left_until_it_succeeds(void *
             const lb_cmd *c = lb_machine_command(m);
             char want[64];
             snprintf(want, sizeof want, " %s 30000 100 ", round < 2 ? marked : "-");
-            assert_true(c->argc == 10);
-            if (!memmem(c->argv[9], c->argvlen[9], want, strlen(want)))
-                fail_msg("round %d: %.*s", round, (int)c->argvlen[9], c->argv[9]);
+            assert_true(c->argc == 11);
+            if (!memmem(c->argv[10], c->argvlen[10], want, strlen(want)))
+                fail_msg("round %d: %.*s", round, (int)c->argvlen[10], c->argv[10]);
             built b;
             static const rep released = {X_INT, 1, NULL, 0, {0}, 0};
             int rc = lb_machine_step(m, build(&b, round == 0 ? &failures[i] : &released), now());

@@ -96,7 +96,7 @@ static int on_set(lb_lock *l, const redisReply *r, const lb_now *now) {
     }
     if (r->type == REDIS_REPLY_NIL) return acquired(l, 0);
     if (r->type == REDIS_REPLY_STRING) {
-        if (lb__value_foreign(r->str, r->len)) l->outsider_ns = now->mono_ns;
+        if (lb__value_foreign(r->str, r->len)) l->outsider_ns = l->outsider_held_ns = now->mono_ns;
         return send_pttl(l);
     }
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "WRONGTYPE", 9) == 0) return send_type(l);

@@ -240,6 +240,18 @@ static int outsider_near(const lb_lock *l, int64_t now_ns) {
     return l->outsider_ns && now_ns - l->outsider_ns <= (int64_t)LB__OUTSIDER_SEEN_MS * 1000000;
 }
 
+/* A plain wait's own attempt found the outsider holding less than a
+ * LB__OUTSIDER_TURNS_MS ago: it is getting turns of its own (a client that retakes at
+ * once after its release keeps the key for many), and standing back after
+ * each of ours would hand it nearly all of them (beside 2 such JVM threads, 2
+ * polling clients got 21 turns each against 5280). The wait then asks as
+ * polling does; once the outsider has not been met for that long, our
+ * releases leave it the key again. */
+static int outsider_taking_turns(const lb_lock *l, int64_t now_ns) {
+    return !l->fair && l->outsider_held_ns &&
+           now_ns - l->outsider_held_ns <= (int64_t)LB__OUTSIDER_TURNS_MS * 1000000;
+}
+
 /* A wait outside a fair queue (its lock's last note, less than
  * LB__QUEUE_NOTED_MS ago, found one), or a polling wait whose lock's last
  * release reached clients listening for it, begun less than backoff_max_ms
@@ -265,7 +277,9 @@ static int stand_back(const lb_lock *l, const lb_waiter *w, int64_t *wait_ms) {
     int queue = l->note_found_queue &&
                 now.mono_ns - l->noted_ns <= (int64_t)LB__QUEUE_NOTED_MS * 1000000;
     int64_t span = l->opts.backoff_max_ms;
-    if (outsider_near(l, now.mono_ns)) span = LB__OUTSIDER_STAND_BACK_MS;
+    if (outsider_near(l, now.mono_ns) && !outsider_taking_turns(l, now.mono_ns))
+        span = LB__OUTSIDER_STAND_BACK_MS;
+    else if (outsider_near(l, now.mono_ns)) return 0;
     else if (l->fair || (!queue && !(l->heard_release && !w))) return 0;
     int64_t ms = span - (now.mono_ns - l->released_ns) / 1000000;
     if (ms > *wait_ms) ms = *wait_ms;

@@ -46,6 +46,8 @@ struct lb_lock {
     int set_get_refused;     /* the server refused SET NX with GET (< 7.0) */
     int64_t outsider_ns;     /* monotonic time our attempt last found the key
                               * held by a value that is no lockbridge token */
+    int64_t outsider_held_ns; /* the same, seen by a plain attempt's own SET NX GET
+                               * (not passed on by a note or a release) */
     int64_t next_note_ns;    /* a refused fair try notes itself again from here */
     int note_found_queue;    /* the last note found a fair queue there (0: no
                               * note yet, or it failed) */
@@ -171,6 +173,9 @@ void lb__lock_note_due(lb_lock *l, lb_target t, int saw);
  * 200 ms (a common JVM locker's sleep) finds the key free in that time, the
  * round trips of both included. */
 #define LB__OUTSIDER_STAND_BACK_MS 250
+/* A plain wait that met the outsider holding less than this ago, ms, does not
+ * stand back: the outsider is taking turns of its own (modern/blocking.c). */
+#define LB__OUTSIDER_TURNS_MS 100
 /* Whether `v` (len bytes), read at the lock's key, is no lockbridge token
  * (32 hex digits). */
 int lb__value_foreign(const char *v, size_t len);

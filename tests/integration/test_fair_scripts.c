@@ -212,6 +212,23 @@ static void test_a_baton_release_opens_a_window_for_a_noted_outsider(void **stat
     lbt_del_matching(lbt_conn, "*w:out*");
 }
 
+/* A hand-off to a queued waiter beside a noted outsider answers 2, as without
+ * a note: the queue's windows serve the outsider, and a releaser that stood
+ * back after every hand-off starved the queue (28 waiters made 260
+ * acquisitions a second beside 4 polling clients, against 2424). */
+static void test_a_queue_hand_off_beside_a_noted_outsider_says_only_handed(void **state) {
+    (void)state;
+    lbt_del_matching(lbt_conn, "*w:out*");
+    lbt_cmd_ok(lbt_conn, "SET w:out aaaa PX 30000");
+    lbt_int(lbt_conn, "ZADD {w:out}:queue 1 bbbb");
+    lbt_int(lbt_conn, "HSET {w:out}:fair bbbb %s", "9999999999999 30000 lb-inbox:t");
+    lbt_int(lbt_conn, "PEXPIRE {w:out}:fair 30000");
+    lbt_cmd_ok(lbt_conn, "SET {w:out}:outsider 1 PX 2000");
+    assert_int_equal(release_beside_note("ffffffffffffffffffffffffffffffff"), 2);
+    assert_string_equal(lbt_get(lbt_conn, "w:out"), "bbbb");
+    lbt_del_matching(lbt_conn, "*w:out*");
+}
+
 /* A probe (the fresh token prefixed with 'p') asks for a window where the
  * baton would pass, so that a client that does not queue, never seen while
  * the baton passes, can take the key: the first one asked for only starts
@@ -759,6 +776,7 @@ int main(void) {
         cmocka_unit_test(test_a_release_chooses_between_the_queue_and_the_baton),
         cmocka_unit_test(test_a_release_that_passes_the_baton_costs_six_commands),
         cmocka_unit_test(test_a_baton_release_opens_a_window_for_a_noted_outsider),
+        cmocka_unit_test(test_a_queue_hand_off_beside_a_noted_outsider_says_only_handed),
         cmocka_unit_test(test_a_probe_opens_a_window_only_when_due_and_rarer_each_time),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),

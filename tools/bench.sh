@@ -173,7 +173,8 @@ figures to compare, and the verdicts are taken on them.
   back-off from 2 ms doubling to 100 ms, bounded by the holder's TTL); with
   `lb_lock_acquire_wait` and a waiter per client (wake-on-release: the release
   script publishes, listening waiters wake at once, one that then loses the race
-  sleeps a polling step deaf, bounded by the lock's turn-over); fair mode with its
+  sleeps a polling step deaf, bounded by the lock's turn-over, and a lock released
+  twice within 20 ms has its channel let go for a second, its waits polling); fair mode with its
   defaults, waiting through a waiter (queued waiters, the release hands the lock to the oldest, telling it on its
   waiter's inbox channel) and with `lb_lock_acquire` on one connection (the wait
   blocks on its own grant list, where the release pushes the hand-off); yield windows

@@ -230,10 +230,10 @@ static const char *wait_limit(const contended *r) {
                "thread, then the waiting thread) and the section's two round trips, on 2 CPUs "
                "shared by 64 client threads and the server";
     if (strstr(r->name, "wake"))
-        return "a release wakes the waiters listening; each that loses the race sleeps one "
-               "polling step deaf (20 ms or more beside a lock turned over fast), so under "
-               "contention they poll, and the releasing client, asking again at once, "
-               "often wins first";
+        return "a lock released twice within 20 ms has its channel let go for a second and "
+               "its waits poll (a release woke every wait listening, one could win), so "
+               "under contention this is polling: the releasing client, asking again at "
+               "once, often wins first";
     return "the releasing client asks again at once and wins against waiters asleep in a "
            "back-off of up to 100 ms; a waiter can lose many rounds in a row";
 }

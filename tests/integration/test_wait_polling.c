@@ -261,6 +261,39 @@ static void test_a_wait_that_met_the_outsider_holding_just_now_does_not_stand_ba
     lb_lock_free(l);
 }
 
+/* A fair release that finds an outsider noted tells its caller so (5), and a
+ * fair wait on one connection, which would take the key back at once by its
+ * SET NX or the baton, stands back after it; a fair wait through a waiter
+ * queues instead, where the queue's windows serve the outsider, and does not
+ * (standing back after every release starved the queue in the bench's mixed
+ * row: one waiter got a twelfth of another's turns). */
+static void test_only_a_fair_wait_without_a_waiter_stands_back_for_a_noted_outsider(void **state) {
+    (void)state;
+    lbt_sleeps sleeps = {0};
+    lb_clock clock = {.sleep_ms = lbt_sleeps_record, .ud = &sleeps};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.fair = 1;
+    o.clock = &clock;
+    lb_lock *l = lbt_lock_with("w:noted", &o);
+    lb_waiter *w = lbt_new_waiter();
+    for (int with_waiter = 0; with_waiter < 2; with_waiter++) {
+        assert_int_equal(lb_lock_acquire(l, lb_on_conn(lbt_conn), 5000), LB_OK);
+        lbt_cmd_ok(lbt_conn, "SET {w:noted}:outsider 1 PX 2000");
+        assert_int_equal(lb_lock_release(l, lb_on_conn(lbt_conn)), LB_OK);
+        sleeps.longest_ms = 0;
+        assert_int_equal(lb_lock_acquire_wait(l, lb_on_conn(lbt_conn), with_waiter ? w : NULL, 5000),
+                         LB_OK);
+        if (with_waiter) assert_int_equal(sleeps.longest_ms, 0);
+        else assert_in_range(sleeps.longest_ms, 150, 250);
+        assert_int_equal(lb_lock_release(l, lb_on_conn(lbt_conn)), LB_OK);
+        lbt_cmd_ok(lbt_conn, "DEL {w:noted}:outsider");
+        lbt_sleep_ms(300);
+    }
+    lb_waiter_free(w);
+    lb_lock_free(l);
+}
+
 static void test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook(void **state) {
     (void)state;
     cancel_one_wait("w:cancel-poll", 0, 0);
@@ -281,6 +314,7 @@ int main(void) {
         cmocka_unit_test(test_a_polling_wait_stands_back_when_its_release_was_heard),
         cmocka_unit_test(test_a_wait_that_met_an_outside_holder_stands_back_after_its_release),
         cmocka_unit_test(test_a_wait_that_met_the_outsider_holding_just_now_does_not_stand_back),
+        cmocka_unit_test(test_only_a_fair_wait_without_a_waiter_stands_back_for_a_noted_outsider),
         cmocka_unit_test(test_a_polling_wait_is_cancelled_promptly_by_the_sleep_hook),
         cmocka_unit_test(test_a_wait_on_a_waiter_is_cancelled_promptly_by_the_sleep_hook),
     };

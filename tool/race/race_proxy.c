@@ -49,6 +49,7 @@ typedef struct cmd {
     char *val;       /* the value a write writes (its second argument) */
     size_t vallen;
     int nx;          /* SET ... NX */
+    int get;         /* SET ... GET: the old value comes back, nil when none */
     int granted;     /* the schedule let it through */
     unsigned long seq;
     double at;       /* when the proxy read it, ms */
@@ -334,6 +335,7 @@ static cmd *cmd_new(const lb__race_proxy *p, const char *d, size_t used, const r
     }
     for (int i = 3; i < r->argc && i < ARGS_KEPT; i++)
         if (arg_is_ci(d, r, i, "NX")) m->nx = 1;
+        else if (arg_is_ci(d, r, i, "GET")) m->get = 1;
     return m;
 }
 
@@ -418,6 +420,10 @@ static int reply_is(const char *r, size_t n, const char *s) {
     return n >= strlen(s) && memcmp(r, s, strlen(s)) == 0;
 }
 
+static int reply_nil(const char *r, size_t n) {
+    return reply_is(r, n, "$-1\r") || reply_is(r, n, "_\r");
+}
+
 static int reply_bulk(const char *r, size_t n, const char **v, size_t *vlen) {
     if (n < 4 || r[0] != '$' || r[1] == '-') return -1;
     const char *nl = memchr(r, '\n', n);
@@ -470,9 +476,15 @@ static void on_lock_reply(lb__race_proxy *p, conn *c, const cmd *m, const char *
     if (strcmp(m->name, "SETNX") == 0 && reply_is(r, n, ":1\r")) {
         write_key(p, x, m);
         acquire(p, x, "SETNX replied 1", m->at);
-    } else if (strcmp(m->name, "SET") == 0 && reply_is(r, n, "+OK\r")) {
+    } else if (strcmp(m->name, "SET") == 0 && !m->get && reply_is(r, n, "+OK\r")) {
         write_key(p, x, m);
         if (m->nx) acquire(p, x, "SET NX replied OK", m->at);
+    } else if (strcmp(m->name, "SET") == 0 && m->get && m->nx && reply_nil(r, n)) {
+        /* SET NX GET: nil is the absent old value, so our value was written. */
+        write_key(p, x, m);
+        acquire(p, x, "SET NX GET replied nil", m->at);
+    } else if (strcmp(m->name, "SET") == 0 && m->get && !m->nx && r[0] != '-') {
+        write_key(p, x, m);
     } else if (strcmp(m->name, "GETSET") == 0 && (r[0] == '$' || r[0] == '_')) {
         write_key(p, x, m);
         if (is_bulk && c->lastget_kind == 1 && vlen == c->lastgetlen &&

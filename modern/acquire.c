@@ -85,8 +85,8 @@ static int send_type(lb_lock *l) {
 
 /* Without GET: OK or nil. With it: nil when our token was written, the
  * holder's value when not, WRONGTYPE for a key of another type (TYPE then
- * says which, as it does after plain SET NX and PTTL), and a syntax error
- * from a server that refuses NX with GET. */
+ * says which, as it does after plain SET NX and PTTL), and an error from a
+ * server, an ACL or a proxy that refuses GET there. */
 static int on_set(lb_lock *l, const redisReply *r, const lb_now *now) {
     if (l->set_get_refused) {
         if (r->type == REDIS_REPLY_STATUS) return acquired(l, 0);
@@ -95,12 +95,19 @@ static int on_set(lb_lock *l, const redisReply *r, const lb_now *now) {
         return send_pttl(l);
     }
     if (r->type == REDIS_REPLY_NIL) return acquired(l, 0);
+    /* A server or proxy that ignored GET wrote our value all the same. */
+    if (r->type == REDIS_REPLY_STATUS && r->str && strcmp(r->str, "OK") == 0) return acquired(l, 0);
     if (r->type == REDIS_REPLY_STRING) {
         if (lb__value_foreign(r->str, r->len)) l->outsider_ns = l->outsider_held_ns = now->mono_ns;
         return send_pttl(l);
     }
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "WRONGTYPE", 9) == 0) return send_type(l);
-    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "syntax")) {
+    /* A server before 7.0 refuses NX with GET (a syntax error), an ACL
+     * that lets the user write the key but not read it refuses GET
+     * (NOPERM), a proxy may word it otherwise: plain SET NX from then on,
+     * which fails the same way if the refusal was not GET's. */
+    if (r->type == REDIS_REPLY_ERROR && r->str &&
+        (strncmp(r->str, "ERR", 3) == 0 || strncmp(r->str, "NOPERM", 6) == 0)) {
         l->set_get_refused = 1;
         return send_set(l);
     }

@@ -115,6 +115,7 @@ static void refused(lb_async_lock *head, const redisReply *r) {
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata) {
     lb_async_lock *head = privdata;
     const redisReply *r = reply;
+    if (!head) return; /* a batch is sent with one release at least */
     size_t n = 0;
     for (lb_async_lock *al = head; al; al = al->batch_next) n++;
     /* The server forgot the script (restart, SCRIPT FLUSH): its body once. */

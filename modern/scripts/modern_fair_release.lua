@@ -153,11 +153,13 @@ end
 -- one. A head popped before its state proved unreadable stays popped: no
 -- fair attempt gets anywhere while that value stays, and putting it back
 -- could remake a queue without a TTL.
+local popped = false
 local function head()
   while true do
     local p = redis.pcall('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
+    popped = true
     if not now then clock() end
     local f = redis.pcall('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
     if f.err then return nil end
@@ -302,8 +304,9 @@ else
       n = redis.call('RPUSH', KEYS[5], msg)
     end
     if type(n) == 'number' then
-      -- Lapsed waiters popped on the way emptied the queue: as below.
-      if now then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
+      -- Lapsed waiters popped on the way emptied the queue: as below. (Not
+      -- on the strength of the clock alone: a probe's check reads it too.)
+      if popped then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
       redis.call('PEXPIRE', KEYS[5], baton.life)
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
       return outsider and 4 or 2

@@ -166,9 +166,10 @@ if mode == 'wait' then
   -- The queue vanishes on its own once every waiter has gone: the queue
   -- and the state are kept for twice a lease, and again only once less than
   -- a lease of that is left (noted in ~until), not at every wait. A queue
-  -- the ZADD formed anew has no TTL whatever ~until says (a release or an
-  -- attempt that empties it drops ~until, but another program may delete
-  -- it): PEXPIRE NX gives it one (Redis >= 7; before, the TTL is read), as
+  -- the ZADD formed anew has no TTL whatever ~until says (an attempt that
+  -- empties it drops ~until, but a hand-off that empties it keeps it, and
+  -- another program may delete it): PEXPIRE NX gives it one (Redis >= 7;
+  -- before, the TTL is read), as
   -- long as ~until says, which covers every live waiter's lease (each renews
   -- it once less than its own lease is left): twice this waiter's lease may
   -- end before a longer lease of another's.

@@ -153,11 +153,13 @@ end
 -- one. A head popped before its state proved unreadable stays popped: no
 -- fair attempt gets anywhere while that value stays, and putting it back
 -- could remake a queue without a TTL.
+local popped = false
 local function head()
   while true do
     local p = redis.pcall('ZPOPMIN', KEYS[2])
     local h = p[1]
     if not h then return nil end
+    popped = true
     if not now then clock() end
     local f = redis.pcall('HMGET', KEYS[3], h, '~streak', '~last', '~seen')
     if f.err then return nil end
@@ -217,11 +219,13 @@ if h then
     redis.call('SET', KEYS[1], h, 'PX', ttl)
     -- Written before the grantee's entry goes: deleting a hash's last field
     -- deletes the hash and its TTL, and a write after it would start a hash
-    -- that never lapses. A queue the pop may have emptied (deleted, with its
-    -- TTL) takes ~until with it, so that the wait that forms it again gives
-    -- it a TTL (see the acquire script).
+    -- that never lapses. ~until stays, even when the pop emptied the queue
+    -- (deleting it and its TTL): the wait that forms it again sends PEXPIRE
+    -- NX with what ~until has left, or renews both TTLs once that is under
+    -- its lease (see the acquire script). Deleting ~until at every hand-off
+    -- made every wait renew both TTLs, four commands more per turn.
     redis.call('HSET', KEYS[3], '~streak', streak + 1, '~holder', h, '~hexp', now + tonumber(ttl))
-    if nxt then redis.call('HDEL', KEYS[3], h) else redis.call('HDEL', KEYS[3], h, '~until') end
+    redis.call('HDEL', KEYS[3], h)
     -- A hand-off to the queue says nothing of a noted outsider: the queue's
     -- windows serve it, and a releaser standing back after every hand-off
     -- starved the queue (28 waiters made 260 acquisitions a second beside 4
@@ -300,8 +304,9 @@ else
       n = redis.call('RPUSH', KEYS[5], msg)
     end
     if type(n) == 'number' then
-      -- Lapsed waiters popped on the way emptied the queue: as below.
-      if now then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
+      -- Lapsed waiters popped on the way emptied the queue: as below. (Not
+      -- on the strength of the clock alone: a probe's check reads it too.)
+      if popped then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
       redis.call('PEXPIRE', KEYS[5], baton.life)
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
       return outsider and 4 or 2

@@ -45,7 +45,10 @@
 -- left no mark, and fresh prefixed with 'p' for a probe: the caller asks
 -- for a window where it would pass the baton, if one is due on the probes'
 -- schedule (below), so that a client that does not queue, refused while
--- the baton passes and seen by nobody, can take the key and be seen.
+-- the baton passes and seen by nobody, can take the key and be seen; and
+-- before that with 'o' by a client outside fair mode that found fair
+-- clients waiting (modern/fair.c, lb__fair_courteous), which passes no
+-- baton while a window is open.
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
 -- released, 4 and 5 as 2 (a baton passed, not a queue's hand-off) and 1
 -- with an outsider noted (so that the caller stands back too, see
@@ -56,12 +59,14 @@
 local args, baton = ARGV[1], nil
 if #KEYS >= 6 then
   local head, probe, fresh, marked, bttl, life, rest = string.match(args,
-    '^(%x+ %d+ %d+ [%x-]+) (p?)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
+    '^(%x+ %d+ %d+ [%x-]+) ([op]*)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
   if not head or tonumber(bttl) > 1e12 or tonumber(life) * 4 > tonumber(bttl) then
     return redis.error_reply('ERR fair release: bad baton')
   end
   args, baton = head .. ' ' .. rest,
-                {fresh = fresh, marked = marked, ttl = bttl, life = life, probe = probe == 'p'}
+                {fresh = fresh, marked = marked, ttl = bttl, life = life,
+                 probe = string.find(probe, 'p', 1, true) ~= nil,
+                 outside = string.find(probe, 'o', 1, true) ~= nil}
 end
 local FENCE = KEYS[baton and 8 or 5]
 local token, every, yield_ms, succ, channel =
@@ -283,6 +288,14 @@ else
         if redis.call('PTTL', KEYS[3]) < pint + 1000 then redis.call('PEXPIRE', KEYS[3], pint + 1000) end
       end
     end
+  end
+  -- A client outside fair mode (fresh prefixed with 'o') that releases in
+  -- a window left for such clients frees the key for the rest of it: a
+  -- baton would end the window at the first of their turns.
+  if mark and not window and baton.outside and every > 0 and yield_ms > 0 then
+    if not now then clock() end
+    local open = redis.pcall('HGET', KEYS[3], '~open')
+    if type(open) == 'string' and (tonumber(open) or 0) > now then mark = nil end
   end
   if window then
     local no = refused({true, 'PUBLISH', channel})

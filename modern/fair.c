@@ -405,7 +405,7 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         FAIR(l)->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 5)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 6)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */
@@ -417,7 +417,9 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
      * hand-off shows fair clients there as a note does, so that a client
      * that takes the key at once after each release, never refused and so
      * never noting itself, goes on handing it over. */
-    if (!l->fair && FAIR(l)->handed) {
+    /* So does a release into a window open for outsiders (6) with fair
+     * waiters blocked: the other outsiders get a turn in it. */
+    if (!l->fair && (FAIR(l)->handed || r->integer == 6)) {
         l->heard_release = 1;
         l->noted_ns = now->mono_ns;
     } else if (!l->fair) {

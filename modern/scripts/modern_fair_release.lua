@@ -52,7 +52,8 @@
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
 -- released, 4 and 5 as 2 (a baton passed, not a queue's hand-off) and 1
 -- with an outsider noted (so that the caller stands back too, see
--- modern/outsider.c), 0 not ours (nothing changed but
+-- modern/outsider.c), 6 released by an 'o' caller into a window already
+-- open, with a waiter marked on the baton, 0 not ours (nothing changed but
 -- the caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
@@ -87,7 +88,7 @@ end
 -- A user whose ACL refuses MGET (one set up before the release used it)
 -- reads the mark with GET instead.
 -- The outsider note rides along (a third key to MGET, no command more).
-local mark, held, outsider = nil, nil, nil
+local mark, held, outsider, freed = nil, nil, nil, false
 if baton then
   local both = redis.pcall('MGET', KEYS[1], KEYS[6], KEYS[7] or KEYS[6])
   if both.err then
@@ -295,7 +296,7 @@ else
   if mark and not window and baton.outside and every > 0 and yield_ms > 0 then
     if not now then clock() end
     local open = redis.pcall('HGET', KEYS[3], '~open')
-    if type(open) == 'string' and (tonumber(open) or 0) > now then mark = nil end
+    if type(open) == 'string' and (tonumber(open) or 0) > now then mark, freed = nil, true end
   end
   if window then
     local no = refused({true, 'PUBLISH', channel})
@@ -333,4 +334,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or (window and 3) or (outsider and 5) or 1
+return wake or (window and 3) or (freed and 6) or (outsider and 5) or 1

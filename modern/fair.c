@@ -48,11 +48,14 @@ struct lb__fair {
     int64_t handed_ns;       /* when its reply came (the lock's monotonic clock) */
     int64_t window_end_ns;   /* our last release opened a window for outsiders
                               * beside the baton, until then (same clock) */
-    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 5]; /* "[p]fresh marked ttl life " */
+    char barg[2 * LB__TOKEN_CAP + 2 * 21 + 6]; /* "[o][p]fresh marked ttl life " */
     int64_t probe_ns;        /* when this handle next asks for a probe window */
 };
 
 #define LOCK_OF(m) ((lb_lock *)(void *)(m))
+/* The names a release uses: a fair lock's own, or those of a courteous
+ * release outside fair mode. */
+#define FAIR(l) ((l)->fair ? (l)->fair : (l)->courtesy)
 
 static const char *mode_name[] = {"try", "wait", "leave"};
 
@@ -84,11 +87,13 @@ int lb__fair_name_ok(const char *key, size_t keylen) {
     return memchr(key + 1, '}', keylen - 2) != NULL;
 }
 
-int lb__fair_new(lb_lock *l) {
+/* The names a fair release uses, in *out (partly made on failure: freed by
+ * drop). */
+static int make(lb_lock *l, lb__fair **out) {
     lb__fair *f = lb__alloc(l->opts.allocator, sizeof *f);
     if (!f) return LB_ENOMEM;
     memset(f, 0, sizeof *f);
-    l->fair = f;
+    *out = f;
     int rc = lb__lock_companion(l, "queue", &f->queue, &f->queuelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "fair", &f->state, &f->statelen);
     if (rc == LB_OK) rc = lb__lock_companion(l, "baton", &f->baton, &f->batonlen);
@@ -114,8 +119,10 @@ int lb__fair_new(lb_lock *l) {
     return f->own && f->other ? LB_OK : LB_ENOMEM;
 }
 
-void lb__fair_free(lb_lock *l) {
-    lb__fair *f = l->fair;
+int lb__fair_new(lb_lock *l) { return make(l, &l->fair); }
+
+static void drop(lb_lock *l, lb__fair **p) {
+    lb__fair *f = *p;
     if (!f) return;
     lb__free(l->opts.allocator, f->queue);
     lb__free(l->opts.allocator, f->state);
@@ -126,7 +133,34 @@ void lb__fair_free(lb_lock *l) {
     lb__free(l->opts.allocator, f->own);
     lb__free(l->opts.allocator, f->other);
     lb__free(l->opts.allocator, f);
-    l->fair = NULL;
+    *p = NULL;
+}
+
+void lb__fair_free(lb_lock *l) {
+    drop(l, &l->fair);
+    drop(l, &l->courtesy);
+}
+
+/* A client outside fair mode that takes the key between fair waiters (in a
+ * window, or when the queue has just emptied) and releases it plainly
+ * frees it under waiters blocked on the baton or on grant lists, who hear
+ * nothing of it and wait out their blocks, while it, asking again at once,
+ * takes the key turn after turn. Its release goes as a fair holder's while
+ * its last note found fair clients there: the note ran on the same
+ * companions, so the server let this user touch them. */
+int lb__fair_courteous(lb_lock *l, int64_t now_ns) {
+    if (l->fair || !l->note_found_queue ||
+        now_ns - l->noted_ns > (int64_t)LB__QUEUE_NOTED_MS * 1000000)
+        return 0;
+    /* Outside fair mode the window options were never checked. */
+    const lb_lock_options *o = &l->opts;
+    if (o->fair_yield_every < 0 || o->fair_yield_every > FAIR_MS_MAX || o->fair_yield_ms < 0 ||
+        o->fair_yield_ms > FAIR_MS_MAX || (o->fair_yield_every > 0 && o->fair_yield_ms == 0))
+        return 0;
+    if (l->courtesy) return 1;
+    if (make(l, &l->courtesy) == LB_OK) return 1;
+    drop(l, &l->courtesy);
+    return 0;
 }
 
 int64_t lb__fair_lease_ms(const lb_lock *l) {
@@ -272,9 +306,9 @@ static size_t name_list(lb__fair *f, char *buf, const char *token) {
  * outsider is noted). */
 static int probe_asked(lb_lock *l) {
     int64_t now = lb_clock_now(l->opts.clock).mono_ns;
-    if (now < l->fair->probe_ns) return 0;
-    int first = l->fair->probe_ns == 0;
-    l->fair->probe_ns = now + (int64_t)LB__PROBE_ASK_MS * 1000000;
+    if (now < FAIR(l)->probe_ns) return 0;
+    int first = FAIR(l)->probe_ns == 0;
+    FAIR(l)->probe_ns = now + (int64_t)LB__PROBE_ASK_MS * 1000000;
     return !first;
 }
 
@@ -288,11 +322,12 @@ static int probe_asked(lb_lock *l) {
  * its own goes unnamed. None either when the random source fails: the
  * release goes on without. */
 static int baton_arg(lb_lock *l) {
-    lb__fair *f = l->fair;
+    lb__fair *f = FAIR(l);
     char fresh[LB__TOKEN_CAP];
     if (l->opts.fencing || l->opts.ttl_ms < (int64_t)4 * LB__BATON_LIFE_MS || lb__token(fresh) != LB_OK)
         return 0;
-    snprintf(f->barg, sizeof f->barg, "%s%s %s %lld %lld ", probe_asked(l) ? "p" : "", fresh,
+    snprintf(f->barg, sizeof f->barg, "%s%s%s %s %lld %lld ", l->fair ? "" : "o",
+             probe_asked(l) ? "p" : "", fresh,
              f->marked[0] ? f->marked : "-", (long long)l->opts.ttl_ms, (long long)LB__BATON_LIFE_MS);
     return 1;
 }
@@ -301,7 +336,7 @@ static int baton_arg(lb_lock *l) {
  * is, so the script can push the next grant to a declared key; without one
  * it names its own (an unused list) and pushes nothing itself. */
 static int release_start(lb_lock *l) {
-    lb__fair *f = l->fair;
+    lb__fair *f = FAIR(l);
     if (!l->held) return lb__fail(&l->m, LB_ESTATE, "not held by this handle");
     const char *succ = f->succ[0] ? f->succ : "-";
     int baton = baton_arg(l);
@@ -335,7 +370,7 @@ static int release_start(lb_lock *l) {
  * grantee's list goes even if we stop right after. Should the push fail, the
  * grantee finds the lock its own at its next attempt. */
 static int push_grant(lb_lock *l, const redisReply *r) {
-    lb__fair *f = l->fair;
+    lb__fair *f = FAIR(l);
     if (r->len > GRANT_MAX || !is_token(r->str, r->len > LB_TOKEN_LEN ? LB_TOKEN_LEN : r->len) ||
         (r->len > LB_TOKEN_LEN && r->str[LB_TOKEN_LEN] != ' '))
         return lb__fail(&l->m, LB_EPROTO, "fair release script: unexpected grant");
@@ -360,29 +395,44 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         return lb__fail(m, LB_EIO, "connection failed during release");
     }
     if (l->state == F_PUSH) return LB_OK; /* best effort, as above */
+    /* The script refused changes nothing; a courteous release goes plainly. */
+    if (r->type == REDIS_REPLY_ERROR && !l->fair) return lb__lock_release_plainly(m, now);
     if (r->type == REDIS_REPLY_ERROR) return lb__reply_error(m, r, "fair release script");
     if (r->type == REDIS_REPLY_STRING) {
         /* A string comes only once the script gave the lock up (handed it
          * over, or opened a window): ours no longer, whatever it says. */
         l->held = 0;
-        l->fair->marked[0] = '\0';
+        FAIR(l)->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 5)
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 6)
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */
     l->held = 0;
-    l->fair->marked[0] = '\0';
-    l->fair->handed = r->integer == 2 || r->integer == 4;
+    FAIR(l)->marked[0] = '\0';
+    FAIR(l)->handed = r->integer == 2 || r->integer == 4;
+    /* Outside fair mode, a polling wait stands back after a hand-off as it
+     * does when its release reached listeners (modern/blocking.c); and a
+     * hand-off shows fair clients there as a note does, so that a client
+     * that takes the key at once after each release, never refused and so
+     * never noting itself, goes on handing it over. */
+    /* So does a release into a window open for outsiders (6) with fair
+     * waiters blocked: the other outsiders get a turn in it. */
+    if (!l->fair && (FAIR(l)->handed || r->integer == 6)) {
+        l->heard_release = 1;
+        l->noted_ns = now->mono_ns;
+    } else if (!l->fair) {
+        l->heard_release = 0;
+    }
     /* An outsider noted by another client: we stand back as if we had met
      * it (see stand_back in modern/blocking.c). */
-    if (r->integer >= 3) l->outsider_ns = now->mono_ns;
-    l->fair->handed_ns = now->mono_ns;
+    if (r->integer >= 3 && l->fair) l->outsider_ns = now->mono_ns;
+    FAIR(l)->handed_ns = now->mono_ns;
     l->released_ns = now->mono_ns;
     /* A window for outsiders: our next wait keeps off the free key as
      * queued waiters do (the script set ~open for as long). */
-    if (r->integer == 3) l->fair->window_end_ns = now->mono_ns + l->opts.fair_yield_ms * 1000000;
+    if (r->integer == 3) FAIR(l)->window_end_ns = now->mono_ns + l->opts.fair_yield_ms * 1000000;
     if (r->integer == 0) return lb__fail(m, LB_ELOST, "the key no longer holds our token; nothing changed");
     return LB_OK;
 }

@@ -38,6 +38,9 @@ struct lb_lock {
     char errstr[LB__ERRSTR_CAP];
     struct lb__watch *watch; /* set while a watchdog renews the lock */
     struct lb__fair *fair;   /* fair mode's queue keys (modern/fair.c), or NULL */
+    struct lb__fair *courtesy; /* the same names for a release outside fair mode
+                                * beside fair clients (lb__fair_courteous), made
+                                * at the first, or NULL */
     char *note_keys[3];      /* what an outsider note names (modern/outsider.c):
                               * the fair state, the outsider note, the baton
                               * mark; made at the first note */
@@ -88,6 +91,15 @@ int lb__fair_name_ok(const char *key, size_t keylen); /* 0: "{K}", whose compani
 void lb__fair_free(lb_lock *l);
 int lb__fair_acquire_step(lb_machine *m, const struct redisReply *r, const lb_now *now);
 int lb__fair_release_step(lb_machine *m, const struct redisReply *r, const lb_now *now);
+/* Whether a release outside fair mode goes as a fair holder's would (passing
+ * the baton to a marked waiter, handing the lock to the queue's head): the
+ * lock's last note, less than LB__QUEUE_NOTED_MS before `now_ns` (the lock's
+ * clock), found fair clients waiting. Makes the names at the first; 0 when
+ * they cannot be made, or the lock is fair (its release is that already). */
+int lb__fair_courteous(lb_lock *l, int64_t now_ns);
+/* A courteous release the server refused whole (an ACL that does not cover
+ * the companions, a slot moving): the plain release runs instead (ops.c). */
+int lb__lock_release_plainly(lb_machine *m, const lb_now *now);
 int lb__fair_begin_wait(lb_lock *l); /* a fresh token kept until lb__fair_end_wait */
 void lb__fair_set_mode(lb_lock *l, int mode);
 void lb__fair_end_wait(lb_lock *l);

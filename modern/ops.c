@@ -38,6 +38,10 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
     long long v = 0; /* set by script_integer on LB_OK */
     if (l->state == O_START) {
         if (!l->held) return lb__fail(m, LB_ESTATE, "not held by this handle");
+        if (lb__fair_courteous(l, now->mono_ns)) {
+            m->step = lb__fair_release_step;
+            return lb__fair_release_step(m, NULL, now);
+        }
         begin_script(l, &lb__script_modern_release);
         lb__cmd_arg(&l->m.cmd, l->channel, l->channellen);
         return LB_STEP_SEND;
@@ -52,6 +56,16 @@ static int release_step(lb_machine *m, const redisReply *r, const lb_now *now) {
         return LB_OK;
     }
     return lost(l, "the key no longer holds our token; nothing deleted");
+}
+
+int lb__lock_release_plainly(lb_machine *m, const lb_now *now) {
+    lb_lock *l = LOCK_OF(m);
+    m->step = release_step;
+    l->state = O_SCRIPT;
+    begin_script(l, &lb__script_modern_release);
+    lb__cmd_arg(&l->m.cmd, l->channel, l->channellen);
+    (void)now;
+    return LB_STEP_SEND;
 }
 
 static int extend_step(lb_machine *m, const redisReply *r, const lb_now *now) {

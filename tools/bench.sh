@@ -175,16 +175,17 @@ figures to compare, and the verdicts are taken on them.
   script publishes, listening waiters wake at once, one that then loses the race
   sleeps a polling step deaf, bounded by the lock's turn-over, and a lock released
   twice within 20 ms has its channel let go for a second, its waits polling); fair mode with its
-  defaults, waiting through a waiter (queued waiters, the release hands the lock to the oldest, telling it on its
-  waiter's inbox channel) and with `lb_lock_acquire` on one connection (the wait
-  blocks on its own grant list, where the release pushes the hand-off); yield windows
+  defaults, with `lb_lock_acquire_wait` and a waiter per client and with
+  `lb_lock_acquire` on one connection (either way the wait blocks on the baton list,
+  then on its own grant list, where the release pushes the hand-off); yield windows
   for clients outside the queue open only once one is seen, so neither row meets
   one; compat with `lb_mlock_acquire`; legacy wire-only and scripted with
-  `lb_legacy_acquire`. A mixed run at 32 clients puts 28 fair waiters (defaults, on
-  waiters) beside 4 clients outside their queue that poll with `lb_lock_acquire`
-  (refused for 100 ms, each notes itself, and windows of 200 ms open after 16
-  hand-offs): its first row is the whole run (the server's counts, the counter),
-  the two indented rows each side's own waits and spread.
+  `lb_legacy_acquire`. A mixed run at 32 clients puts 28 fair waiters (defaults, given
+  waiters) beside 4 clients outside fair mode that poll with `lb_lock_acquire`
+  (refused for 100 ms, each notes itself, windows of 200 ms open for them, and one
+  that took the key between windows passes the baton on): its first row is the whole
+  run (the server's counts, the counter), the two indented rows each side's own waits
+  and spread.
 - Peers, on the same server in the same run, each with its defaults and with a tuned
   retry (their table gives versions and settings): redis-py's `Lock` (one process per
   client), node-redlock and redis-semaphore's `Mutex` (one node process, a connection

@@ -177,10 +177,11 @@ lb_quorum_info lb_quorum_info_of(const lb_quorum *q);
  * release is published on the lock's channel (w may be NULL: back-off only).
  * A wait whose attempt after a release failed (another client was first)
  * sleeps its next back-off step deaf to releases. A fair lock
- * (lb_lock_options.fair) queues, keeps its place by its attempts, and may be
- * handed the lock by a release, told on the waiter's inbox, without another
- * command; with w NULL on one connection it waits on its grant list as
- * lb_lock_acquire does. No
+ * (lb_lock_options.fair) on one connection (lb_on_conn) waits as
+ * lb_lock_acquire does, on the baton and then its grant list, w given or
+ * not; on a Cluster or Sentinel target it queues, keeps its place by its
+ * attempts, and may be handed the lock by a release, told on w's inbox,
+ * without another command. No
  * attempt starts after the deadline. Returns LB_OK, LB_ETIMEDOUT,
  * LB_ECANCELED (the clock's sleep_ms hook; lockbridge/waiter.h), or an
  * attempt's error (LB_EWRONGTYPE, LB_EIO...). A

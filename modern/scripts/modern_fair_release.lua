@@ -45,23 +45,29 @@
 -- left no mark, and fresh prefixed with 'p' for a probe: the caller asks
 -- for a window where it would pass the baton, if one is due on the probes'
 -- schedule (below), so that a client that does not queue, refused while
--- the baton passes and seen by nobody, can take the key and be seen.
+-- the baton passes and seen by nobody, can take the key and be seen; and
+-- before that with 'o' by a client outside fair mode that found fair
+-- clients waiting (modern/fair.c, lb__fair_courteous), which passes no
+-- baton while a window is open.
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
 -- released, 4 and 5 as 2 (a baton passed, not a queue's hand-off) and 1
 -- with an outsider noted (so that the caller stands back too, see
--- modern/outsider.c), 0 not ours (nothing changed but
+-- modern/outsider.c), 6 released by an 'o' caller into a window already
+-- open, with a waiter marked on the baton, 0 not ours (nothing changed but
 -- the caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
 -- (released: a hand-off, or a window's wake-up "token 0 0 -").
 local args, baton = ARGV[1], nil
 if #KEYS >= 6 then
   local head, probe, fresh, marked, bttl, life, rest = string.match(args,
-    '^(%x+ %d+ %d+ [%x-]+) (p?)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
+    '^(%x+ %d+ %d+ [%x-]+) ([op]*)(%x+) ([%x-]+) ([1-9]%d*) ([1-9]%d*) (.*)$')
   if not head or tonumber(bttl) > 1e12 or tonumber(life) * 4 > tonumber(bttl) then
     return redis.error_reply('ERR fair release: bad baton')
   end
   args, baton = head .. ' ' .. rest,
-                {fresh = fresh, marked = marked, ttl = bttl, life = life, probe = probe == 'p'}
+                {fresh = fresh, marked = marked, ttl = bttl, life = life,
+                 probe = string.find(probe, 'p', 1, true) ~= nil,
+                 outside = string.find(probe, 'o', 1, true) ~= nil}
 end
 local FENCE = KEYS[baton and 8 or 5]
 local token, every, yield_ms, succ, channel =
@@ -82,7 +88,7 @@ end
 -- A user whose ACL refuses MGET (one set up before the release used it)
 -- reads the mark with GET instead.
 -- The outsider note rides along (a third key to MGET, no command more).
-local mark, held, outsider = nil, nil, nil
+local mark, held, outsider, freed = nil, nil, nil, false
 if baton then
   local both = redis.pcall('MGET', KEYS[1], KEYS[6], KEYS[7] or KEYS[6])
   if both.err then
@@ -284,6 +290,14 @@ else
       end
     end
   end
+  -- A client outside fair mode (fresh prefixed with 'o') that releases in
+  -- a window left for such clients frees the key for the rest of it: a
+  -- baton would end the window at the first of their turns.
+  if mark and not window and baton.outside and every > 0 and yield_ms > 0 then
+    if not now then clock() end
+    local open = redis.pcall('HGET', KEYS[3], '~open')
+    if type(open) == 'string' and (tonumber(open) or 0) > now then mark, freed = nil, true end
+  end
   if window then
     local no = refused({true, 'PUBLISH', channel})
     if no then return no end
@@ -320,4 +334,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or (window and 3) or (outsider and 5) or 1
+return wake or (window and 3) or (freed and 6) or (outsider and 5) or 1

@@ -38,7 +38,7 @@ typedef struct strategy_spec {
 static const strategy_spec STRATEGIES[] = {
     {"lockbridge modern, polling only (lb_lock_acquire)", 1, S_MODERN_POLL},
     {"lockbridge modern, wake-on-release (lb_lock_acquire_wait)", 1, S_MODERN_WAKE},
-    {"lockbridge modern, fair hand-off (fair, lb_lock_acquire_wait)", 1, S_MODERN_FAIR},
+    {"lockbridge modern, fair through a waiter: the baton (fair, lb_lock_acquire_wait)", 1, S_MODERN_FAIR},
     {"lockbridge modern, fair: baton, then grant lists (fair, lb_lock_acquire)", 1, S_MODERN_FAIR_LISTS},
     {"lockbridge compat (lb_mlock_acquire)", 1, S_COMPAT},
     {"lockbridge legacy wire-only (lb_legacy_acquire)", 1, S_LEGACY_WIRE},
@@ -48,7 +48,7 @@ static const strategy_spec STRATEGIES[] = {
      * outsiders wait for the release's yield windows, and what the windows
      * cost the queue. Run at MIXED_CLIENTS only; each side gets a row of its
      * own after the whole run's. */
-    {"lockbridge modern, fair (defaults, waiter) beside 4 polling outsiders", 1, S_FAIR_BESIDE_POLLERS},
+    {"lockbridge modern, fair (defaults, waiter: the baton) beside 4 polling outsiders", 1, S_FAIR_BESIDE_POLLERS},
 };
 #define N_STRATEGIES (int)(sizeof STRATEGIES / sizeof STRATEGIES[0])
 
@@ -237,9 +237,9 @@ static int workers_new(run_state *run, const lbt_redis *server) {
         case S_MODERN_POLL:
         case S_MODERN_FAIR_LISTS: rc = lb_lock_new(&w->modern, key, keylen, &mo); break;
         case S_FAIR_BESIDE_POLLERS:
-            /* The fair side listens on a waiter: a release of an outsider's
-             * publishes on the lock's channel, which a wait blocked on its
-             * grant list does not hear. */
+            /* The fair side is given a waiter, as a user following the
+             * docs for many waiting threads would; on a plain connection
+             * its waits block on the baton all the same. */
             if (i >= run->clients - OUTSIDERS) {
                 rc = lb_lock_new(&w->modern, key, keylen, &outsider);
                 break;

@@ -217,6 +217,11 @@ static const contended *best_peer(const contended_set *set, int libraries) {
 
 /* How a strategy waits, from its name: what limits its wait and its spread. */
 static const char *wait_limit(const contended *r) {
+    if (strstr(r->name, "beside"))
+        return "the windows: the polling clients outside fair mode get the key only in "
+               "windows the fair releases leave them (200 ms, at least 800 ms apart, once one "
+               "of them has noted itself), and the fair waiters keep off it during each; "
+               "between windows a poller that took the key passes the baton on at its release";
     if (strstr(r->name, "baton"))
         return "the order of the waiters: Redis answers the BLPOPs on the baton list in the "
                "order they blocked, so a waiter waits behind the other 31 clients' turns, and "

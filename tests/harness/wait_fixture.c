@@ -16,17 +16,22 @@
 
 lbt_redis lbt_server;
 redisContext *lbt_conn;
+redisContext *lbt_short;
+const struct timeval lbt_too_short_to_block = {0, 200000};
 
 int lbt_wait_setup(void **state) {
     (void)state;
     if (lbt_redis_start(&lbt_server, NULL) != 0) return -1;
     lbt_conn = lbt_redis_connect(&lbt_server);
-    return lbt_conn ? 0 : -1;
+    lbt_short = lbt_redis_connect(&lbt_server);
+    if (!lbt_conn || !lbt_short) return -1;
+    return redisSetTimeout(lbt_short, lbt_too_short_to_block) == REDIS_OK ? 0 : -1;
 }
 
 int lbt_wait_teardown(void **state) {
     (void)state;
     if (lbt_conn) redisFree(lbt_conn);
+    if (lbt_short) redisFree(lbt_short);
     lbt_redis_stop(&lbt_server);
     return 0;
 }
@@ -120,6 +125,10 @@ void lbt_job_start(lbt_job *j, lb_lock *l, lb_waiter *w, int64_t wait_ms) {
     j->c = lbt_redis_connect(&lbt_server);
     assert_non_null(j->c);
     lbt_checked(j->c);
+    /* On its own connection a fair wait blocks there, waiter or none; a read
+     * timeout too short to block (under 220 ms) sends it through its waiter,
+     * the path a Cluster or Sentinel target takes, which these jobs test. */
+    if (w) assert_int_equal(redisSetTimeout(j->c, lbt_too_short_to_block), REDIS_OK);
     j->client_id = lbt_int(j->c, "CLIENT ID");
     assert_int_equal(pthread_create(&j->t, NULL, job_run, j), 0);
 }

@@ -15,6 +15,12 @@
  * connection to it (for setup and checks). */
 extern lbt_redis lbt_server;
 extern redisContext *lbt_conn;
+/* On its own connection a fair wait blocks there (BLPOP), waiter or none. A
+ * read timeout under 220 ms is too short to block: a fair wait on such a
+ * connection waits through its waiter, the path a Cluster or Sentinel target
+ * takes. lbt_short is connected with it; jobs given a waiter get it too. */
+extern const struct timeval lbt_too_short_to_block; /* 200 ms */
+extern redisContext *lbt_short;
 
 /* cmocka group fixtures: start lbt_server and connect lbt_conn; stop both. */
 int lbt_wait_setup(void **state);

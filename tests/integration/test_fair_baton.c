@@ -75,6 +75,87 @@ static int64_t frozen_mono_ns(void *ud) {
     return 1000000000000LL;
 }
 
+/* A client outside fair mode that noted fair clients beside it (a polling
+ * wait refused while a fair waiter was blocked on the baton) and then took
+ * the key releases it as a fair holder would: the baton goes to the waiter
+ * blocked on it. Before, it deleted the key: the waiter, blocked on a list
+ * that nothing pushed, waited out its block (here 20 s) while the poller,
+ * asking again at once, took the key turn after turn (the bench's mixed row
+ * with fair waits on the baton: 354 turns a second against 6234). A user
+ * whose ACL refuses the companions notes nothing and releases plainly. */
+static void test_a_poller_that_noted_baton_waiters_passes_them_the_baton(void **state) {
+    (void)state;
+    lbt_del_matching(lbt_conn, "*w:court*");
+    /* The poller's clock is frozen, so that its note is as fresh at its
+     * release however slow the machine. */
+    lb_clock frozen = {NULL, frozen_mono_ns, NULL, 0, NULL};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.backoff_min_ms = 5;
+    o.backoff_max_ms = 20;
+    o.clock = &frozen;
+    lb_lock *f1 = baton_lock("w:court", 20000), *f2 = baton_lock("w:court", 20000),
+            *p = lbt_lock_with("w:court", &o);
+    assert_int_equal(lb_lock_try_acquire(f1, lb_on_conn(lbt_conn)), LB_OK);
+    lbt_job j;
+    lbt_job_start(&j, f2, NULL, 30000);
+    LBT_EVENTUALLY(lbt_blocked_in_blpop(j.client_id));
+    /* Refused for 300 ms, the poller notes itself and finds f2's mark. */
+    assert_int_equal(lb_lock_acquire(p, lb_on_conn(lbt_conn), 300), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_release(f1, lb_on_conn(lbt_conn)), LB_OK);
+    assert_int_equal(lbt_job_join(&j), LB_OK);
+    lbt_job_end(&j); /* f2 releases: nobody marked, the key is free */
+    assert_int_equal(lb_lock_try_acquire(p, lb_on_conn(lbt_conn)), LB_OK);
+    lbt_job_start(&j, f1, NULL, 30000);
+    LBT_EVENTUALLY(lbt_blocked_in_blpop(j.client_id));
+    assert_int_equal(lb_lock_release(p, lb_on_conn(lbt_conn)), LB_OK);
+    /* The baton wrote a fresh token at the key: nobody could take it freed. */
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS w:court"), 1);
+    assert_int_equal(lbt_job_join(&j), LB_OK);
+    assert_string_equal(lbt_get(lbt_conn, "w:court"), lb_lock_info_of(f1).token);
+    lbt_job_end(&j);
+    lb_lock_free(f1);
+    lb_lock_free(f2);
+    lb_lock_free(p);
+    lbt_del_matching(lbt_conn, "*w:court*");
+}
+
+/* Two fair waiters' tokens, as marks. */
+#define MARK_C "cccccccccccccccccccccccccccccccc"
+#define MARK_D "dddddddddddddddddddddddddddddddd"
+
+/* A courteous release the server refuses whole (here an ACL that covers the
+ * companions a note uses, not the queue's or the baton's) changes nothing,
+ * and the plain release runs instead: the lock is released, no error. */
+static void test_a_courteous_release_refused_whole_releases_plainly(void **state) {
+    (void)state;
+    lbt_del_matching(lbt_conn, "*w:acl*");
+    lbt_cmd_ok(lbt_conn, "ACL SETUSER noter reset on >pw ~w:acl ~{w:acl}:fair ~{w:acl}:outsider "
+                         "~{w:acl}:bwait &* +@all");
+    redisContext *c = lbt_redis_connect(&lbt_server);
+    assert_non_null(c);
+    lbt_cmd_ok(c, "AUTH noter pw");
+    lb_clock frozen = {NULL, frozen_mono_ns, NULL, 0, NULL};
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.backoff_min_ms = 5;
+    o.backoff_max_ms = 20;
+    o.clock = &frozen;
+    lb_lock *p = lbt_lock_with("w:acl", &o);
+    lbt_cmd_ok(lbt_conn, "SET w:acl %s PX 30000", MARK_D);
+    lbt_cmd_ok(lbt_conn, "SET {w:acl}:bwait %s PX 30000", MARK_C); /* a fair waiter's mark */
+    assert_int_equal(lb_lock_acquire(p, lb_on_conn(c), 300), LB_ETIMEDOUT);
+    lbt_cmd_ok(lbt_conn, "DEL w:acl");
+    assert_int_equal(lb_lock_try_acquire(p, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lb_lock_release(p, lb_on_conn(c)), LB_OK);
+    assert_int_equal(lbt_int(lbt_conn, "EXISTS w:acl"), 0);
+    assert_string_equal(lbt_get(lbt_conn, "{w:acl}:bwait"), MARK_C);
+    lb_lock_free(p);
+    redisFree(c);
+    lbt_cmd_ok(lbt_conn, "ACL DELUSER noter");
+    lbt_del_matching(lbt_conn, "*w:acl*");
+}
+
 /* A client that locks in a loop: a wait begun right after its release
  * handed the lock on knows the key is held, and sends only its mark and its
  * BLPOP. (The lock's clock is frozen, so "right after" holds however slow
@@ -263,6 +344,8 @@ int main(void) {
         cmocka_unit_test(test_a_holder_by_baton_takes_its_mark_away_when_it_hands_to_the_queue),
         cmocka_unit_test(test_a_baton_wait_never_writes_its_mark_over_a_foreign_value),
         cmocka_unit_test(test_a_release_with_a_ttl_under_four_baton_lives_passes_no_baton),
+        cmocka_unit_test(test_a_poller_that_noted_baton_waiters_passes_them_the_baton),
+        cmocka_unit_test(test_a_courteous_release_refused_whole_releases_plainly),
     };
     return cmocka_run_group_tests(tests, lbt_wait_setup, lbt_wait_teardown);
 }

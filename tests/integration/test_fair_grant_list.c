@@ -283,7 +283,7 @@ static lb_lock *sleepy_lock(const char *key) {
  * subscribed, attempted again, asleep). */
 static void queue_asleep(lbt_job *j, lb_lock *h, lb_lock *q, lb_waiter *w, const char *queue,
                          const char *state, char *token) {
-    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(lbt_conn), w, 1000), LB_OK);
+    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(lbt_short), w, 1000), LB_OK);
     assert_int_equal(lb_lock_release(q, lb_on_conn(lbt_conn)), LB_OK);
     LBT_EVENTUALLY(lbt_stats_of(w).inbox == 1);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(lbt_conn)), LB_OK);

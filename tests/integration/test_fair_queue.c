@@ -188,7 +188,7 @@ static void test_a_fair_hand_off_wakes_only_the_client_it_names(void **state) {
     lb_lock *ls[2] = {q1, q2};
     lb_waiter *ws[2] = {w1, w2};
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(lb_lock_acquire_wait(ls[i], lb_on_conn(lbt_conn), ws[i], 1000), LB_OK);
+        assert_int_equal(lb_lock_acquire_wait(ls[i], lb_on_conn(lbt_short), ws[i], 1000), LB_OK);
         assert_int_equal(lb_lock_release(ls[i], lb_on_conn(lbt_conn)), LB_OK);
         LBT_EVENTUALLY(lbt_stats_of(ws[i]).inbox == 1);
     }
@@ -255,7 +255,7 @@ static void test_a_hand_off_missed_while_the_waiter_was_down_is_found_after_it_i
     o.fair_lease_ms = 120000;
     lb_lock *h = lbt_new_lock("w:down", 1, 2, 100);
     lb_lock *q = lbt_lock_with("w:down", &o);
-    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(lbt_conn), w, 1000), LB_OK); /* subscribes the inbox */
+    assert_int_equal(lb_lock_acquire_wait(q, lb_on_conn(lbt_short), w, 1000), LB_OK); /* subscribes the inbox */
     assert_int_equal(lb_lock_release(q, lb_on_conn(lbt_conn)), LB_OK);
     LBT_EVENTUALLY(lbt_stats_of(w).inbox == 1);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(lbt_conn)), LB_OK);
@@ -373,6 +373,9 @@ typedef struct contender {
 static void *contend(void *arg) {
     contender *c = arg;
     redisContext *cc = lbt_redis_connect(&lbt_server);
+    /* Waiting through the waiter (see lbt_too_short_to_block): the queue's
+     * path, which these tests are about. */
+    if (cc && c->w) redisSetTimeout(cc, lbt_too_short_to_block);
     /* Stops on its own too, so a failed test does not leave it running. */
     int64_t until = lbt_mono_ms() + 30000;
     while (!__atomic_load_n(c->stop, __ATOMIC_ACQUIRE) && lbt_mono_ms() < until) {
@@ -650,7 +653,7 @@ static void test_a_fair_waiter_notes_a_holder_outside_the_queue(void **state) {
     assert_int_equal(lbt_job_join(&jb), LB_OK);
     lbt_job_end(&jb);
     lbt_cmd_ok(lbt_conn, "SET w:note someone-else PX 30000");
-    assert_int_equal(lb_lock_acquire_wait(a, lb_on_conn(lbt_conn), w, 50), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_acquire_wait(a, lb_on_conn(lbt_short), w, 50), LB_ETIMEDOUT);
     long long noted = state_field("{w:note}:fair", "~seen");
     lbt_cmd_ok(lbt_conn, "DEL w:note");
     lb_waiter_free(w);
@@ -669,7 +672,7 @@ static void test_a_fair_waiter_that_times_out_leaves_the_queue(void **state) {
     lb_lock *h = lbt_new_lock("w:leave", 1, 2, 100), *b = lbt_new_lock("w:leave", 1, 2, 20);
     lb_lock *t = lbt_new_lock("w:leave", 1, 2, 100);
     assert_int_equal(lb_lock_try_acquire(h, lb_on_conn(lbt_conn)), LB_OK);
-    assert_int_equal(lb_lock_acquire_wait(b, lb_on_conn(lbt_conn), w, 100), LB_ETIMEDOUT);
+    assert_int_equal(lb_lock_acquire_wait(b, lb_on_conn(lbt_short), w, 100), LB_ETIMEDOUT);
     assert_int_equal(lbt_int(lbt_conn, "EXISTS {w:leave}:queue"), 0);
     assert_false(lb_lock_info_of(b).held);
 

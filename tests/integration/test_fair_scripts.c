@@ -306,6 +306,45 @@ static void test_a_probe_not_due_costs_two_commands_more(void **state) {
     lbt_del_matching(lbt_conn, "*w:probe*");
 }
 
+/* A client outside fair mode releasing while a window left for such
+ * clients is open ('o' before the fresh token) frees the key for the rest
+ * of the window, with a waiter marked on the baton; a fair holder passes
+ * the baton all the same. (A baton passed by the first outsider to get in
+ * ended the window at its first turn: in the bench's mixed row one of four
+ * polling clients got no turn in 2 s.) */
+static void test_an_outsiders_release_in_an_open_window_passes_no_baton(void **state) {
+    (void)state;
+    static const struct {
+        const char *prefix;
+        int freed;
+    } rows[] = {{"o", 1}, {"op", 1}, {"", 0}, {"p", 0}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        lbt_del_matching(lbt_conn, "*w:open*");
+        lbt_cmd_ok(lbt_conn, "SET w:open aaaa PX 30000");
+        lbt_cmd_ok(lbt_conn, "SET {w:open}:bwait %s PX 10000", MARK_C);
+        lbt_cmd_ok(lbt_conn, "HSET {w:open}:fair ~open 99999999999999 ~pnext 99999999999999");
+        lbt_cmd_ok(lbt_conn, "PEXPIRE {w:open}:fair 10000");
+        char args[200];
+        snprintf(args, sizeof args,
+                 "aaaa 16 200 - %sffffffffffffffffffffffffffffffff - 20000 100 {w:open}:released",
+                 rows[i].prefix);
+        redisReply *r = redisCommand(lbt_conn, "EVAL %s 7 w:open {w:open}:queue {w:open}:fair "
+                                           "{w:open}:grant:aaaa {w:open}:baton {w:open}:bwait "
+                                           "{w:open}:outsider %s",
+                                     lb__script_modern_fair_release.body, args);
+        assert_non_null(r);
+        if (r->type != REDIS_REPLY_INTEGER) fail_msg("row %zu: %s", i, r->str ? r->str : "?");
+        long long v = r->integer;
+        freeReplyObject(r);
+        long long held = lbt_int(lbt_conn, "EXISTS w:open");
+        if (rows[i].freed && (v != 6 || held != 0))
+            fail_msg("'%s': reply %lld, key held %lld: the window was ended", rows[i].prefix, v, held);
+        if (!rows[i].freed && (v != 2 || held != 1))
+            fail_msg("'%s': reply %lld, key held %lld: no baton passed", rows[i].prefix, v, held);
+    }
+    lbt_del_matching(lbt_conn, "*w:open*");
+}
+
 /* A clock that moves on 100 ms at each reading. */
 static int64_t stepping_ns;
 static int64_t stepping_mono_ns(void *ud) {
@@ -845,6 +884,7 @@ int main(void) {
         cmocka_unit_test(test_a_queue_hand_off_beside_a_noted_outsider_says_only_handed),
         cmocka_unit_test(test_a_probe_opens_a_window_only_when_due_and_rarer_each_time),
         cmocka_unit_test(test_a_probe_not_due_costs_two_commands_more),
+        cmocka_unit_test(test_an_outsiders_release_in_an_open_window_passes_no_baton),
         cmocka_unit_test(test_a_baton_is_taken_only_as_the_release_wrote_it),
         cmocka_unit_test(test_a_baton_with_no_lease_left_is_no_acquisition),
         cmocka_unit_test(test_no_key_a_fair_lock_writes_is_left_without_a_ttl),

@@ -405,7 +405,9 @@ int lb__fair_release_step(lb_machine *m, const redisReply *r, const lb_now *now)
         FAIR(l)->marked[0] = '\0';
         return push_grant(l, r);
     }
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 6)
+    /* 6 answers only a caller outside fair mode (its 'o'). */
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 6 ||
+        (r->integer == 6 && l->fair))
         return lb__fail(m, LB_EPROTO, "fair release script: unexpected reply");
     /* Not before: a release that failed keeps the lock, and its retry must
      * still name the mark our wait left (see the release script). */

@@ -319,7 +319,11 @@ static void test_exploration_of_a_hand_off_on_one_list(void **state) {
  * the lock to nobody; row 2 found the mark written over C's lock, and D
  * taking that lock while C held it; row 3 found a release taking C's value
  * for a waiter's mark and passing the lock to nobody; row 4 found a baton
- * from a 100 ms TTL bringing B LB_OK with its lease over. */
+ * from a 100 ms TTL bringing B LB_OK with its lease over. Rows 5 to 7 put
+ * a client outside fair mode whose every release goes as a fair holder's
+ * beside the waiters: with a script that wrote the fresh token for such a
+ * caller but pushed no baton, row 5 found the key held by nobody after 21
+ * schedules. */
 static void test_exploration_of_baton_waits_under_bounded_liveness(void **state) {
     (void)state;
     static const struct {
@@ -338,6 +342,12 @@ static void test_exploration_of_baton_waits_under_bounded_liveness(void **state)
         {{"lb-fair-baton", "lb-fair-baton", "M1", "M1"},
          {NULL, NULL, "{race:baton2}:bwait", "{race:baton2}:bwait"}, {0}, "C A B", 3, 1, 200, 1},
         {{"lb-fair-baton", "lb-fair-baton"}, {NULL}, {100, 1500}, "A B B", 3, 1, 80, 1},
+        /* A client outside fair mode whose releases go as a fair holder's
+         * (modern/fair.c, lb__fair_courteous), beside baton waiters, and
+         * beside waiters queued on grant lists and on inboxes. */
+        {{"lb-fair-baton", "lb-fair-baton", "lb-modern-courteous"}, {NULL}, {0}, "C A B", 5, 0, 0, 1},
+        {{"lb-fair-list", "lb-fair-list", "lb-modern-courteous"}, {NULL}, {0}, "C A B", 5, 0, 0, 1},
+        {{"lb-fair", "lb-fair", "lb-modern-courteous"}, {NULL}, {0}, "C A B", 5, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         lbr_explore_config cfg;

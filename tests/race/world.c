@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/internal.h"
+#include "modern/internal.h"
 #include "race/race.h"
 
 lbr_part *lbr_model_new(const char *kind, const lbr_part_config *cfg);
@@ -66,6 +67,15 @@ typedef struct tokpart {
 
 static lb_machine *tok_acq(lbr_part *p) { return lb_lock_machine(TOKPART(p)->lock, LB_OP_TRY_ACQUIRE, 0); }
 static lb_machine *tok_rel(lbr_part *p) { return lb_lock_machine(TOKPART(p)->lock, LB_OP_RELEASE, 0); }
+/* "lb-modern-courteous": a lock outside fair mode that always believes fair
+ * clients wait (its note forever fresh), so that every release of it goes
+ * as a fair holder's would (lb__fair_courteous), with or without them. */
+static lb_machine *courteous_rel(lbr_part *p) {
+    lb_lock *l = TOKPART(p)->lock;
+    l->note_found_queue = 1;
+    l->noted_ns = INT64_MAX / 4;
+    return lb_lock_machine(l, LB_OP_RELEASE, 0);
+}
 static int tok_bel(const lbr_part *p) { return lb_lock_info_of(TOKPART(p)->lock).held; }
 static int tok_valid(const lbr_part *p, const lb_codec *codec, const lb_now *now) {
     (void)codec;
@@ -96,6 +106,7 @@ static lbr_part *token_part_new(const char *kind, const lbr_part_config *cfg, in
     }
     tp->part = (lbr_part){kind, tok_acq, tok_rel, tok_bel, tok_valid, tok_val, tok_destroy,
                           fenced ? tok_fence : NULL};
+    if (strcmp(kind, "lb-modern-courteous") == 0) tp->part.release = courteous_rel;
     return &tp->part;
 }
 
@@ -103,6 +114,7 @@ lbr_part *lbr_part_new(const char *kind, const lbr_part_config *cfg) {
     int scripted = strcmp(kind, "lb-scripted") == 0;
     if (strcmp(kind, "lb-modern") == 0) return token_part_new(kind, cfg, 0);
     if (strcmp(kind, "lb-modern-fenced") == 0) return token_part_new(kind, cfg, 1);
+    if (strcmp(kind, "lb-modern-courteous") == 0) return token_part_new(kind, cfg, 0);
     lbr_part *mp = lbr_migrate_part_new(kind, cfg); /* tests/race/migrate_parts.c */
     if (mp) return mp;
     if (lbr_kind_reads_inbox(kind)) return lbr_fair_part_new(kind, cfg); /* fair_parts.c */

@@ -51,8 +51,8 @@
 -- baton while a window is open.
 -- Returns 3 released into a window beside the baton, 2 handed off, 1
 -- released, 4 and 5 as 2 (a baton passed, not a queue's hand-off) and 1
--- with an outsider noted (so that the caller stands back too, see
--- modern/outsider.c), 6 released by an 'o' caller into a window already
+-- with an outsider noted that is no lockbridge client (so that the caller
+-- stands back too, see modern/outsider.c), 6 released by an 'o' caller into a window already
 -- open, with a waiter marked on the baton, 0 not ours (nothing changed but
 -- the caller's own mark, deleted), or the
 -- grant, a string, for the caller to LPUSH to "{key}:grant:<its token>"
@@ -88,7 +88,7 @@ end
 -- A user whose ACL refuses MGET (one set up before the release used it)
 -- reads the mark with GET instead.
 -- The outsider note rides along (a third key to MGET, no command more).
-local mark, held, outsider, freed = nil, nil, nil, false
+local mark, held, outsider, freed, foreign = nil, nil, nil, false, false
 if baton then
   local both = redis.pcall('MGET', KEYS[1], KEYS[6], KEYS[7] or KEYS[6])
   if both.err then
@@ -97,7 +97,12 @@ if baton then
   else
     held, mark, outsider = both[1], both[2], KEYS[7] and both[3]
   end
-  outsider = type(outsider) == 'string' and tonumber(string.match(outsider, '^%d+$') or '')
+  -- A bare time: a holder that is no lockbridge token was seen, and callers
+  -- stand back for it (4, 5); with ' lb', a lockbridge client outside fair
+  -- mode, which hands the key back itself: windows, and no stand-back.
+  local v = type(outsider) == 'string' and outsider or ''
+  foreign = string.match(v, '^%d+$') ~= nil
+  outsider = tonumber(string.match(v, '^(%d+)$') or string.match(v, '^(%d+) lb$') or '')
   if type(mark) ~= 'string' or #mark ~= 32 or not string.match(mark, '^%x+$') then mark = nil end
   -- The caller's own mark is stale whatever happens next (its wait no longer
   -- blocks): left alive, the release of whoever holds the lock next, within
@@ -323,7 +328,7 @@ else
       if popped then redis.pcall('HDEL', KEYS[3], '~streak', '~until') end
       redis.call('PEXPIRE', KEYS[5], baton.life)
       redis.call('SET', KEYS[1], baton.fresh, 'PX', baton.ttl)
-      return outsider and 4 or 2
+      return foreign and 4 or 2
     end
   end
   local no = refused({true, 'PUBLISH', channel})
@@ -334,4 +339,4 @@ end
 -- the lock ours and an error that means nothing was deleted.
 redis.call('PUBLISH', channel, 'released')
 redis.call('DEL', KEYS[1])
-return wake or (window and 3) or (freed and 6) or (outsider and 5) or 1
+return wake or (window and 3) or (freed and 6) or (foreign and 5) or 1

@@ -5,8 +5,9 @@
 -- (the fair state hash has a TTL then, which the note keeps) it sets ~seen
 -- there. Beside a queue or a baton waiter's mark, or when the caller saw the
 -- outside holder itself, it writes the outsider note, which baton releases
--- read with the key: the server's ms, lapsing after ARGV[1] ms, written only
--- over nothing or an earlier note (a value of another kind stays as it was).
+-- read with the key: the server's ms (and ' lb', below), lapsing after
+-- ARGV[1] ms, written only over nothing or an earlier note (a value of
+-- another kind stays as it was).
 -- KEYS[1] the fair state hash, KEYS[2] the outsider note, KEYS[3] the baton
 -- mark. ARGV[1] the note's TTL, ms; ARGV[2] '1' when the caller saw a holder
 -- outside itself, else '0'. Returns 1 fair clients are there (a queue or a
@@ -24,10 +25,19 @@ if not fair then
   local m = redis.pcall('GET', KEYS[3])
   fair = type(m) == 'string' and #m == 32 and string.match(m, '^%x+$') ~= nil
 end
+-- A note says who was seen: the server's ms alone for a holder that is no
+-- lockbridge token (the caller saw one), which fair releasers stand back
+-- for; followed by ' lb' for a lockbridge client outside fair mode, which
+-- gets windows but needs no stand-back (it hands the key back at its
+-- release, modern/fair.c). An ' lb' note never replaces a live bare one.
 if fair or ARGV[2] == '1' then
   local v = redis.pcall('GET', KEYS[2])
-  if v == false or (type(v) == 'string' and string.match(v, '^%d+$')) then
+  local bare = type(v) == 'string' and string.match(v, '^%d+$') ~= nil
+  local ours = type(v) == 'string' and string.match(v, '^%d+ lb$') ~= nil
+  if ARGV[2] == '1' and (v == false or bare or ours) then
     redis.call('SET', KEYS[2], now, 'PX', ttl)
+  elseif v == false or ours then
+    redis.call('SET', KEYS[2], now .. ' lb', 'PX', ttl)
   end
 end
 return fair and 1 or 0

@@ -75,6 +75,18 @@ static int64_t frozen_mono_ns(void *ud) {
     return 1000000000000LL;
 }
 
+/* A polling lock outside fair mode on a frozen clock, so that a note it
+ * makes is as fresh at its release however slow the machine. */
+static const lb_clock frozen_clock = {NULL, frozen_mono_ns, NULL, 0, NULL};
+static lb_lock *frozen_poller(const char *key) {
+    lb_lock_options o;
+    lb_lock_options_init(&o);
+    o.backoff_min_ms = 5;
+    o.backoff_max_ms = 20;
+    o.clock = &frozen_clock;
+    return lbt_lock_with(key, &o);
+}
+
 /* A client outside fair mode that noted fair clients beside it (a polling
  * wait refused while a fair waiter was blocked on the baton) and then took
  * the key releases it as a fair holder would: the baton goes to the waiter
@@ -86,16 +98,8 @@ static int64_t frozen_mono_ns(void *ud) {
 static void test_a_poller_that_noted_baton_waiters_passes_them_the_baton(void **state) {
     (void)state;
     lbt_del_matching(lbt_conn, "*w:court*");
-    /* The poller's clock is frozen, so that its note is as fresh at its
-     * release however slow the machine. */
-    lb_clock frozen = {NULL, frozen_mono_ns, NULL, 0, NULL};
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.backoff_min_ms = 5;
-    o.backoff_max_ms = 20;
-    o.clock = &frozen;
     lb_lock *f1 = baton_lock("w:court", 20000), *f2 = baton_lock("w:court", 20000),
-            *p = lbt_lock_with("w:court", &o);
+            *p = frozen_poller("w:court");
     assert_int_equal(lb_lock_try_acquire(f1, lb_on_conn(lbt_conn)), LB_OK);
     lbt_job j;
     lbt_job_start(&j, f2, NULL, 30000);
@@ -135,13 +139,7 @@ static void test_a_courteous_release_refused_whole_releases_plainly(void **state
     redisContext *c = lbt_redis_connect(&lbt_server);
     assert_non_null(c);
     lbt_cmd_ok(c, "AUTH noter pw");
-    lb_clock frozen = {NULL, frozen_mono_ns, NULL, 0, NULL};
-    lb_lock_options o;
-    lb_lock_options_init(&o);
-    o.backoff_min_ms = 5;
-    o.backoff_max_ms = 20;
-    o.clock = &frozen;
-    lb_lock *p = lbt_lock_with("w:acl", &o);
+    lb_lock *p = frozen_poller("w:acl");
     lbt_cmd_ok(lbt_conn, "SET w:acl %s PX 30000", MARK_D);
     lbt_cmd_ok(lbt_conn, "SET {w:acl}:bwait %s PX 30000", MARK_C); /* a fair waiter's mark */
     assert_int_equal(lb_lock_acquire(p, lb_on_conn(c), 300), LB_ETIMEDOUT);

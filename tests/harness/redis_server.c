@@ -18,6 +18,28 @@ int lbt_free_port(void) {
     return port;
 }
 
+/* A Cluster node also listens on its port + 10000 (its bus), which must be a
+ * port too and be free: a kernel-picked port above 55535 (a fifth of the
+ * usual ephemeral range) cannot start a node. */
+static int cluster_node(const char *const *extra) {
+    for (int i = 0; extra && extra[i]; i++)
+        if (strcmp(extra[i], "--cluster-enabled") == 0) return 1;
+    return 0;
+}
+
+static int free_node_port(const char *const *extra) {
+    if (!cluster_node(extra)) return lbt_free_port();
+    for (int tries = 0; tries < 50; tries++) {
+        int port = lbt_free_port(), bus = -1, fd;
+        if (port <= 0 || port + 10000 > 65535) continue;
+        fd = lb__loopback_bind(port + 10000, port + 10000, 0, &bus);
+        if (fd < 0) continue;
+        close(fd);
+        return port;
+    }
+    return -1;
+}
+
 static pid_t spawn(lbt_redis *r, const char *const *extra) {
     char log[192];
     snprintf(log, sizeof log, "%s/redis.log", r->dir);
@@ -30,7 +52,7 @@ int lbt_redis_start(lbt_redis *r, const char *const *extra) {
     if (!mkdtemp(r->dir)) return -1;
     /* Another process may take the free port first: try a few. */
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = lbt_free_port();
+        r->port = free_node_port(extra);
         if (r->port <= 0) continue;
         r->pid = spawn(r, extra);
         if (r->pid < 0) break;

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "harness/redis_server.h"
+#include "harness/sleep.h"
 #include "harness/race_search.h"
 #include "race/race.h"
 
@@ -379,6 +380,37 @@ static void test_exploration_of_baton_waits_under_bounded_liveness(void **state)
     }
 }
 
+/* Real time between two steps moves no client's clock, and lapses no key:
+ * here 150 ms pass, 15 ms before each of B's ten steps, after A's acquire
+ * with a 100 ms TTL; no virtual time passes, and B must find the key held. Before the world
+ * gave the server's TTLs back the real time between its tokens, the key
+ * lapsed and B took it while A's clock still gave it its whole lease (as a
+ * slow build did in the row above with a 20 ms margin). */
+static void test_real_time_between_steps_lapses_no_key_a_clock_says_lives(void **state) {
+    (void)state;
+    static const char *const kinds[][2] = {{"lb-modern", "lb-modern"},
+                                           {"lb-fair-baton", "lb-fair-baton"}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        lbr_world_config wc;
+        memset(&wc, 0, sizeof wc);
+        wc.key = "race:realtime";
+        wc.ttl_ms = 1500;
+        wc.client_ttl_ms[0] = 100;
+        wc.kinds[0] = kinds[i][0];
+        wc.kinds[1] = kinds[i][1];
+        wc.port = server.port;
+        lb_codec_parse(&wc.codec, "ms");
+        lbr_world *w = lbr_world_new(&wc);
+        assert_non_null(w);
+        assert_int_equal(lbr_run(w, "A"), LBR_OK);
+        for (int step = 0; step < 10; step++) {
+            lbt_sleep_ms(15);
+            if (lbr_run(w, "B") != LBR_OK) fail_msg("%s: %s", kinds[i][0], lbr_violation(w));
+        }
+        lbr_world_free(w);
+    }
+}
+
 /* Beside a program that deletes the queue while waiters are in it (an
  * operator clearing keys): the state still says the queue's TTL has long to
  * run, and the wait that forms the queue again must give it one all the
@@ -481,6 +513,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_exploration_beside_a_program_that_deletes_the_queue),
         cmocka_unit_test(test_exploration_of_a_hand_off_on_one_list),
         cmocka_unit_test(test_exploration_of_baton_waits_under_bounded_liveness),
+        cmocka_unit_test(test_real_time_between_steps_lapses_no_key_a_clock_says_lives),
         cmocka_unit_test(test_exploration_of_fair_leaves_and_windows),
         cmocka_unit_test(test_exploration_with_a_fencing_counter_that_cannot_count),
     };

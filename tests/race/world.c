@@ -166,6 +166,7 @@ struct lbr_world {
     int baton; /* a baton client is in the fleet: pauses move the baton's TTLs too */
     int follow; /* a follower is in the fleet: its modes are checked against the key */
     int gate;   /* a mode writer is in the fleet: pauses age the gate record too */
+    int64_t synced_ns; /* real monotonic time the server's TTLs were last given back */
     char violation[4608];
     char trace[4096];
 };
@@ -175,6 +176,12 @@ static int64_t world_wall_us(void *ud) { return ((client *)ud)->w->true_us; }
 static int64_t world_mono_ns(void *ud) {
     const lbr_world *w = ((client *)ud)->w;
     return w->mono_base_ns + (w->true_us - w->start_us) * 1000;
+}
+
+static int64_t real_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void trace_add(lbr_world *w, const char *fmt, ...) {
@@ -277,6 +284,7 @@ lbr_world *lbr_world_new(const lbr_world_config *cfg) {
         if (!c->part) goto fail;
         c->mode = -1; /* its configured mode is no stage it has acted in yet */
     }
+    w->synced_ns = real_mono_ns();
     return w;
 fail:
     lbr_world_free(w);
@@ -709,6 +717,31 @@ void lbr_warp_key(redisContext *c, const char *key, long long ms) {
     if (r) freeReplyObject(r);
 }
 
+/* Redis counts every TTL down in real time, while the virtual clock stands
+ * still between pauses: on a slow build or a loaded machine, the real time
+ * between two steps could let a key lapse that every client's clock says
+ * lives (a holder with 20 ms of lease left after a pause, its key gone on the
+ * server a few steps later). So before each token the TTL of every key is
+ * given back the real time since the last such sync: a key lapses when a
+ * pause says so. One written since the last sync gains at most that time
+ * (one step, with the harness's checks after it). The server serves one
+ * world at a time, so every key on it is the world's. */
+static const char resync_script[] =
+    "local d = tonumber(ARGV[1])\n"
+    "for _, k in ipairs(redis.call('KEYS', '*')) do\n"
+    "  local t = redis.call('PTTL', k)\n"
+    "  if t > 0 then redis.call('PEXPIRE', k, t + d) end\n"
+    "end\n"
+    "return 0\n";
+
+static void resync_ttls(lbr_world *w) {
+    int64_t ms = (real_mono_ns() - w->synced_ns) / 1000000;
+    if (ms < 1) return;
+    w->synced_ns += ms * 1000000; /* the part of a millisecond left counts next time */
+    redisReply *r = redisCommand(w->c, "EVAL %s 0 %lld", resync_script, (long long)ms);
+    if (r) freeReplyObject(r);
+}
+
 /* Redis expires keys on its own clock, which the virtual time does not move: a
  * pause moves the lock key's TTL instead, so token locks (PX) lapse as they
  * would have. A fair lock's queue or state that lapses in the pause while a
@@ -735,6 +768,7 @@ static int warp_ttl(lbr_world *w, long long ms) {
 
 static int run_token(lbr_world *w, const char *tok) {
     char *end;
+    resync_ttls(w);
     if (tok[0] == '+') {
         long long ms = strtoll(tok + 1, &end, 10);
         if (*end || ms < 0 || !pause_allowed(w, ms)) return LBR_BAD_SCHEDULE;

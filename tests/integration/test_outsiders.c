@@ -109,11 +109,7 @@ static long long m1_acquisitions(const char *path) {
  * sees it passes the baton on and on until the first probe window (about
  * 3 s in, docs/modern-lock.md), which the run outlasts. Lockbridge stops
  * when the JVM side has finished. */
-static void pairing(const char *key, int fair) {
-    if (!have_java) {
-        printf("outsiders: java or its classes are missing; skipped\n");
-        skip();
-    }
+static int pairing(const char *key, int fair) {
     char out[64];
     pid_t pid = spawn_m1(key, out);
     assert_true(pid > 0);
@@ -143,18 +139,35 @@ static void pairing(const char *key, int fair) {
     assert_int_equal(done, pid);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     assert_false(overlap);
-    assert_true(m1 > 0);
-    assert_true(m1 * 4 >= lb);
+    return m1 > 0 && m1 * 4 >= lb;
+}
+
+/* The share is judged on one run of a JVM on a shared machine, where it can
+ * be left without a core for seconds (in one CI run the JVM side made 1717
+ * acquisitions in 6 s against its usual 12000 to 16000, lockbridge 30737):
+ * no lock can give a share to a process that does not run. A run that misses
+ * the share is made once more; a lock that shuts the JVM out misses it every
+ * time (before the outsider rules, 22 acquisitions against 3897, run after
+ * run). Exclusion is checked in every run. */
+static void share_in_one_of_two_runs(const char *key, int fair) {
+    if (!have_java) {
+        printf("outsiders: java or its classes are missing; skipped\n");
+        skip();
+    }
+    if (pairing(key, fair)) return;
+    printf("outsiders %s: the share was missed; once more\n", fair ? "fair" : "polling");
+    lbt_cmd_ok(conn, "DEL %s", key);
+    assert_true(pairing(key, fair));
 }
 
 static void test_a_polling_client_leaves_a_jvm_locker_a_share(void **state) {
     (void)state;
-    pairing("out:polling", 0);
+    share_in_one_of_two_runs("out:polling", 0);
 }
 
 static void test_a_fair_client_leaves_a_jvm_locker_a_share(void **state) {
     (void)state;
-    pairing("out:fair", 1);
+    share_in_one_of_two_runs("out:fair", 1);
 }
 
 static int setup(void **state) {

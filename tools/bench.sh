@@ -198,7 +198,11 @@ figures to compare, and the verdicts are taken on them.
   library run back to back, alternately (ours first in odd rounds), five times at 32
   clients; that row's rate target reads the median of the five ratios, the single runs
   being quoted beside. Single runs a minute apart moved by a fifth between runs of the
-  same code on this machine; pairs see about the same machine.
+  same code on this machine; pairs see about the same machine. Waking on release
+  (`lb_lock_acquire_wait` through a waiter, fair mode off) and polling run the same
+  way at each client count (2, 8 and 32): waking on release must be neither slower
+  nor less fair than polling, so its targets read the median of the five rate ratios
+  and of the five max/min ratios, each against 1.
 - Many keys: one thread, one connection, libevent, the event-loop token lock
   (`lockbridge/async.h`, as `examples/many_async_locks.c` uses it; until 2026-11-28 the
   bare step machines on `lb_async_run`); thousands of lock handles (the table's title

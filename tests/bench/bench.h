@@ -165,20 +165,25 @@ int peer_rerun(const lbt_redis *server, redisContext *ctl, const char *peers_dir
  * run_contended_peers. */
 void peers_table_attach(table *t);
 
-/* Paired rounds (paired.c): `ours` and `peer` (row names) run alternately,
- * back to back, PAIRED_ROUNDS times at `clients`; `median` is the median of
- * the rounds' rate ratios (ours over the peer's), 0 when a round failed. */
+/* Paired rounds (paired.c): `ours` and `peer` (row names; the peer one of
+ * our strategies when `peer_ours`) run alternately, back to back,
+ * PAIRED_ROUNDS times at `clients`; `median` is the median of the rounds'
+ * rate ratios (ours over the peer's), 0 when a round failed, and
+ * `spread_median` the median of their max/min ratios (ours over the peer's). */
 #define PAIRED_ROUNDS 5
 typedef struct paired_result {
     char ours[96], peer[96];
+    int peer_ours;
     int clients;
     int rounds; /* completed */
     double ours_rate[PAIRED_ROUNDS], peer_rate[PAIRED_ROUNDS], ratio[PAIRED_ROUNDS];
-    double median;
+    double ours_spread[PAIRED_ROUNDS], peer_spread[PAIRED_ROUNDS], spread_ratio[PAIRED_ROUNDS];
+    double median, spread_median;
 } paired_result;
 int run_paired(const lbt_redis *server, redisContext *ctl, const char *peers_dir, double seconds,
                paired_result *p);
-void fill_paired(table *t, const paired_result *p);
+/* One table of the `n` paired results' rounds. */
+void fill_paired(table *t, const paired_result *p, int n);
 
 /* Many keys from one asynchronous thread (async.c). */
 #define ASYNC_ROUNDS 5 /* interleaved rounds of the many-keys row, count */

@@ -29,6 +29,11 @@
 /* The strategy whose rate against the best peer is also measured in paired
  * rounds (paired.c): the fair candidate for the plain waiting call. */
 #define PAIRED_STRATEGY "lockbridge modern, fair: baton, then grant lists (fair, lb_lock_acquire)"
+/* Waking on release must never be slower or less fair than polling, at any
+ * client count: the two run side by side too. */
+#define WAKE_STRATEGY "lockbridge modern, wake-on-release (lb_lock_acquire_wait)"
+#define POLL_STRATEGY "lockbridge modern, polling only (lb_lock_acquire)"
+#define N_PAIRS 4 /* the fair candidate against the best peer, then wake against polling */
 
 enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_PAIRED, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
@@ -330,6 +335,37 @@ static void contended_targets(table *t, const contended *r, const contended *pee
     target(t, what, "<= 12", m, calls_per_acq(r) <= T_CALLS, calls_per_acq(r) / T_CALLS, why);
 }
 
+/* Waking on release against polling, side by side at each client count:
+ * rate and spread, each as the median of the rounds' ratios. */
+static void wake_targets(table *t, const paired_result *p) {
+    char what[192], m[320], why[CELL_CAP];
+    snprintf(why, sizeof why,
+             "not known yet: both send the server the same commands per acquisition (see "
+             "the contended table); each client of the wake-on-release row also runs a "
+             "waiter (a thread and a subscriber connection of its own), and under contention "
+             "its channel is let go and its waits poll");
+    snprintf(what, sizeof what, "wake-on-release over polling, %d clients: acquisitions/s",
+             p->clients);
+    if (p->rounds != PAIRED_ROUNDS) {
+        target(t, what, ">= 1.00", "a round failed", 0, -1, "a paired round failed");
+        return;
+    }
+    int n = snprintf(m, sizeof m, "median of %d rounds side by side: %.2f (", p->rounds, p->median);
+    for (int i = 0; i < p->rounds && n > 0 && (size_t)n < sizeof m; i++)
+        n += snprintf(m + n, sizeof m - (size_t)n, "%s%.2f", i ? ", " : "", p->ratio[i]);
+    if (n > 0 && (size_t)n < sizeof m) snprintf(m + n, sizeof m - (size_t)n, ")");
+    target(t, what, ">= 1.00", m, p->median >= 1.0, p->median, why);
+    snprintf(what, sizeof what,
+             "wake-on-release over polling, %d clients: max/min acquisitions per client", p->clients);
+    n = snprintf(m, sizeof m, "median of %d rounds side by side: %.2f (", p->rounds,
+                 p->spread_median);
+    for (int i = 0; i < p->rounds && n > 0 && (size_t)n < sizeof m; i++)
+        n += snprintf(m + n, sizeof m - (size_t)n, "%s%.2f/%.2f", i ? ", " : "", p->ours_spread[i],
+                      p->peer_spread[i]);
+    if (n > 0 && (size_t)n < sizeof m) snprintf(m + n, sizeof m - (size_t)n, ")");
+    target(t, what, "<= 1.00", m, p->spread_median <= 1.0, p->spread_median, why);
+}
+
 static void fill_targets(table *t, const reference *ref, const uncontended_summary *u,
                          const contended_set *set, const async_result *a, const paired_result *p) {
     static const char *const cols[] = {"target", "bound", "measured", "verdict",
@@ -378,6 +414,7 @@ static void fill_targets(table *t, const reference *ref, const uncontended_summa
              a->seconds > 0 ? (double)a->server_usec / 1e4 / a->seconds : 0.0);
     target(t, "one async thread: locks/s on distinct keys over the pipelined SET rate", ">= 0.30", m,
            ax >= T_ASYNC_X, ax / T_ASYNC_X, why);
+    for (int k = 1; k < N_PAIRS; k++) wake_targets(t, &p[k]);
 }
 
 /* Correctness, not speed: lost updates, overlaps, failed runs of lockbridge
@@ -505,27 +542,38 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
     peers_table_attach(&tabs[T_PEERS]);
     run_contended_ours(server, ctl, o->seconds, set);
     if (!o->no_peers) run_contended_peers(server, ctl, o->seconds, o->peers_dir, set);
-    paired_result paired;
-    memset(&paired, 0, sizeof paired);
-    snprintf(paired.ours, sizeof paired.ours, "%s", PAIRED_STRATEGY);
-    paired.clients = TARGET_CLIENTS;
+    paired_result paired[N_PAIRS];
+    memset(paired, 0, sizeof paired);
+    snprintf(paired[0].ours, sizeof paired[0].ours, "%s", PAIRED_STRATEGY);
+    paired[0].clients = TARGET_CLIENTS;
     const contended *best = best_peer(set, 1);
     if (best) {
-        snprintf(paired.peer, sizeof paired.peer, "%s", best->name);
-        fprintf(stderr, "bench: %s and %s side by side\n", paired.ours, paired.peer);
-        if (run_paired(server, ctl, o->peers_dir, o->seconds, &paired) != 0)
+        snprintf(paired[0].peer, sizeof paired[0].peer, "%s", best->name);
+        fprintf(stderr, "bench: %s and %s side by side\n", paired[0].ours, paired[0].peer);
+        if (run_paired(server, ctl, o->peers_dir, o->seconds, &paired[0]) != 0)
             fprintf(stderr, "bench: a paired round failed: the single runs decide\n");
+    }
+    for (int k = 1; k < N_PAIRS && k - 1 < N_CLIENT_COUNTS; k++) {
+        paired_result *w = &paired[k];
+        snprintf(w->ours, sizeof w->ours, "%s", WAKE_STRATEGY);
+        snprintf(w->peer, sizeof w->peer, "%s", POLL_STRATEGY);
+        w->peer_ours = 1;
+        w->clients = CLIENT_COUNTS[k - 1];
+        fprintf(stderr, "bench: waking on release and polling side by side, %d clients\n",
+                w->clients);
+        if (run_paired(server, ctl, o->peers_dir, o->seconds, w) != 0)
+            fprintf(stderr, "bench: a paired round failed\n");
     }
     redisFree(ctl);
     fill_contended(&tabs[T_CONT], set, o->seconds);
-    fill_paired(&tabs[T_PAIRED], &paired);
+    fill_paired(&tabs[T_PAIRED], paired, N_PAIRS);
     fprintf(stderr, "bench: many keys from one async thread\n");
     run_async_rounds(server, o->async_seconds, o->inflight, SET_REQUESTS, &a);
     fill_async(&tabs[T_ASYNC], &a);
     fprintf(stderr, "bench: memory with %d locks held\n", o->locks);
     run_memory(server, o->locks, &mem);
     fill_memory(&tabs[T_MEM], &mem);
-    fill_targets(&tabs[T_TARGETS], &ref, &u, set, &a, &paired);
+    fill_targets(&tabs[T_TARGETS], &ref, &u, set, &a, paired);
     table *order[] = {&tabs[T_TARGETS], &tabs[T_REF], &tabs[T_UNCONT], &tabs[T_CONT],
                       &tabs[T_PAIRED], &tabs[T_PEERS], &tabs[T_ASYNC], &tabs[T_MEM]};
     int out = write_outputs(o, order, N_TABLES, set);

@@ -202,7 +202,9 @@ figures to compare, and the verdicts are taken on them.
   (`lb_lock_acquire_wait` through a waiter, fair mode off) and polling run the same
   way at each client count (2, 8 and 32): waking on release must be neither slower
   nor less fair than polling, so its targets read the median of the five rate ratios
-  and of the five max/min ratios, each against 1.
+  and of the five max/min ratios, each against 1. Polling is also run side by side
+  with itself at 32 clients, the same way (the control): its two medians show how
+  far the method alone moves a ratio from 1, and the wake targets quote them.
 - Many keys: one thread, one connection, libevent, the event-loop token lock
   (`lockbridge/async.h`, as `examples/many_async_locks.c` uses it; until 2026-11-28 the
   bare step machines on `lb_async_run`); thousands of lock handles (the table's title

@@ -33,7 +33,11 @@
  * client count: the two run side by side too. */
 #define WAKE_STRATEGY "lockbridge modern, wake-on-release (lb_lock_acquire_wait)"
 #define POLL_STRATEGY "lockbridge modern, polling only (lb_lock_acquire)"
-#define N_PAIRS 4 /* the fair candidate against the best peer, then wake against polling */
+/* The fair candidate against the best peer, then waking on release against
+ * polling at each client count, then polling against itself at 32 clients:
+ * the control, whose ratios show how far the method alone moves a median. */
+#define N_PAIRS 5
+#define CONTROL_PAIR (N_PAIRS - 1)
 
 enum { T_REF, T_UNCONT, T_PEERS, T_CONT, T_PAIRED, T_ASYNC, T_MEM, T_TARGETS, N_TABLES };
 
@@ -337,13 +341,18 @@ static void contended_targets(table *t, const contended *r, const contended *pee
 
 /* Waking on release against polling, side by side at each client count:
  * rate and spread, each as the median of the rounds' ratios. */
-static void wake_targets(table *t, const paired_result *p) {
-    char what[192], m[320], why[CELL_CAP];
+static void wake_targets(table *t, const paired_result *p, const paired_result *control) {
+    char what[192], m[320], why[CELL_CAP], ctl[160] = "";
+    if (control->rounds == PAIRED_ROUNDS)
+        snprintf(ctl, sizeof ctl,
+                 "; polling side by side with itself at %d clients (the control) read %.2f "
+                 "for the rate and %.2f for max/min in this run", control->clients,
+                 control->median, control->spread_median);
     snprintf(why, sizeof why,
-             "not known yet: both send the server the same commands per acquisition (see "
-             "the contended table); each client of the wake-on-release row also runs a "
-             "waiter (a thread and a subscriber connection of its own), and under contention "
-             "its channel is let go and its waits poll");
+             "both send the server the same commands per acquisition (see the contended "
+             "table); each client of the wake-on-release row also runs a waiter (a thread "
+             "and a subscriber connection of its own), and under contention its channel is "
+             "let go and its waits poll%s", ctl);
     snprintf(what, sizeof what, "wake-on-release over polling, %d clients: acquisitions/s",
              p->clients);
     if (p->rounds != PAIRED_ROUNDS) {
@@ -414,7 +423,7 @@ static void fill_targets(table *t, const reference *ref, const uncontended_summa
              a->seconds > 0 ? (double)a->server_usec / 1e4 / a->seconds : 0.0);
     target(t, "one async thread: locks/s on distinct keys over the pipelined SET rate", ">= 0.30", m,
            ax >= T_ASYNC_X, ax / T_ASYNC_X, why);
-    for (int k = 1; k < N_PAIRS; k++) wake_targets(t, &p[k]);
+    for (int k = 1; k < CONTROL_PAIR; k++) wake_targets(t, &p[k], &p[CONTROL_PAIR]);
 }
 
 /* Correctness, not speed: lost updates, overlaps, failed runs of lockbridge
@@ -553,13 +562,16 @@ static int bench(const lbt_redis *server, const options *o, table *tabs, contend
         if (run_paired(server, ctl, o->peers_dir, o->seconds, &paired[0]) != 0)
             fprintf(stderr, "bench: a paired round failed: the single runs decide\n");
     }
-    for (int k = 1; k < N_PAIRS && k - 1 < N_CLIENT_COUNTS; k++) {
+    for (int k = 1; k <= CONTROL_PAIR; k++) {
         paired_result *w = &paired[k];
-        snprintf(w->ours, sizeof w->ours, "%s", WAKE_STRATEGY);
+        int control = k == CONTROL_PAIR;
+        if (!control && k - 1 >= N_CLIENT_COUNTS) continue;
+        snprintf(w->ours, sizeof w->ours, "%s", control ? POLL_STRATEGY : WAKE_STRATEGY);
         snprintf(w->peer, sizeof w->peer, "%s", POLL_STRATEGY);
         w->peer_ours = 1;
-        w->clients = CLIENT_COUNTS[k - 1];
-        fprintf(stderr, "bench: waking on release and polling side by side, %d clients\n",
+        w->clients = control ? TARGET_CLIENTS : CLIENT_COUNTS[k - 1];
+        fprintf(stderr, "bench: %s side by side, %d clients\n",
+                control ? "polling and polling (the control)" : "waking on release and polling",
                 w->clients);
         if (run_paired(server, ctl, o->peers_dir, o->seconds, w) != 0)
             fprintf(stderr, "bench: a paired round failed\n");

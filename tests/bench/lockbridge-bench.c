@@ -349,7 +349,8 @@ static void wake_targets(table *t, const paired_result *p, const paired_result *
                  "for the rate and %.2f for max/min in this run", control->clients,
                  control->median, control->spread_median);
     snprintf(why, sizeof why,
-             "both send the server the same commands per acquisition (see the contended "
+             "cause not known: both send the server the same commands per acquisition "
+             "(see the contended "
              "table); each client of the wake-on-release row also runs a waiter (a thread "
              "and a subscriber connection of its own), and under contention its channel is "
              "let go and its waits poll%s", ctl);
